@@ -1,0 +1,1 @@
+"""mcp-actors: a trio supervisor tree for many MCP servers at once."""

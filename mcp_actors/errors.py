@@ -1,0 +1,216 @@
+"""Typed errors of mcp-actors.
+
+Every error a user can hit derives from :class:`McpActorsError`. Each one says what
+went wrong, names the server (and the field or tool) involved, and says what to do
+next. Messages never contain secrets: environment values and header values are never
+formatted into them.
+
+The hierarchy is grouped by what a caller does about it:
+
+* :class:`ConfigError` — the input is wrong; fix it and retry.
+* :class:`LookupFailed` — the thing named does not exist (server, tool).
+* :class:`ConnectionFailed` — the server could not be reached or died; the runtime
+  isolates it and reports; retry after fixing the server or call ``reconnect``.
+* :class:`ToolCallFailed` — one call did not complete (timeout, denied, lost).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActorStopped",
+    "CommandNotFound",
+    "ConfigError",
+    "ConfigFileCorrupt",
+    "ConnectTimeout",
+    "ConnectionFailed",
+    "DuplicateServerName",
+    "InvalidServerConfig",
+    "InvalidToolName",
+    "LookupFailed",
+    "McpActorsError",
+    "ServerCircuitOpen",
+    "ServerConnectionLost",
+    "ServerInactive",
+    "ServerNotFound",
+    "ServerProtocolError",
+    "ServerStartFailed",
+    "ToolCallDenied",
+    "ToolCallFailed",
+    "ToolCallTimeout",
+    "ToolDisabled",
+    "ToolNotFound",
+]
+
+
+class McpActorsError(Exception):
+    """Root of every error this library raises on purpose.
+
+    Attributes:
+        server: The server's name (or id when no name is known), or ``None`` when the
+            error is not about one server.
+    """
+
+    server: str | None
+
+    def __init__(self, message: str, *, server: str | None = None) -> None:
+        super().__init__(message)
+        self.server = server
+
+
+# ----------------------------------------------------------------------------- config
+
+
+class ConfigError(McpActorsError, ValueError):
+    """Configuration input is invalid. Nothing was saved; fix the input and retry.
+
+    Attributes:
+        field: The offending field (camelCase, as in the config file), if known.
+    """
+
+    field: str | None
+
+    def __init__(self, message: str, *, server: str | None = None, field: str | None = None) -> None:
+        super().__init__(message, server=server)
+        self.field = field
+
+
+class InvalidServerConfig(ConfigError):
+    """A server entry has a missing, mistyped or contradictory field."""
+
+
+class DuplicateServerName(ConfigError):
+    """A server name is already taken (or collides with one after id-cleaning)."""
+
+
+class ConfigFileCorrupt(ConfigError):
+    """The config file cannot be parsed. It has been left untouched.
+
+    Attributes:
+        path: The file's path.
+        line: 1-based line of the first error, if known.
+        column: 1-based column of the first error, if known.
+    """
+
+    def __init__(self, message: str, *, path: str, line: int | None = None, column: int | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+        self.column = column
+
+
+class InvalidToolName(ConfigError):
+    """A tool name is not accepted by every LLM provider (``^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$``)."""
+
+
+# ----------------------------------------------------------------------------- lookups
+
+
+class LookupFailed(McpActorsError, LookupError):
+    """Something named by the caller does not exist."""
+
+
+class ServerNotFound(LookupFailed):
+    """No server with that id or name is configured."""
+
+
+class ToolNotFound(LookupFailed):
+    """No tool with that id or name is offered by the server (or the runtime)."""
+
+
+# ----------------------------------------------------------------------------- connections
+
+
+class ConnectionFailed(McpActorsError):
+    """A server could not be reached, or its connection ended.
+
+    Attributes:
+        stderr_tail: The last lines the server wrote to stderr (stdio servers only),
+            oldest first; often the real reason.
+    """
+
+    stderr_tail: tuple[str, ...]
+
+    def __init__(self, message: str, *, server: str | None = None, stderr_tail: tuple[str, ...] = ()) -> None:
+        if stderr_tail:
+            message = f"{message}; last stderr line: {stderr_tail[-1]!r}"
+        super().__init__(message, server=server)
+        self.stderr_tail = tuple(stderr_tail)
+
+
+class ServerInactive(ConnectionFailed):
+    """The server is configured but disabled (``isActive: false``). Enable it first."""
+
+
+class CommandNotFound(ConnectionFailed):
+    """A stdio server's command does not resolve on PATH (or is not executable)."""
+
+    def __init__(self, message: str, *, server: str | None = None, command: str) -> None:
+        super().__init__(message, server=server)
+        self.command = command
+
+
+class ServerStartFailed(ConnectionFailed):
+    """The server process started but the MCP handshake did not complete."""
+
+
+class ConnectTimeout(ServerStartFailed):
+    """Connecting and initializing took longer than the server's connect timeout."""
+
+
+class ServerProtocolError(ConnectionFailed):
+    """The server sent something that is not MCP (garbage on stdout, a bad reply)."""
+
+
+class ServerConnectionLost(ConnectionFailed):
+    """The connection died (process exit, stdout closed, HTTP stream error).
+
+    In-flight calls fail with this at once; tool calls are never replayed.
+    """
+
+
+class ServerCircuitOpen(ConnectionFailed):
+    """The server failed too often in a short time and is parked in ``error``.
+
+    Call ``reconnect`` (or update its config) to try again.
+    """
+
+
+class ActorStopped(McpActorsError, RuntimeError):
+    """The actor behind this handle has stopped (the runtime is closing or closed)."""
+
+
+# ----------------------------------------------------------------------------- calls
+
+
+class ToolCallFailed(McpActorsError):
+    """One tool call did not complete.
+
+    Attributes:
+        tool: The tool's name on its server.
+    """
+
+    tool: str | None
+
+    def __init__(self, message: str, *, server: str | None = None, tool: str | None = None) -> None:
+        super().__init__(message, server=server)
+        self.tool = tool
+
+
+class ToolCallTimeout(ToolCallFailed, TimeoutError):
+    """The call did not finish within its timeout; the server was told to cancel it.
+
+    Attributes:
+        timeout: The bound that was exceeded, in seconds.
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, tool: str | None = None, timeout: float) -> None:
+        super().__init__(message, server=server, tool=tool)
+        self.timeout = timeout
+
+
+class ToolDisabled(ToolCallFailed):
+    """The tool is listed in the server's ``disabledTools``."""
+
+
+class ToolCallDenied(ToolCallFailed, PermissionError):
+    """The call needed approval and the approver said no (or none is installed)."""

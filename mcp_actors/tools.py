@@ -1,0 +1,31 @@
+"""The value type for one MCP tool as the rest of the library sees it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+__all__ = ["MCPTool"]
+
+
+@attrs.frozen(kw_only=True)
+class MCPTool:
+    """One tool of one configured server, ready to be offered to an LLM.
+
+    Attributes:
+        id: The runtime-wide tool id (``mcp__<server>__<tool>``, provider-safe, unique).
+            This is the name an LLM sees and calls.
+        name: The tool's own name on its server (what ``tools/call`` is sent with).
+        description: The server's description (may be empty).
+        input_schema: The server's JSON schema for the arguments, as sent (a dict).
+        server_id: The id of the server record that offers the tool.
+        server_name: That server's name.
+    """
+
+    id: str
+    name: str
+    description: str = ""
+    input_schema: dict[str, Any] = attrs.field(factory=dict, hash=False)
+    server_id: str
+    server_name: str

@@ -1,0 +1,1 @@
+"""OTP-style supervision and mailboxes for trio."""
