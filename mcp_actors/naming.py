@@ -1,0 +1,107 @@
+"""Tool ids that every LLM provider accepts, and the map from ids back to servers.
+
+OpenAI, Anthropic and Gemini all accept ``^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$`` (Gemini also
+allows dots and colons, the others do not). A server named ``my.files`` with a tool
+``read-file`` becomes ``mcp__my_files__read_file``. Ids that would be too long, or that
+collide after cleaning, are shortened deterministically and get a short hash suffix, so the
+same configuration always yields the same ids (stable across restarts and processes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Final
+
+import attrs
+
+__all__ = [
+    "MAX_TOOL_NAME_LENGTH",
+    "TOOL_NAME_PATTERN",
+    "ToolIdMap",
+    "clean_name",
+    "direct_tool_name",
+    "is_provider_safe",
+    "tool_id",
+]
+
+MAX_TOOL_NAME_LENGTH: Final = 64
+TOOL_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$")
+_NOT_ALNUM: Final = re.compile(r"[^a-zA-Z0-9]")
+_HASH_LENGTH: Final = 8
+
+
+def clean_name(name: str) -> str:
+    """Replace every character that is not an ASCII letter or digit with ``_``."""
+    return _NOT_ALNUM.sub("_", name)
+
+
+def is_provider_safe(name: str) -> bool:
+    """Whether all three providers accept ``name`` as a tool name."""
+    return TOOL_NAME_PATTERN.match(name) is not None
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:_HASH_LENGTH]
+
+
+def _fit(candidate: str, *parts: str) -> str:
+    """``candidate`` if it fits, else its head plus a hash of ``parts`` (still <= 64)."""
+    if len(candidate) <= MAX_TOOL_NAME_LENGTH:
+        return candidate
+    suffix = "_" + _digest(*parts)
+    return candidate[: MAX_TOOL_NAME_LENGTH - len(suffix)] + suffix
+
+
+def tool_id(server_name: str, tool_name: str) -> str:
+    """The registry's id for a tool: ``mcp__<server>__<tool>``, provider-safe.
+
+    Deterministic; an id over 64 characters is cut and given a hash of the original
+    names, so two long names that share a prefix still differ.
+    """
+    return _fit(f"mcp__{clean_name(server_name)}__{clean_name(tool_name)}", server_name, tool_name)
+
+
+def direct_tool_name(server_name: str, tool_name: str) -> str:
+    """The name of a directly connected (built-in) server's tool: ``<server>__<tool>``."""
+    candidate = f"{clean_name(server_name)}__{clean_name(tool_name)}"
+    if not candidate[0].isalpha() and candidate[0] != "_":
+        candidate = "_" + candidate
+    return _fit(candidate, server_name, tool_name)
+
+
+@attrs.define(eq=False)
+class ToolIdMap:
+    """Assigns unique tool ids and maps them back to ``(server_id, tool_name)``.
+
+    Owned by the registry actor. Two tools whose cleaned names collide (``a.b`` and ``a_b``
+    on one server, or servers ``x-y`` and ``x_y``) get distinct ids: the second gets a hash
+    suffix derived from its server id and tool name, so the result does not depend on
+    which was listed first only when there is no collision.
+    """
+
+    _by_id: dict[str, tuple[str, str]] = attrs.field(factory=dict)
+    _by_tool: dict[tuple[str, str], str] = attrs.field(factory=dict)
+
+    def assign(self, server_id: str, server_name: str, tool_name: str) -> str:
+        """The id of this server's tool, assigning a new unique one if needed."""
+        key = (server_id, tool_name)
+        existing = self._by_tool.get(key)
+        if existing is not None:
+            return existing
+        candidate = tool_id(server_name, tool_name)
+        if candidate in self._by_id:
+            suffix = "_" + _digest(server_id, tool_name)
+            candidate = candidate[: MAX_TOOL_NAME_LENGTH - len(suffix)] + suffix
+        self._by_id[candidate] = key
+        self._by_tool[key] = candidate
+        return candidate
+
+    def resolve(self, tool_id: str) -> tuple[str, str] | None:
+        """``(server_id, tool_name)`` for an id, or ``None`` when unknown."""
+        return self._by_id.get(tool_id)
+
+    def forget_server(self, server_id: str) -> None:
+        """Drop every id of a server (removed, renamed, or its tools re-listed)."""
+        for key in [k for k in self._by_tool if k[0] == server_id]:
+            del self._by_id[self._by_tool.pop(key)]

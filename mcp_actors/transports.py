@@ -1,0 +1,533 @@
+"""Transports: stdio with our own spawn, SSE and streamable HTTP through the SDK.
+
+Every transport is an async context manager yielding a :class:`TransportLink`: the pair of
+streams an SDK ``ClientSession`` runs on, plus what the connection actor needs to fail
+fast — :attr:`TransportLink.dead` is set the moment the transport is seen to die (stdout
+EOF, process exit, broken stdin, HTTP stream error), with a human reason and, for stdio,
+the tail of the server's stderr.
+
+Why our own stdio spawn instead of the SDK's ``stdio_client``: we need the PID and its
+create_time registered with the process tracker before anything else can fail, the process
+in its own process group (so the whole tree can be killed), stderr drained into a bounded
+ring buffer (a server that floods stderr must never block on a full pipe, and its last
+lines are the best error message there is), garbage on stdout reported rather than
+fatal, and death observed directly rather than when a request times out.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import errno
+import logging
+import os
+import shutil
+import signal
+import subprocess
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from typing import Any, Final, Literal
+
+import anyio
+import attrs
+import mcp.types as mcp_types
+import psutil
+import trio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+from mcp_actors.errors import CommandNotFound, ServerStartFailed
+from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec
+
+__all__ = [
+    "HttpParams",
+    "StderrTail",
+    "StdioParams",
+    "TransportLink",
+    "open_http_transport",
+    "open_stdio_transport",
+    "open_transport",
+    "resolve_command",
+]
+
+logger = logging.getLogger(__name__)
+
+_READ_CHUNK: Final = 1 << 16
+_STREAM_BUFFER: Final = 64
+_STDERR_LINES: Final = 200
+_STDERR_LINE_MAX: Final = 2000
+_GARBAGE_SAMPLE_MAX: Final = 200
+_EXIT_STATUS_GRACE: Final = 0.2
+
+
+@attrs.frozen(kw_only=True)
+class StdioParams:
+    """How to start a stdio server.
+
+    Attributes:
+        command: Executable name (looked up on PATH) or path.
+        args: Its arguments.
+        env: Overrides on top of the host's environment (values are secrets).
+        cwd: Working directory, or ``None`` for the host's.
+        close_grace: Seconds to wait for the server to exit after its stdin closes.
+        term_grace: Seconds to wait after SIGTERM before SIGKILL.
+        max_message_bytes: Largest single JSON-RPC line accepted from the server.
+    """
+
+    command: str
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = attrs.field(factory=dict, repr=lambda env: repr(sorted(env)))
+    cwd: str | None = None
+    close_grace: float = 2.0
+    term_grace: float = 2.0
+    max_message_bytes: int = 256 * 1024 * 1024
+
+
+@attrs.frozen(kw_only=True)
+class HttpParams:
+    """How to reach an SSE or streamable HTTP server.
+
+    Attributes:
+        url: The endpoint (``.../sse`` for SSE, ``.../mcp`` for streamable HTTP, usually).
+        kind: ``"sse"`` or ``"http"`` (streamable HTTP).
+        headers: Sent with every request (values are secrets).
+        connect_timeout: Bound for connecting and for each HTTP write, in seconds.
+        read_timeout: Bound for silence on a long-lived stream, in seconds.
+    """
+
+    url: str
+    kind: Literal["sse", "http"] = "http"
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=lambda h: repr(sorted(h)))
+    connect_timeout: float = 30.0
+    read_timeout: float = 300.0
+
+
+@attrs.define(eq=False)
+class StderrTail:
+    """The last lines a server wrote to stderr, bounded in count and length."""
+
+    _lines: collections.deque[str] = attrs.field(factory=lambda: collections.deque(maxlen=_STDERR_LINES))
+    _changed: trio.Event = attrs.field(factory=trio.Event)
+    total_bytes: int = 0
+
+    def add(self, line: str) -> None:
+        """Keep one line (cut to a sane length) and wake waiters."""
+        if len(line) > _STDERR_LINE_MAX:
+            line = line[:_STDERR_LINE_MAX] + "…"
+        self._lines.append(line)
+        self._changed.set()
+
+    async def wait_for(self, predicate: Callable[[str], bool]) -> str:
+        """Wait until a kept line satisfies ``predicate``; return it.
+
+        Unbounded by design: callers bound it (``trio.fail_after``). Fault-injection tests
+        use it to wait for a server's own report ("fault: cancelled 7") without polling.
+        """
+        while True:
+            for line in self._lines:
+                if predicate(line):
+                    return line
+            self._changed = trio.Event()
+            await self._changed.wait()
+
+    def lines(self, n: int = 20) -> tuple[str, ...]:
+        """The last ``n`` non-empty lines, oldest first."""
+        return tuple(line for line in self._lines if line.strip())[-n:]
+
+
+@attrs.define(eq=False)
+class TransportLink:
+    """An open transport: the SDK stream pair and the signals the actor watches.
+
+    Attributes:
+        read_stream: Messages (or transport exceptions) from the server, for ``ClientSession``.
+        write_stream: Messages to the server, for ``ClientSession``.
+        dead: Set once the transport is observed dead; :attr:`death_reason` says why.
+        process: The stdio server's process identity (``None`` for HTTP).
+        stderr: The stdio server's stderr tail (``None`` for HTTP).
+        garbage_lines: Non-JSON lines the server wrote to stdout (skipped, not fatal).
+        garbage_sample: The first such line, shortened, for error messages.
+    """
+
+    read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
+    write_stream: MemoryObjectSendStream[SessionMessage]
+    label: str
+    dead: trio.Event = attrs.field(factory=trio.Event)
+    exited: trio.Event = attrs.field(factory=trio.Event)
+    death_reason: str | None = None
+    process: ProcessIdentity | None = None
+    stderr: StderrTail | None = None
+    garbage_lines: int = 0
+    garbage_sample: str | None = None
+    _closers: list[MemoryObjectSendStream[Any]] = attrs.field(factory=list)
+
+    def die(self, reason: str) -> None:
+        """Record the first death reason, wake watchers, end the session's read stream."""
+        if self.death_reason is None:
+            self.death_reason = reason
+            logger.info("server %s: transport closed: %s", self.label, reason)
+        self.dead.set()
+        for stream in self._closers:
+            stream.close()
+
+    def stderr_tail(self, n: int = 20) -> tuple[str, ...]:
+        """The last stderr lines (empty for HTTP)."""
+        return self.stderr.lines(n) if self.stderr is not None else ()
+
+    def describe_garbage(self) -> str:
+        """A note about non-JSON stdout output, or ``""`` when there was none."""
+        if not self.garbage_lines:
+            return ""
+        return (
+            f"the server wrote {self.garbage_lines} non-JSON line(s) to stdout "
+            f"(first: {self.garbage_sample!r}); stdout must carry only JSON-RPC — log to stderr"
+        )
+
+
+def resolve_command(command: str, env: Mapping[str, str], *, server: str) -> str:
+    """The executable to run, resolved the way a shell would.
+
+    Raises:
+        CommandNotFound: It is not on PATH, or the path given is not an executable file.
+    """
+    if not command.strip():
+        raise CommandNotFound(
+            f"server {server!r} has an empty command; set config.command",
+            server=server,
+            command=command,
+        )
+    path = env.get("PATH", os.environ.get("PATH", os.defpath))
+    found = shutil.which(command, path=path)
+    if found is None:
+        where = "is not an executable file" if os.sep in command else "was not found on PATH"
+        raise CommandNotFound(
+            f"server {server!r}: command {command!r} {where}; install it or fix config.command",
+            server=server,
+            command=command,
+        )
+    return found
+
+
+def _merged_env(overrides: Mapping[str, str]) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(overrides)
+    return env
+
+
+async def _pump_stdout(
+    stream: trio.abc.ReceiveStream,
+    link: TransportLink,
+    sink: MemoryObjectSendStream[SessionMessage | Exception],
+    limit: int,
+) -> None:
+    """Split stdout into lines and forward the JSON-RPC messages; skip and count garbage."""
+    buffer = bytearray()
+    scan_from = 0
+    try:
+        while True:
+            chunk = await stream.receive_some(_READ_CHUNK)
+            if not chunk:
+                # Usually the process is exiting: give its exit status a moment to arrive,
+                # because "killed by SIGKILL" says more than "closed its stdout".
+                with trio.move_on_after(_EXIT_STATUS_GRACE):
+                    await link.exited.wait()
+                link.die("the server closed its stdout")
+                return
+            buffer += chunk
+            while (end := buffer.find(b"\n", scan_from)) >= 0:
+                line = bytes(buffer[:end])
+                del buffer[: end + 1]
+                scan_from = 0
+                if line.strip():
+                    await _forward_line(line, link, sink)
+            scan_from = len(buffer)
+            if len(buffer) > limit:
+                link.die(f"the server sent a message larger than {limit} bytes")
+                return
+    except (
+        trio.ClosedResourceError,
+        trio.BrokenResourceError,
+        anyio.ClosedResourceError,
+        anyio.BrokenResourceError,
+    ):
+        link.die("the server's stdout closed")
+
+
+async def _forward_line(
+    line: bytes, link: TransportLink, sink: MemoryObjectSendStream[SessionMessage | Exception]
+) -> None:
+    try:
+        message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValueError:
+        link.garbage_lines += 1
+        if link.garbage_sample is None:
+            link.garbage_sample = line[:_GARBAGE_SAMPLE_MAX].decode("utf-8", "replace")
+        logger.warning("server %s: skipped a non-JSON line on stdout (%d bytes)", link.label, len(line))
+        return
+    await sink.send(SessionMessage(message))
+
+
+async def _pump_stdin(
+    source: MemoryObjectReceiveStream[SessionMessage],
+    stream: trio.abc.SendStream,
+    link: TransportLink,
+) -> None:
+    try:
+        async for session_message in source:
+            data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
+            await stream.send_all(data.encode() + b"\n")
+    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        link.die("the server stopped reading its stdin")
+
+
+async def _drain_stderr(stream: trio.abc.ReceiveStream, link: TransportLink, tail: StderrTail) -> None:
+    """Read stderr continuously so the server can never block on a full pipe."""
+    server_log = logging.getLogger(f"mcp_actors.server.{link.label}")
+    pending = b""
+    with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
+        while chunk := await stream.receive_some(_READ_CHUNK):
+            tail.total_bytes += len(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                text = raw.decode("utf-8", "replace").rstrip("\r")
+                tail.add(text)
+                server_log.debug("%s", text)
+            if len(pending) > _STDERR_LINE_MAX * 4:
+                tail.add(pending.decode("utf-8", "replace"))
+                pending = b""
+    if pending:
+        tail.add(pending.decode("utf-8", "replace"))
+
+
+async def _watch_exit(process: trio.Process, link: TransportLink) -> None:
+    code = await process.wait()
+    link.exited.set()
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            link.die(f"the server process was killed by {signal.Signals(-code).name}")
+    link.die(f"the server process exited with code {code}")
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _snapshot_descendants(identity: ProcessIdentity) -> list[psutil.Process]:
+    try:
+        proc = psutil.Process(identity.pid)
+        if proc.create_time() != identity.create_time:
+            return []
+        return proc.children(recursive=True)
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return []
+
+
+async def _wait_until(predicate: Any, timeout: float, *, step: float = 0.01) -> bool:  # noqa: ASYNC109
+    with trio.move_on_after(timeout):
+        while not predicate():
+            await trio.sleep(step)
+        return True
+    return bool(predicate())
+
+
+async def _stop_process(
+    process: trio.Process, identity: ProcessIdentity, params: StdioParams, link: TransportLink
+) -> None:
+    """The kill ladder: close stdin → bounded wait → SIGTERM the group → SIGKILL → reap.
+
+    Runs shielded with every wait bounded. Descendants are snapshotted first, so a
+    grandchild that left our process group (or outlived the server) is killed too.
+    """
+    descendants = _snapshot_descendants(identity)
+    if process.stdin is not None:
+        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+            await process.stdin.aclose()
+    if process.returncode is None:
+        with trio.move_on_after(params.close_grace):
+            await process.wait()
+    if process.returncode is None:
+        _signal_group(identity.pgid, signal.SIGTERM)
+        with trio.move_on_after(params.term_grace):
+            await process.wait()
+    # The leader is gone (or stubborn); anything left in its group is an orphan of ours.
+    if _group_alive(identity.pgid):
+        _signal_group(identity.pgid, signal.SIGTERM)
+        if not await _wait_until(lambda: not _group_alive(identity.pgid), min(params.term_grace, 0.5)):
+            _signal_group(identity.pgid, signal.SIGKILL)
+    for child in descendants:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
+    if process.returncode is None:
+        process.kill()
+        with trio.move_on_after(5.0):
+            await process.wait()
+        if process.returncode is None:
+            logger.error("server %s: pid %d survived SIGKILL; abandoning it", link.label, identity.pid)
+
+
+@contextlib.asynccontextmanager
+async def open_stdio_transport(
+    params: StdioParams, *, label: str, tracker: ProcessTracker | None = None
+) -> AsyncIterator[TransportLink]:
+    """Spawn a stdio server in its own process group and yield its :class:`TransportLink`.
+
+    The PID and create_time are registered with the process tracker immediately after the
+    spawn. Leaving the context (normally, by error or by cancellation) runs the kill ladder
+    shielded and bounded, so no process is ever left behind.
+
+    Raises:
+        CommandNotFound: The command does not resolve.
+        ServerStartFailed: The process could not be started (permissions, bad cwd, ...).
+    """
+    env = _merged_env(params.env)
+    executable = resolve_command(params.command, env, server=label)
+    if params.cwd is not None and not os.path.isdir(params.cwd):
+        raise ServerStartFailed(
+            f"server {label!r}: working directory {params.cwd!r} does not exist; fix config.cwd",
+            server=label,
+        )
+    tracker = tracker or ProcessTracker.get_instance()
+    try:
+        process = await trio.lowlevel.open_process(
+            [executable, *params.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=params.cwd,
+            start_new_session=True,
+            preexec_fn=pdeathsig_preexec(),
+        )
+    except OSError as exc:
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        cls = CommandNotFound if exc.errno in (errno.ENOENT, errno.EACCES) else ServerStartFailed
+        message = f"server {label!r}: could not start {params.command!r}: {reason}; check config.command and config.cwd"
+        if cls is CommandNotFound:
+            raise CommandNotFound(message, server=label, command=params.command) from exc
+        raise ServerStartFailed(message, server=label) from exc
+    # No await between the spawn and the registration: a cancellation cannot slip in.
+    try:
+        create_time = psutil.Process(process.pid).create_time()
+    except psutil.Error:
+        create_time = 0.0
+    identity = ProcessIdentity(pid=process.pid, create_time=create_time, pgid=process.pid, label=label)
+    tracker.register(identity)
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](_STREAM_BUFFER)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](_STREAM_BUFFER)
+    tail = StderrTail()
+    link = TransportLink(
+        read_stream=read_stream,
+        write_stream=write_stream,
+        label=label,
+        process=identity,
+        stderr=tail,
+    )
+    link._closers.append(read_writer)
+    try:
+        async with trio.open_nursery() as nursery:
+            assert process.stdout is not None and process.stdin is not None and process.stderr is not None
+            nursery.start_soon(_pump_stdout, process.stdout, link, read_writer, params.max_message_bytes)
+            nursery.start_soon(_pump_stdin, write_reader, process.stdin, link)
+            nursery.start_soon(_drain_stderr, process.stderr, link, tail)
+            nursery.start_soon(_watch_exit, process, link)
+            try:
+                yield link
+            finally:
+                with trio.CancelScope(shield=True):
+                    link.die(link.death_reason or "closed by the client")
+                    await _stop_process(process, identity, params, link)
+                nursery.cancel_scope.cancel()
+    finally:
+        with trio.CancelScope(shield=True):
+            for stream in (read_writer, read_stream, write_stream, write_reader):
+                stream.close()
+            for pipe in (process.stdout, process.stderr):
+                if pipe is not None:
+                    with contextlib.suppress(Exception):
+                        await pipe.aclose()
+            if process.returncode is None:
+                process.kill()
+                with trio.move_on_after(5.0):
+                    await process.wait()
+            tracker.unregister(identity)
+
+
+async def _relay_http(
+    source: Any, sink: MemoryObjectSendStream[SessionMessage | Exception], link: TransportLink
+) -> None:
+    """Forward the SDK transport's items; a network-level failure means the server is gone."""
+    import httpx2
+
+    try:
+        async for item in source:
+            if isinstance(item, Exception):
+                if isinstance(item, httpx2.TransportError | OSError):
+                    link.die(f"the HTTP connection failed: {type(item).__name__}: {item}")
+                    return
+                logger.warning("server %s: transport reported %s: %s", link.label, type(item).__name__, item)
+            await sink.send(item)
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+        pass
+    link.die("the HTTP stream closed")
+
+
+@contextlib.asynccontextmanager
+async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterator[TransportLink]:
+    """Open an SSE or streamable HTTP transport through the SDK and yield its link.
+
+    Proxy settings come from the environment (``HTTP_PROXY``, ``NO_PROXY``, ...).
+    """
+    import httpx2
+    from mcp.client.sse import sse_client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](_STREAM_BUFFER)
+    async with contextlib.AsyncExitStack() as stack:
+        if params.kind == "sse":
+            sdk_read, sdk_write = await stack.enter_async_context(
+                sse_client(
+                    params.url,
+                    headers=dict(params.headers),
+                    timeout=params.connect_timeout,
+                    sse_read_timeout=params.read_timeout,
+                )
+            )
+        else:
+            client = create_mcp_http_client(
+                headers=dict(params.headers),
+                timeout=httpx2.Timeout(params.connect_timeout, read=params.read_timeout),
+            )
+            await stack.enter_async_context(client)
+            sdk_read, sdk_write = await stack.enter_async_context(
+                streamable_http_client(params.url, http_client=client)
+            )
+        link = TransportLink(read_stream=read_stream, write_stream=sdk_write, label=label)
+        link._closers.append(read_writer)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_relay_http, sdk_read, read_writer, link)
+            try:
+                yield link
+            finally:
+                link.die(link.death_reason or "closed by the client")
+                nursery.cancel_scope.cancel()
+
+
+def open_transport(
+    params: StdioParams | HttpParams, *, label: str
+) -> contextlib.AbstractAsyncContextManager[TransportLink]:
+    """Open whichever transport ``params`` describes."""
+    if isinstance(params, StdioParams):
+        return open_stdio_transport(params, label=label)
+    return open_http_transport(params, label=label)

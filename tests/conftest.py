@@ -1,0 +1,77 @@
+"""Suite-wide guards: no test may leave a process or a trio task behind."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Iterator
+
+import psutil
+import pytest
+import trio
+
+# Ledgers and configs of the whole run go to a private directory, never the user's.
+_STATE = tempfile.mkdtemp(prefix="mcp-actors-test-state-")
+os.environ.setdefault("MCP_ACTORS_STATE_DIR", _STATE)
+os.environ.setdefault("MCP_ACTORS_CONFIG", os.path.join(_STATE, "mcp-config.json"))
+
+# Long-lived helpers of the host itself, not servers a test started.
+_INFRASTRUCTURE = ("mcp_actors._reaper", "trio_parallel")
+
+
+def _stray_children() -> list[psutil.Process]:
+    me = psutil.Process()
+    strays = []
+    for child in me.children(recursive=True):
+        try:
+            cmdline = " ".join(child.cmdline())
+            if child.status() == psutil.STATUS_ZOMBIE:
+                continue
+        except psutil.Error:
+            continue
+        if any(marker in cmdline for marker in _INFRASTRUCTURE):
+            continue
+        strays.append(child)
+    return strays
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_processes() -> Iterator[None]:
+    """Fail a test that leaves a child process running (after a bounded grace for reaping)."""
+    yield
+    deadline = time.monotonic() + 5.0
+    strays = _stray_children()
+    while strays and time.monotonic() < deadline:
+        psutil.wait_procs(strays, timeout=0.1)
+        strays = _stray_children()
+    if strays:
+        described = [f"{p.pid}: {' '.join(p.cmdline())[:120]}" for p in strays if p.is_running()]
+        for proc in strays:
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        if described:
+            pytest.fail(f"test left processes behind: {described}")
+
+
+def _count_tasks() -> int:
+    count = 0
+    stack = [trio.lowlevel.current_root_task()]
+    while stack:
+        task = stack.pop()
+        count += 1
+        for nursery in task.child_nurseries:
+            stack.extend(nursery.child_tasks)
+    return count
+
+
+@pytest.fixture
+async def no_leaked_tasks() -> AsyncIterator[None]:
+    """Fail a trio test that leaves tasks running in the run after it returns."""
+    before = _count_tasks()
+    yield
+    await trio.testing.wait_all_tasks_blocked()
+    after = _count_tasks()
+    assert after <= before, f"{after - before} trio task(s) left running after the test"
