@@ -1,0 +1,607 @@
+"""Import MCP server configs written for desktop apps and IDEs (pure: text in, records out).
+
+:func:`parse_server_configs` accepts every common shape:
+
+* ``{"mcpServers": {name: config}}`` — Claude Desktop, Claude Code (``.mcp.json``), Cursor,
+  Windsurf, Cline, Roo Code, Gemini CLI. Other top-level keys (``globalShortcut`` …) are
+  ignored and listed in :attr:`ImportReport.ignored_keys`.
+* ``{"servers": {name: config}, "inputs": [...]}`` — VS Code's ``mcp.json``, also nested
+  in ``settings.json`` as ``{"mcp": {"servers": ...}}``. ``inputs`` (values VS Code prompts
+  for) are not supported: they are reported, and ``${input:…}`` placeholders stay as text.
+* ``{name: config}`` — a bare map of servers.
+* ``{"mcpServers": [record, ...]}`` — our own ``mcp-config.json`` list form (an export).
+
+Comments and trailing commas (JSONC, as VS Code writes) are accepted. Invalid JSON raises
+:class:`~mcp_actors.errors.ConfigError` with the line and column.
+
+Each server becomes one :class:`ImportEntry`: a record, or the
+:class:`~mcp_actors.errors.InvalidServerConfig` that explains why not. One bad entry never
+stops the others. Keys we do not know are listed in ``unknown_keys`` (never dropped
+silently); keys we know but cannot honour, and every guess we made, are explained in
+``notes``.
+
+Per-server keys understood (spellings of the apps above):
+
+========================== ===========================================================
+``command`` ``args``       stdio program and arguments
+``env``                    environment; numbers and booleans become strings (noted)
+``cwd``                    working directory
+``url`` ``serverUrl``      endpoint of a remote server (Windsurf says ``serverUrl``)
+``httpUrl``                Gemini CLI: a streamable-HTTP endpoint
+``headers``                HTTP headers
+``type`` ``transport``     ``stdio``; ``sse``; ``http``, ``streamable-http``,
+``transportType``          ``streamableHttp``, ``streamable_http`` (case-insensitive)
+``disabled``               ``true`` → imported with ``isActive: false``
+``autoApprove``            Cline / Roo allow-lists of tool names. mcp-actors approves per
+``alwaysAllow``            server instead (``isTrusted``), so these are noted, not applied
+``trust``                  Gemini CLI: ``true`` → ``isTrusted``
+``disabledTools``          Roo; ``excludeTools`` (Gemini CLI) means the same
+``timeout``                the per-call timeout, see below
+``connectTimeout``         our own keys, in seconds
+``callTimeout``
+``pingInterval``
+========================== ===========================================================
+
+The type, when missing, is inferred: ``command`` → stdio; a URL → streamable HTTP, unless
+its path ends in ``/sse`` → SSE (a note records the guess).
+
+``timeout`` rule: Cline and Roo write seconds (1-3600); Gemini CLI and Claude Code write
+milliseconds (Gemini's default is 600000). So a value **up to 3600 is seconds, a larger one
+is milliseconds**. A note records every millisecond reading.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import json
+import re
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from mcp_actors.errors import ConfigError, InvalidServerConfig
+from mcp_actors.records import (
+    CONFIG_KEYS,
+    DOCUMENT_VERSION,
+    RECORD_KEYS,
+    InstallSource,
+    McpServerRecord,
+    ServerType,
+    converter,
+    new_server_id,
+    record_from_json_dict,
+)
+from mcp_actors.records import _type_name as _json_type
+
+__all__ = [
+    "ImportEntry",
+    "ImportFormat",
+    "ImportReport",
+    "parse_server_configs",
+    "read_server_configs",
+]
+
+MAX_TIMEOUT_SECONDS: Final = 3600
+"""``timeout`` values above this are read as milliseconds (see the module docstring)."""
+
+
+class ImportFormat(enum.StrEnum):
+    """The shape an imported document was recognised as."""
+
+    MCP_SERVERS = "mcpServers"
+    """``{"mcpServers": {name: config}}`` (Claude Desktop, Cursor, Windsurf, Cline …)."""
+    VSCODE = "vscode"
+    """``{"servers": {...}, "inputs": [...]}`` (VS Code), possibly under ``"mcp"``."""
+    BARE = "bare"
+    """``{name: config}``."""
+    RECORDS = "records"
+    """``{"mcpServers": [record, ...]}``: mcp-actors' own file or export."""
+
+
+@attrs.frozen(kw_only=True)
+class ImportEntry:
+    """The result of importing one server.
+
+    Attributes:
+        name: The server's name (its key in the input).
+        record: The record to add, or ``None`` when the entry is invalid.
+        error: Why the entry could not be imported (names the server and the field), or
+            ``None``.
+        unknown_keys: Keys of the entry that mcp-actors does not know; they were not
+            imported.
+        notes: What was guessed, converted or could not be honoured, in words.
+    """
+
+    name: str
+    record: McpServerRecord | None = None
+    error: InvalidServerConfig | None = None
+    unknown_keys: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the entry produced a record."""
+        return self.record is not None
+
+
+@attrs.frozen(kw_only=True)
+class ImportReport:
+    """Everything :func:`parse_server_configs` found in one document.
+
+    Attributes:
+        format: The recognised shape.
+        entries: One result per server, in input order.
+        ignored_keys: Top-level keys that are not servers and were not used (VS Code's
+            ``inputs``, Claude Desktop's ``globalShortcut`` …).
+        notes: Document-level remarks (JSONC accepted, duplicate keys, unsupported inputs).
+    """
+
+    format: ImportFormat
+    entries: tuple[ImportEntry, ...] = ()
+    ignored_keys: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def records(self) -> tuple[McpServerRecord, ...]:
+        """The records of the good entries."""
+        return tuple(entry.record for entry in self.entries if entry.record is not None)
+
+    @property
+    def errors(self) -> tuple[InvalidServerConfig, ...]:
+        """The errors of the bad entries."""
+        return tuple(entry.error for entry in self.entries if entry.error is not None)
+
+
+# ----------------------------------------------------------------------------- JSON(C)
+
+
+def _strip_jsonc(text: str) -> str:
+    """Blank out ``//`` and ``/* */`` comments and trailing commas, outside strings.
+
+    Every removed character becomes a space (newlines are kept), so line and column numbers
+    in a later JSON error still point into the original text.
+    """
+    out = list(text)
+    i, n = 0, len(text)
+    last_comma: int | None = None  # a comma that is trailing if the next token closes
+    while i < n:
+        ch = text[i]
+        if ch == '"':
+            last_comma = None
+            i += 1
+            while i < n and text[i] != '"':
+                i += 2 if text[i] == "\\" else 1
+            i += 1
+        elif text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                out[i] = " "
+                i += 1
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            for j in range(i, end):
+                if text[j] != "\n":
+                    out[j] = " "
+            i = end
+        else:
+            if ch in "}]" and last_comma is not None:
+                out[last_comma] = " "
+            if ch == ",":
+                last_comma = i
+            elif not ch.isspace():
+                last_comma = None
+            i += 1
+    return "".join(out)
+
+
+def _loads(text: str) -> tuple[Any, list[str]]:
+    """Decode JSON or JSONC; return the value and document-level notes."""
+    notes: list[str] = []
+    duplicates: list[str] = []
+
+    def no_silent_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                duplicates.append(key)
+            result[key] = value
+        return result
+
+    stripped = _strip_jsonc(text)
+    try:
+        value = json.loads(stripped, object_pairs_hook=no_silent_duplicates)
+    except json.JSONDecodeError as exc:
+        # exc.msg is about syntax only ("Expecting ',' delimiter"); never echo the text.
+        raise ConfigError(
+            f"the server configs are not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}; "
+            "fix the JSON and retry"
+        ) from None
+    if stripped != text:
+        notes.append("comments or trailing commas (JSONC) were ignored")
+    for key in dict.fromkeys(duplicates):
+        notes.append(f"key {key!r} appears more than once in one object; the last one was used")
+    return value, notes
+
+
+# ----------------------------------------------------------------------------- entry translation
+
+_TYPE_KEYS: Final = ("type", "transport", "transportType")
+_URL_KEYS: Final = ("url", "serverUrl", "httpUrl")
+_TRANSPORTS: Final = {
+    "stdio": ServerType.STDIO,
+    "sse": ServerType.SSE,
+    "http": ServerType.HTTP,
+    "streamablehttp": ServerType.HTTP,
+}
+_TRANSPORT_SPELLINGS: Final = "'stdio', 'sse', 'http', 'streamable-http', 'streamableHttp', 'streamable_http'"
+_SECONDS_KEYS: Final = ("connectTimeout", "callTimeout", "pingInterval")  # our own keys, accepted as is
+_UNSUPPORTED: Final = {
+    "envFile": "envFile is not supported: copy its variables into env",
+    "includeTools": "includeTools (an allow-list) is not supported: list unwanted tools in disabledTools instead",
+    "watchPaths": "watchPaths (restart on file change) is not supported",
+}
+_KNOWN_KEYS: Final = frozenset(
+    {
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "headers",
+        "disabled",
+        "autoApprove",
+        "alwaysAllow",
+        "trust",
+        "disabledTools",
+        "excludeTools",
+        "timeout",
+        "name",
+        *_TYPE_KEYS,
+        *_URL_KEYS,
+        *_SECONDS_KEYS,
+        *_UNSUPPORTED,
+    }
+)
+# ${VAR}, ${env:VAR}, ${input:id}, ${workspaceFolder} anywhere; a whole value "$VAR" (Gemini CLI).
+_PLACEHOLDER_RE: Final = re.compile(r"\$\{[^}]*\}|^\$[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _EntryError(Exception):
+    """A problem with one source key, before a record can be built."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = field
+        self.problem = problem
+
+
+def _transport(value: Any, key: str) -> ServerType:
+    if isinstance(value, str):
+        normalised = re.sub(r"[-_\s]", "", value).lower()
+        if normalised in _TRANSPORTS:
+            return _TRANSPORTS[normalised]
+        shown = repr(value)
+    else:
+        shown = _json_type(value)
+    raise _EntryError(key, f"must be one of {_TRANSPORT_SPELLINGS}, got {shown}")
+
+
+def _first_of(config: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, Any] | None:
+    """The first of ``keys`` present in ``config``; two of them with different values is an error."""
+    present = [(key, config[key]) for key in keys if key in config]
+    for key, value in present[1:]:
+        if value != present[0][1]:
+            raise _EntryError(present[0][0], f"conflicts with {key}; keep only one of them")
+    return present[0] if present else None
+
+
+def _infer_type(config: Mapping[str, Any], url: str | None, url_key: str | None, notes: list[str]) -> ServerType:
+    has_command = "command" in config
+    if has_command and url is not None:
+        raise _EntryError("type", f'is needed: the entry has both command and {url_key}; add "type"')
+    if has_command:
+        return ServerType.STDIO
+    if url is not None:
+        if url_key == "httpUrl":
+            return ServerType.HTTP
+        try:
+            path = urllib.parse.urlsplit(url).path
+        except ValueError:
+            path = ""
+        if path.rstrip("/").endswith("/sse"):
+            notes.append(f"no type given; inferred 'sse' because the {url_key} path ends in /sse")
+            return ServerType.SSE
+        notes.append(f"no type given; inferred 'http' (streamable HTTP) from {url_key}")
+        return ServerType.HTTP
+    raise _EntryError("command", "or url is required: give command (a local stdio server) or url (a remote server)")
+
+
+def _seconds(value: Any, key: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _EntryError(key, f"must be a number, got {_json_type(value)}")
+    return float(value)
+
+
+def _env(value: Any, notes: list[str]) -> Any:
+    """Stringify scalar env values (``"PORT": 3000``), drop nulls; both noted (keys only)."""
+    if not isinstance(value, Mapping):
+        return value  # the record's validation reports the type
+    result: dict[str, Any] = {}
+    for key, item in value.items():
+        if item is None:
+            notes.append(f"env.{key} is null (unset the variable), which is not supported; it was left out")
+        elif isinstance(item, bool | int | float):
+            notes.append(f"env.{key} was {_json_type(item)}; it was stored as a string")
+            result[key] = json.dumps(item)
+        else:
+            result[key] = item
+    return result
+
+
+def _tool_names(value: Any, key: str) -> list[str]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise _EntryError(key, f"must be a list of tool names, got {_json_type(value)}")
+    return list(value)
+
+
+def _strings_in(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _strings_in(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _strings_in(item, f"{path}[{index}]")
+
+
+def _placeholder_note(config: Mapping[str, Any]) -> str | None:
+    fields = [
+        path
+        for key in ("command", "args", "env", "cwd", "headers", *_URL_KEYS)
+        if key in config
+        for path, text in _strings_in(config[key], key)
+        if _PLACEHOLDER_RE.search(text)
+    ]
+    if not fields:
+        return None
+    return (
+        f"placeholders like ${{...}} or $VAR in {', '.join(fields)} are not substituted by mcp-actors; "
+        "replace them with real values after import"
+    )
+
+
+def _now_iso() -> str:
+    now: str = converter.unstructure(_dt.datetime.now(_dt.UTC))
+    return now
+
+
+def _desktop_entry(name: str, config: Any, install_source: InstallSource) -> ImportEntry:
+    """Translate one ``{name: config}`` entry of the desktop-app/IDE formats."""
+    if not name.strip():
+        error = InvalidServerConfig("a server has an empty name; give it a name and retry", field="name")
+        return ImportEntry(name=name, error=error)
+    if not isinstance(config, Mapping):
+        error = InvalidServerConfig(
+            f"invalid server {name!r}: its config must be an object with command or url, got {_json_type(config)}",
+            server=name,
+        )
+        return ImportEntry(name=name, error=error)
+    notes: list[str] = []
+    unknown = tuple(key for key in config if key not in _KNOWN_KEYS)
+    notes.extend(text for key, text in _UNSUPPORTED.items() if key in config)
+    try:
+        record = _translate(name, config, install_source, notes)
+    except _EntryError as exc:
+        error = InvalidServerConfig(
+            f"invalid server {name!r}: {exc.field} {exc.problem}; fix the entry and retry",
+            server=name,
+            field=exc.field,
+        )
+        return ImportEntry(name=name, error=error, unknown_keys=unknown, notes=tuple(notes))
+    except InvalidServerConfig as exc:
+        return ImportEntry(name=name, error=exc, unknown_keys=unknown, notes=tuple(notes))
+    return ImportEntry(name=name, record=record, unknown_keys=unknown, notes=tuple(notes))
+
+
+def _translate(
+    name: str, config: Mapping[str, Any], install_source: InstallSource, notes: list[str]
+) -> McpServerRecord:
+    url_item = _first_of(config, _URL_KEYS)
+    url_key, url = url_item if url_item else (None, None)
+    type_item = _first_of(config, _TYPE_KEYS)
+    if type_item is not None:
+        server_type = _transport(type_item[1], type_item[0])
+    else:
+        server_type = _infer_type(config, url, url_key, notes)
+    if url_key == "httpUrl" and server_type is not ServerType.HTTP:
+        raise _EntryError("httpUrl", f"is a streamable-HTTP endpoint, but type says {server_type.value!r}")
+
+    record_config: dict[str, Any] = {}
+    # Keys that only the other kind of transport uses are harmless leftovers: left out, noted.
+    # (command with a remote type, or a URL with stdio, is a contradiction: the record rejects it.)
+    unused = ("headers",) if server_type is ServerType.STDIO else ("args", "env", "cwd")
+    for key in ("command", "args", "cwd", "headers", "env"):
+        if key not in config:
+            continue
+        if key in unused:
+            notes.append(f"{key} is not used by {server_type.value} servers; it was left out")
+        elif key == "env":
+            record_config["env"] = _env(config["env"], notes)
+        else:
+            record_config[key] = config[key]
+    if url is not None:
+        record_config["url"] = url
+    if "timeout" in config:
+        timeout = _seconds(config["timeout"], "timeout")
+        if timeout > MAX_TIMEOUT_SECONDS:
+            notes.append(f"timeout {timeout:g} is above {MAX_TIMEOUT_SECONDS}, so it was read as milliseconds")
+            timeout /= 1000
+        record_config["callTimeout"] = timeout
+    for key in _SECONDS_KEYS:
+        if key in config:
+            if key == "callTimeout" and "timeout" in config:
+                notes.append("both timeout and callTimeout were given; callTimeout was used")
+            record_config[key] = _seconds(config[key], key)
+    placeholder_note = _placeholder_note(config)
+    if placeholder_note:
+        notes.append(placeholder_note)
+
+    disabled = config.get("disabled", False)
+    if not isinstance(disabled, bool):
+        raise _EntryError("disabled", f"must be true or false, got {_json_type(disabled)}")
+    trust = config.get("trust", False)
+    if not isinstance(trust, bool):
+        raise _EntryError("trust", f"must be true or false, got {_json_type(trust)}")
+    disabled_item = _first_of(config, ("disabledTools", "excludeTools"))
+    disabled_tools = _tool_names(disabled_item[1], disabled_item[0]) if disabled_item else []
+    approve_item = _first_of(config, ("autoApprove", "alwaysAllow"))
+    if approve_item is not None:
+        approve_key, approved = approve_item
+        tools = _tool_names(approved, approve_key)
+        if tools and not trust:
+            notes.append(
+                f"{approve_key} lists {len(tools)} tool(s) ({', '.join(tools)}); mcp-actors auto-approves per "
+                "server (isTrusted), so the server was imported untrusted and these calls will ask for "
+                "approval; mark the server trusted to auto-approve all of its tools"
+            )
+    embedded_name = config.get("name")
+    if embedded_name is not None and embedded_name != name:
+        notes.append(f"the entry's own name field was ignored; the server is named {name!r} (its key)")
+
+    return record_from_json_dict(
+        {
+            "id": new_server_id(),
+            "name": name,
+            "type": server_type.value,
+            "config": record_config,
+            "isActive": not disabled,
+            "isTrusted": trust,
+            "disabledTools": disabled_tools,
+            "installSource": install_source.value,
+            "createdAt": _now_iso(),
+        }
+    )
+
+
+def _record_entry(index: int, entry: Any, install_source: InstallSource) -> ImportEntry:
+    """Translate one entry of our own list form, reporting (not failing on) unknown keys."""
+    label = f"mcpServers[{index}]"
+    if not isinstance(entry, Mapping):
+        error = InvalidServerConfig(f"invalid server {label}: it must be an object, got {_json_type(entry)}")
+        return ImportEntry(name=label, error=error)
+    name = entry.get("name")
+    name = name if isinstance(name, str) and name.strip() else label
+    unknown = [key for key in entry if key not in RECORD_KEYS]
+    cleaned = {key: value for key, value in entry.items() if key in RECORD_KEYS}
+    config = cleaned.get("config")
+    if isinstance(config, Mapping):
+        unknown += [f"config.{key}" for key in config if key not in CONFIG_KEYS]
+        cleaned["config"] = {key: value for key, value in config.items() if key in CONFIG_KEYS}
+    notes: list[str] = []
+    if "id" not in cleaned:
+        cleaned["id"] = new_server_id()
+        notes.append("the entry had no id; a new one was assigned")
+    cleaned.setdefault("createdAt", _now_iso())
+    cleaned.setdefault("installSource", install_source.value)
+    try:
+        record = record_from_json_dict(cleaned)
+    except InvalidServerConfig as exc:
+        return ImportEntry(name=name, error=exc, unknown_keys=tuple(unknown), notes=tuple(notes))
+    return ImportEntry(name=name, record=record, unknown_keys=tuple(unknown), notes=tuple(notes))
+
+
+# ----------------------------------------------------------------------------- documents
+
+
+def _read_records_document(document: Mapping[str, Any], install_source: InstallSource) -> ImportReport:
+    version = document.get("version", DOCUMENT_VERSION)
+    if isinstance(version, int) and not isinstance(version, bool) and version > DOCUMENT_VERSION:
+        raise ConfigError(
+            f"version {version} was written by a newer mcp-actors (this one reads up to "
+            f"{DOCUMENT_VERSION}); upgrade mcp-actors to import it",
+            field="version",
+        )
+    entries = tuple(_record_entry(i, entry, install_source) for i, entry in enumerate(document["mcpServers"]))
+    ignored = tuple(key for key in document if key not in ("mcpServers", "version"))
+    return ImportReport(format=ImportFormat.RECORDS, entries=entries, ignored_keys=ignored)
+
+
+def _looks_like_one_server(document: Mapping[str, Any]) -> bool:
+    return any(isinstance(document.get(key), str) for key in ("command", *_URL_KEYS))
+
+
+def read_server_configs(document: Any, *, install_source: InstallSource = InstallSource.MANUAL) -> ImportReport:
+    """Import an already-decoded document; see :func:`parse_server_configs`.
+
+    Raises:
+        ConfigError: The document is not one of the accepted shapes (the message says which
+            shapes are).
+    """
+    if not isinstance(document, Mapping):
+        raise ConfigError(
+            f"expected a JSON object of servers, got {_json_type(document)}; accepted shapes are "
+            '{"mcpServers": {...}}, {"servers": {...}} (VS Code) and {"<name>": {...}}'
+        )
+    container: Mapping[str, Any] = document  # the object that holds the servers (and inputs)
+    if "mcpServers" in document and isinstance(document["mcpServers"], list):
+        return _read_records_document(document, install_source)
+    if "mcpServers" in document:
+        server_format, key = ImportFormat.MCP_SERVERS, "mcpServers"
+        ignored = tuple(k for k in document if k != key)
+    elif isinstance(document.get("servers"), Mapping):
+        server_format, key = ImportFormat.VSCODE, "servers"
+        ignored = tuple(k for k in document if k not in (key, "inputs"))
+    elif isinstance(document.get("mcp"), Mapping) and isinstance(document["mcp"].get("servers"), Mapping):
+        container = document["mcp"]  # VS Code's settings.json
+        server_format, key = ImportFormat.VSCODE, "servers"
+        ignored = tuple(k for k in document if k != "mcp") + tuple(
+            f"mcp.{k}" for k in container if k not in (key, "inputs")
+        )
+    elif _looks_like_one_server(document):
+        raise ConfigError('this looks like the config of one server without a name; wrap it as {"<name>": {...}}')
+    else:
+        server_format, key, ignored = ImportFormat.BARE, "", ()
+    servers = container[key] if key else document
+    if not isinstance(servers, Mapping):
+        raise ConfigError(f"{key} must be an object of servers (name → config), got {_json_type(servers)}", field=key)
+
+    notes: list[str] = []
+    inputs = container.get("inputs") if server_format is ImportFormat.VSCODE else None
+    if isinstance(inputs, list) and inputs:
+        ids = [str(item["id"]) for item in inputs if isinstance(item, Mapping) and "id" in item]
+        notes.append(
+            f"inputs ({', '.join(ids) or len(inputs)}) are not supported: mcp-actors does not prompt for "
+            "values, and ${input:...} placeholders are imported as plain text"
+        )
+        ignored = (*ignored, "inputs" if container is document else "mcp.inputs")
+    entries = tuple(_desktop_entry(str(name), config, install_source) for name, config in servers.items())
+    if not entries:
+        notes.append("no servers were found")
+    return ImportReport(format=server_format, entries=entries, ignored_keys=ignored, notes=tuple(notes))
+
+
+def parse_server_configs(text: str, *, install_source: InstallSource = InstallSource.MANUAL) -> ImportReport:
+    """Import the server configs of a desktop app or IDE (or our own export) from JSON text.
+
+    Pure: nothing is saved or connected; the registry's ``add_json`` adds
+    :attr:`ImportReport.records`. Each imported record gets a new id, ``createdAt`` now and
+    ``installSource`` ``install_source``; records of our own list form keep the id,
+    timestamps and install source they carry.
+
+    Args:
+        text: The file's content: JSON, or JSONC with comments and trailing commas.
+        install_source: Recorded on every new record (``protocol`` for deep-link installs).
+
+    Returns:
+        One entry per server (good entries kept when others fail), plus document notes.
+
+    Raises:
+        ConfigError: The text is not JSON (the message gives line and column), or not one
+            of the accepted shapes.
+    """
+    document, notes = _loads(text)
+    report = read_server_configs(document, install_source=install_source)
+    return attrs.evolve(report, notes=(*notes, *report.notes))

@@ -1,0 +1,943 @@
+"""Server records, their connection configs, and their on-disk (camelCase JSON) form.
+
+A :class:`McpServerRecord` is one configured MCP server as the registry, the store and the
+CLI see it: who it is (``id``, ``name``), how to reach it (``type`` + :class:`ServerConfig`)
+and how to treat it (``is_active``, ``is_trusted``, ``disabled_tools`` …). Records are frozen
+values; a change is a new record (see :meth:`McpServerRecord.updated`).
+
+On disk (``mcp-config.json``) and in every JSON a user hands us, the keys are camelCase, as in
+the reference design::
+
+    {"version": 1, "mcpServers": [
+      {"id": "mcp_1717000000000_k3j9x0a1b", "name": "github", "type": "stdio", "scope": "user",
+       "config": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-github"],
+                  "env": {"GITHUB_TOKEN": "..."}},
+       "isActive": true, "isTrusted": false, "disabledTools": [], "disabledAutoApproveTools": [],
+       "installSource": "manual", "projectPath": null,
+       "createdAt": "2025-06-01T12:00:00.123456Z", "updatedAt": "2025-06-01T12:00:00.123456Z"}]}
+
+The translation is done by :data:`converter`, a cattrs converter owned by this module (never
+the global one). It is strict: wrong types are not coerced, unknown keys are rejected (a typo
+such as ``isActve`` would otherwise be dropped silently and then lost on the next save), and
+every problem becomes one :class:`~mcp_actors.errors.InvalidServerConfig` that names the
+server and the camelCase path of each bad field (``config.connectTimeout``) and says what is
+expected. ``config`` keys that hold their default are left out when writing, so a file stays
+short and readable; reading fills the defaults back in, so every valid record round-trips
+exactly.
+
+Timestamps are timezone-aware :class:`~datetime.datetime` objects in UTC, written as ISO-8601
+with a ``Z`` suffix (microseconds kept, so the round trip is exact). Reading also accepts the
+reference design's epoch milliseconds and any ISO-8601 offset (converted to UTC).
+
+Secrets: ``env`` and ``headers`` values are held in a :class:`SecretMap`, whose ``repr``
+shows the keys and ``'***'`` for every value; URLs are shown with user info and query
+redacted (:func:`redact_url`). No error message built here contains an env or header value.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+import enum
+import math
+import re
+import secrets
+import string
+import sys
+import time
+import urllib.parse
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final, NoReturn, TypeVar, final
+
+import attrs
+import cattrs
+from cattrs.errors import (
+    AttributeValidationNote,
+    BaseValidationError,
+    ClassValidationError,
+    ForbiddenExtraKeysError,
+    IterableValidationNote,
+)
+from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
+
+from mcp_actors.errors import ConfigError, InvalidServerConfig
+
+__all__ = [
+    "CONFIG_KEYS",
+    "DEFAULT_CALL_TIMEOUT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_PING_INTERVAL",
+    "DEMO_SERVER_ID",
+    "DOCUMENT_VERSION",
+    "InstallSource",
+    "McpServerRecord",
+    "RECORD_KEYS",
+    "Scope",
+    "SecretMap",
+    "ServerConfig",
+    "ServerType",
+    "builtin_demo_record",
+    "converter",
+    "document_from_records",
+    "new_server_id",
+    "record_from_json_dict",
+    "record_to_json_dict",
+    "records_from_document",
+    "redact_url",
+]
+
+DEFAULT_CONNECT_TIMEOUT: Final = 30.0
+"""Seconds allowed for starting/connecting a server and the MCP ``initialize`` handshake."""
+
+DEFAULT_CALL_TIMEOUT: Final = 120.0
+"""Seconds allowed for one ``tools/call`` unless the call overrides it (reference design: 120 s)."""
+
+DEFAULT_PING_INTERVAL: Final = 30.0
+"""Seconds between MCP pings on an idle connection; ``0`` disables them."""
+
+DOCUMENT_VERSION: Final = 1
+"""The schema version written to, and the newest one read from, ``mcp-config.json``."""
+
+DEMO_SERVER_ID: Final = "mcp_builtin_demo"
+"""The fixed id of the built-in demo server.
+
+Fixed (not ``mcp_{timestamp}_{random}``) because a fresh install is not written to disk until
+its first change: every process that reads it must see the same record, or an id printed by
+one CLI run would be unknown to the next.
+"""
+
+
+class ServerType(enum.StrEnum):
+    """How the server is reached: a child process on stdio, SSE, or streamable HTTP."""
+
+    STDIO = "stdio"
+    SSE = "sse"
+    HTTP = "http"
+
+
+class Scope(enum.StrEnum):
+    """Where a server applies: for the user everywhere, or local to one project."""
+
+    USER = "user"
+    LOCAL = "local"
+
+
+class InstallSource(enum.StrEnum):
+    """Who put the server into the config; builtin servers ship with mcp-actors."""
+
+    BUILTIN = "builtin"
+    MANUAL = "manual"
+    PROTOCOL = "protocol"
+    UNKNOWN = "unknown"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _camel(name: str) -> str:
+    """``connect_timeout`` → ``connectTimeout``: the on-disk spelling of an attribute."""
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _utc_now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+_EPOCH: Final = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+_ID_ALPHABET: Final = string.ascii_lowercase + string.digits
+
+
+def new_server_id() -> str:
+    """Return a fresh server id, ``mcp_{unix time in ms}_{9 random base-36 chars}``.
+
+    The format is the reference design's, so ids sort by creation time and two servers added
+    in the same millisecond (by two processes) still get different ids.
+    """
+    suffix = "".join(secrets.choice(_ID_ALPHABET) for _ in range(9))
+    return f"mcp_{time.time_ns() // 1_000_000}_{suffix}"
+
+
+def redact_url(url: str) -> str:
+    """Return ``url`` fit for logs, reprs and error messages.
+
+    User info (``user:password@``) and the query string often carry tokens, so both are
+    replaced by ``***``; the fragment is dropped. Scheme, host, port and path stay, because
+    they are what a person needs to recognise the server.
+
+    Args:
+        url: Any string; it need not be a valid URL.
+
+    Returns:
+        The redacted URL, or ``'<unparsable url>'`` when it cannot be split at all.
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            netloc = "***@" + netloc.rpartition("@")[2]
+        query = "***" if parts.query else ""
+        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    except ValueError:
+        return "<unparsable url>"
+
+
+def _type_name(value: object) -> str:
+    """A JSON-flavoured name for the type of ``value`` (never the value: it may be secret)."""
+    match value:
+        case None:
+            return "null"
+        case bool():
+            return "a boolean"
+        case int() | float():
+            return "a number"
+        case str():
+            return "a string"
+        case Mapping():
+            return "an object"
+        case list() | tuple():
+            return "a list"
+        case _:
+            return type(value).__name__
+
+
+@final
+class SecretMap(Mapping[str, str]):
+    """An immutable ``str → str`` mapping whose ``repr`` hides the values.
+
+    Holds ``env`` and ``headers``, which carry API keys and bearer tokens. Reading works as
+    for any mapping (``m["KEY"]``, ``dict(m)``); only the ``repr`` is redacted, so printing a
+    record, a config or this map never leaks a secret. Hashable, picklable, equal to any
+    mapping with the same items.
+
+    Args:
+        items: A mapping or an iterable of ``(key, value)`` pairs, all strings.
+
+    Raises:
+        TypeError: A key or a value is not a string (the value itself is not shown).
+    """
+
+    __slots__ = ("_data",)
+
+    _data: dict[str, str]
+
+    def __init__(self, items: Mapping[str, str] | Iterable[tuple[str, str]] = ()) -> None:
+        data = dict(items)
+        for key, value in data.items():
+            if not isinstance(key, str):
+                raise TypeError(f"keys must be strings, got {_type_name(key)}")
+            if not isinstance(value, str):
+                raise TypeError(f"the value of {key!r} must be a string, got {_type_name(value)}")
+        self._data = data
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._data.items()))
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self._data == dict(other.items())
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return "{" + ", ".join(f"{key!r}: '***'" for key in self._data) + "}"
+
+
+# ----------------------------------------------------------------------------- validation
+#
+# One tiny validation function per field (the supervisor.erl way). Each raises
+# _FieldInvalid, an InvalidServerConfig that also carries the bare problem text, so that the
+# JSON layer can prefix it with the full camelCase path and the server's name.
+
+
+class _FieldInvalid(InvalidServerConfig):
+    """A validator's finding: ``field`` (relative to its class) and ``problem`` (no field)."""
+
+    def __init__(self, field: str, problem: str, *, server: str | None = None) -> None:
+        where = f"server {server!r}: " if server else ""
+        super().__init__(f"{where}{field} {problem}", server=server, field=field)
+        self.problem = problem
+
+
+def _fail(field: str, problem: str, *, server: str | None = None) -> NoReturn:
+    raise _FieldInvalid(field, problem, server=server)
+
+
+_A = TypeVar("_A")
+_T = TypeVar("_T")
+_E = TypeVar("_E", bound=enum.StrEnum)
+_Validator = Callable[[Any, "attrs.Attribute[_A]", _A], None]
+
+
+def _check_text(instance: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str):
+        _fail(_camel(attribute.name), f"must be a string, got {_type_name(value)}")
+    if not value.strip():
+        _fail(_camel(attribute.name), "must not be empty")
+    if "\x00" in value:
+        _fail(_camel(attribute.name), "must not contain NUL characters")
+
+
+def _check_optional_text(instance: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is not None:
+        _check_text(instance, attribute, value)  # type: ignore[arg-type]
+
+
+_ID_RE: Final = re.compile(r"[A-Za-z0-9_.-]{1,128}")
+
+
+def _check_id(instance: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if not isinstance(value, str) or not _ID_RE.fullmatch(value):
+        _fail("id", "must be 1-128 letters, digits, '_', '-' or '.' (like 'mcp_1717000000000_k3j9x0a1b')")
+
+
+def _check_bool(instance: Any, attribute: attrs.Attribute[bool], value: bool) -> None:
+    if not isinstance(value, bool):
+        _fail(_camel(attribute.name), f"must be true or false, got {_type_name(value)}")
+
+
+def _enum_checker(enum_cls: type[enum.StrEnum]) -> _Validator[Any]:
+    allowed = ", ".join(repr(member.value) for member in enum_cls)
+
+    def check(instance: Any, attribute: attrs.Attribute[Any], value: Any) -> None:
+        if not isinstance(value, enum_cls):
+            shown = repr(value) if isinstance(value, str) else _type_name(value)
+            _fail(_camel(attribute.name), f"must be one of {allowed}, got {shown}")
+
+    return check
+
+
+def _to_enum(enum_cls: type[_E], value: _E | str) -> _E:
+    """A valid string becomes the member; anything else is left for the validator to reject."""
+    try:
+        return enum_cls(value)
+    except ValueError:
+        return value  # type: ignore[return-value]  # rejected by the validator with a clear message
+
+
+# attrs converters (named functions, so that mypy's attrs plugin can type __init__).
+def _to_server_type(value: ServerType | str) -> ServerType:
+    return _to_enum(ServerType, value)
+
+
+def _to_scope(value: Scope | str) -> Scope:
+    return _to_enum(Scope, value)
+
+
+def _to_install_source(value: InstallSource | str) -> InstallSource:
+    return _to_enum(InstallSource, value)
+
+
+def _check_str_tuple(instance: Any, attribute: attrs.Attribute[tuple[str, ...]], value: tuple[str, ...]) -> None:
+    field = _camel(attribute.name)
+    if not isinstance(value, tuple):
+        _fail(field, f"must be a list of strings, got {_type_name(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            _fail(f"{field}[{index}]", f"must be a string, got {_type_name(item)}")
+
+
+def _to_str_tuple(value: Iterable[str]) -> tuple[str, ...]:
+    """An attrs converter: any iterable of strings becomes a tuple, but one string is not split."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        return value  # type: ignore[return-value]  # rejected by _check_str_tuple
+    return tuple(value)
+
+
+def _to_secret_map(value: Mapping[str, str] | Iterable[tuple[str, str]]) -> SecretMap:
+    if isinstance(value, SecretMap):
+        return value
+    try:
+        return SecretMap(value)
+    except (TypeError, ValueError):
+        return value  # type: ignore[return-value]  # rejected by the validator, which says why
+
+
+def _check_secret_map(
+    key_rule: Callable[[str], str | None],
+) -> _Validator[SecretMap]:
+    def check(instance: Any, attribute: attrs.Attribute[SecretMap], value: SecretMap) -> None:
+        field = _camel(attribute.name)
+        if not isinstance(value, SecretMap):
+            # Only keys and types are shown: the values may be secrets.
+            if isinstance(value, Mapping):
+                for key, item in value.items():
+                    if not isinstance(item, str):
+                        _fail(f"{field}.{key}", f"must be a string, got {_type_name(item)}")
+            _fail(field, f"must be an object of string keys to string values, got {_type_name(value)}")
+        for key in value:
+            problem = key_rule(key)
+            if problem:
+                _fail(f"{field}.{key}" if key else field, problem)
+
+    return check
+
+
+def _env_key_problem(key: str) -> str | None:
+    if not key:
+        return "has an empty variable name"
+    if "=" in key or "\x00" in key:
+        return "is not a valid environment variable name (no '=' or NUL allowed)"
+    return None
+
+
+_HEADER_NAME_RE: Final = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _header_key_problem(key: str) -> str | None:
+    if not _HEADER_NAME_RE.fullmatch(key):
+        return "is not a valid HTTP header name"
+    return None
+
+
+def _check_header_values(instance: Any, attribute: attrs.Attribute[SecretMap], value: SecretMap) -> None:
+    for key, header_value in value.items():
+        # CR/LF would let one header smuggle in others; the value itself is never shown.
+        if any(ch in header_value for ch in "\r\n\x00"):
+            _fail(f"headers.{key}", "must not contain line breaks or NUL characters")
+
+
+def _to_float(value: float) -> float:
+    """An attrs converter: ints become floats (JSON ``30`` means ``30.0``); bools are left alone."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _seconds_checker(*, allow_zero: bool) -> _Validator[float]:
+    rule = ">= 0" if allow_zero else "> 0"
+
+    def check(instance: Any, attribute: attrs.Attribute[float], value: float) -> None:
+        field = _camel(attribute.name)
+        if not isinstance(value, float) or isinstance(value, bool):
+            _fail(field, f"must be a number of seconds {rule}, got {_type_name(value)}")
+        if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+            _fail(field, f"must be a finite number of seconds {rule}, got {value!r}")
+
+    return check
+
+
+def _check_url(instance: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        _fail("url", f"must be a string, got {_type_name(value)}")
+    try:
+        parts = urllib.parse.urlsplit(value)
+        host = parts.hostname
+    except ValueError:
+        _fail("url", "must be an http:// or https:// URL, got an unparsable URL")
+    if parts.scheme not in ("http", "https") or not host or any(ch.isspace() for ch in value):
+        _fail("url", f"must be an http:// or https:// URL with a host, got {redact_url(value)!r}")
+
+
+def _url_repr(value: str | None) -> str:
+    return "None" if value is None else repr(redact_url(value))
+
+
+def _to_utc(value: _dt.datetime) -> _dt.datetime:
+    """An attrs converter: aware datetimes are normalised to UTC; naive ones are left for the validator."""
+    if isinstance(value, _dt.datetime) and value.utcoffset() is not None:
+        return value.astimezone(_dt.UTC)
+    return value
+
+
+def _check_timestamp(instance: Any, attribute: attrs.Attribute[_dt.datetime], value: _dt.datetime) -> None:
+    if not isinstance(value, _dt.datetime) or value.utcoffset() is None:
+        _fail(
+            _camel(attribute.name),
+            "must be a timezone-aware datetime (ISO-8601 with 'Z' or an offset, or epoch milliseconds)",
+        )
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@attrs.frozen(kw_only=True)
+class ServerConfig:
+    """How to start or reach one server, and how long to wait for it.
+
+    stdio servers use ``command``/``args``/``env``/``cwd``; SSE and streamable-HTTP servers use
+    ``url``/``headers``. Which fields must be set depends on the record's ``type`` and is
+    checked by :class:`McpServerRecord` (a config alone does not know its type).
+
+    Attributes:
+        command: The executable of a stdio server (``npx``, ``uvx``, a path).
+        args: Its arguments.
+        env: Environment variables set for the process, on top of the host's environment.
+            Values are secrets: hidden from ``repr``.
+        cwd: Working directory of the process; ``None`` inherits the host's.
+        url: The ``http://`` or ``https://`` endpoint of an SSE or streamable-HTTP server.
+        headers: HTTP headers sent with every request (often ``Authorization``). Values are
+            secrets: hidden from ``repr``.
+        connect_timeout: Seconds for spawning/connecting plus the MCP handshake (> 0).
+        call_timeout: Default seconds for one tool call (> 0); a call may override it.
+        ping_interval: Seconds between health pings while connected; ``0`` disables them.
+
+    Raises:
+        InvalidServerConfig: A field has the wrong type or value; ``field`` names it in
+            camelCase (``connectTimeout``).
+    """
+
+    command: str | None = attrs.field(default=None, validator=_check_optional_text)
+    args: tuple[str, ...] = attrs.field(default=(), converter=_to_str_tuple, validator=_check_str_tuple)
+    env: SecretMap = attrs.field(
+        factory=SecretMap, converter=_to_secret_map, validator=_check_secret_map(_env_key_problem)
+    )
+    cwd: str | None = attrs.field(default=None, validator=_check_optional_text)
+    url: str | None = attrs.field(default=None, validator=_check_url, repr=_url_repr)
+    headers: SecretMap = attrs.field(
+        factory=SecretMap,
+        converter=_to_secret_map,
+        validator=[_check_secret_map(_header_key_problem), _check_header_values],
+    )
+    connect_timeout: float = attrs.field(
+        default=DEFAULT_CONNECT_TIMEOUT, converter=_to_float, validator=_seconds_checker(allow_zero=False)
+    )
+    call_timeout: float = attrs.field(
+        default=DEFAULT_CALL_TIMEOUT, converter=_to_float, validator=_seconds_checker(allow_zero=False)
+    )
+    ping_interval: float = attrs.field(
+        default=DEFAULT_PING_INTERVAL, converter=_to_float, validator=_seconds_checker(allow_zero=True)
+    )
+
+
+def _check_config(instance: McpServerRecord, attribute: attrs.Attribute[ServerConfig], config: ServerConfig) -> None:
+    """The record-level rule: the config must fit the record's transport type."""
+    server = instance.name if isinstance(instance.name, str) and instance.name.strip() else None
+    if not isinstance(config, ServerConfig):
+        _fail("config", f"must be a server config object, got {_type_name(config)}", server=server)
+    if not isinstance(instance.type, ServerType):
+        return  # reported by the type field's own validator
+    if instance.type is ServerType.STDIO:
+        if config.command is None:
+            _fail("config.command", "is required for a stdio server (the program to run)", server=server)
+        if config.url is not None:
+            _fail("config.url", "is only for sse/http servers; a stdio server runs config.command", server=server)
+        if config.headers:
+            _fail("config.headers", "are only for sse/http servers", server=server)
+    else:
+        if config.url is None:
+            _fail(
+                "config.url",
+                f"is required for an {instance.type.value} server (an http:// or https:// URL)",
+                server=server,
+            )
+        stdio_fields = (("command", config.command), ("args", config.args), ("env", config.env), ("cwd", config.cwd))
+        stdio_only = [name for name, value in stdio_fields if value]
+        if stdio_only:
+            _fail(
+                f"config.{stdio_only[0]}",
+                f"is only for stdio servers; an {instance.type.value} server is reached at config.url",
+                server=server,
+            )
+
+
+@attrs.frozen(kw_only=True)
+class McpServerRecord:
+    """One configured MCP server (DESIGN §6), as stored in ``mcp-config.json``.
+
+    Frozen: to change a record, make a new one with :meth:`updated` (which keeps ``id`` and
+    ``created_at`` and stamps ``updated_at``) or ``attrs.evolve``.
+
+    Attributes:
+        id: Stable identity, ``mcp_{timestamp_ms}_{random}`` (:func:`new_server_id`).
+        name: Human name, non-empty; the registry keeps names unique.
+        type: Transport: :attr:`ServerType.STDIO`, ``SSE`` or ``HTTP``.
+        scope: :attr:`Scope.USER` (everywhere) or ``LOCAL`` (one project, see ``project_path``).
+        config: How to start/reach the server; must fit ``type``.
+        is_active: Disabled servers are kept but never connected.
+        is_trusted: Tool calls of a trusted server are auto-approved (except
+            ``disabled_auto_approve_tools``).
+        disabled_tools: Tool names hidden from listings and refused on call.
+        disabled_auto_approve_tools: Tool names that always need approval.
+        install_source: Who added the server (:class:`InstallSource`).
+        project_path: The project a ``local`` server belongs to.
+        created_at: When the record was created (aware, UTC).
+        updated_at: When it last changed (aware, UTC); defaults to ``created_at``.
+
+    Raises:
+        InvalidServerConfig: A field is invalid, or the config does not fit the type (a stdio
+            server needs ``config.command``, sse/http need ``config.url``).
+    """
+
+    id: str = attrs.field(factory=new_server_id, validator=_check_id)
+    name: str = attrs.field(validator=_check_text)
+    type: ServerType = attrs.field(converter=_to_server_type, validator=_enum_checker(ServerType))
+    scope: Scope = attrs.field(default=Scope.USER, converter=_to_scope, validator=_enum_checker(Scope))
+    config: ServerConfig = attrs.field(validator=_check_config)
+    is_active: bool = attrs.field(default=True, validator=_check_bool)
+    is_trusted: bool = attrs.field(default=False, validator=_check_bool)
+    disabled_tools: tuple[str, ...] = attrs.field(default=(), converter=_to_str_tuple, validator=_check_str_tuple)
+    disabled_auto_approve_tools: tuple[str, ...] = attrs.field(
+        default=(), converter=_to_str_tuple, validator=_check_str_tuple
+    )
+    install_source: InstallSource = attrs.field(
+        default=InstallSource.MANUAL, converter=_to_install_source, validator=_enum_checker(InstallSource)
+    )
+    project_path: str | None = attrs.field(default=None, validator=_check_optional_text)
+    created_at: _dt.datetime = attrs.field(factory=_utc_now, converter=_to_utc, validator=_check_timestamp)
+    updated_at: _dt.datetime = attrs.field(
+        default=attrs.Factory(lambda self: self.created_at, takes_self=True),
+        converter=_to_utc,
+        validator=_check_timestamp,
+    )
+
+    def updated(self, **changes: Any) -> McpServerRecord:
+        """Return a copy with ``changes`` applied and ``updated_at`` set to now.
+
+        This is the reference design's ``update``: the id (and the creation time) never
+        change.
+
+        Args:
+            **changes: Attribute names and new values, as for ``attrs.evolve``.
+
+        Returns:
+            The new record (validated like any other).
+
+        Raises:
+            ValueError: ``changes`` tries to change ``id`` or ``created_at``.
+            InvalidServerConfig: The result is not a valid record.
+        """
+        for frozen_field in ("id", "created_at"):
+            if frozen_field in changes and changes[frozen_field] != getattr(self, frozen_field):
+                raise ValueError(f"{frozen_field} of a record is immutable")
+        changes.setdefault("updated_at", max(_utc_now(), self.created_at))
+        return attrs.evolve(self, **changes)
+
+
+def builtin_demo_record() -> McpServerRecord:
+    """Return the record of the built-in demo server, the one server of a fresh install.
+
+    It runs ``python -m mcp_actors.demo_server`` with the current interpreter, so every
+    command works before any configuration. Trusted (it ships with mcp-actors) and marked
+    ``installSource: builtin``. The id and timestamps are fixed (:data:`DEMO_SERVER_ID`, the
+    Unix epoch) so that every read of an unwritten fresh install yields the same record.
+    """
+    return McpServerRecord(
+        id=DEMO_SERVER_ID,
+        name="demo",
+        type=ServerType.STDIO,
+        config=ServerConfig(command=sys.executable or "python3", args=("-m", "mcp_actors.demo_server")),
+        is_trusted=True,
+        install_source=InstallSource.BUILTIN,
+        created_at=_EPOCH,
+        updated_at=_EPOCH,
+    )
+
+
+# ----------------------------------------------------------------------------- the converter
+
+
+class _TypeMismatch(TypeError):
+    """Raised by the strict structure hooks; the path comes from cattrs' notes."""
+
+    def __init__(self, subpath: str, problem: str) -> None:
+        super().__init__(problem)
+        self.subpath = subpath
+        self.problem = problem
+
+
+def _structure_str(value: Any, _: type) -> str:
+    if not isinstance(value, str):
+        raise _TypeMismatch("", f"must be a string, got {_type_name(value)}")
+    return value
+
+
+def _structure_bool(value: Any, _: type) -> bool:
+    if not isinstance(value, bool):
+        raise _TypeMismatch("", f"must be true or false, got {_type_name(value)}")
+    return value
+
+
+def _structure_float(value: Any, _: type) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _TypeMismatch("", f"must be a number of seconds, got {_type_name(value)}")
+    return float(value)
+
+
+def _structure_str_tuple(value: Any, _: type) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple):
+        raise _TypeMismatch("", f"must be a list of strings, got {_type_name(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            raise _TypeMismatch(f"[{index}]", f"must be a string, got {_type_name(item)}")
+    return tuple(value)
+
+
+def _structure_secret_map(value: Any, _: type) -> SecretMap:
+    if not isinstance(value, Mapping):
+        raise _TypeMismatch("", f"must be an object of string values, got {_type_name(value)}")
+    for key, item in value.items():
+        if not isinstance(item, str):
+            # The key is shown (names are not secret), the value never is.
+            raise _TypeMismatch(f".{key}", f"must be a string, got {_type_name(item)}")
+    return SecretMap(value)
+
+
+def _structure_enum(value: Any, enum_cls: type[enum.StrEnum]) -> enum.StrEnum:
+    try:
+        return enum_cls(value)
+    except ValueError:
+        allowed = ", ".join(repr(member.value) for member in enum_cls)
+        shown = repr(value) if isinstance(value, str) else _type_name(value)
+        raise _TypeMismatch("", f"must be one of {allowed}, got {shown}") from None
+
+
+def _structure_datetime(value: Any, _: type) -> _dt.datetime:
+    if isinstance(value, int) and not isinstance(value, bool):
+        # The reference design stores Date.now(): epoch milliseconds. Exact, no float rounding.
+        try:
+            return _EPOCH + _dt.timedelta(milliseconds=value)
+        except OverflowError:
+            raise _TypeMismatch("", f"is out of range as epoch milliseconds: {value}") from None
+    if isinstance(value, str):
+        try:
+            parsed = _dt.datetime.fromisoformat(value)
+        except ValueError:
+            parsed = None
+        if parsed is not None and parsed.utcoffset() is not None:
+            return parsed.astimezone(_dt.UTC)
+        raise _TypeMismatch("", f"must be an ISO-8601 time with 'Z' or an offset, got {value!r}")
+    raise _TypeMismatch("", f"must be an ISO-8601 time string or epoch milliseconds, got {_type_name(value)}")
+
+
+def _unstructure_enum(value: enum.StrEnum) -> str:
+    return value.value
+
+
+def _unstructure_datetime(value: _dt.datetime) -> str:
+    return value.astimezone(_dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _is_str_tuple(type_: Any) -> bool:
+    return bool(type_ == tuple[str, ...])
+
+
+def _object_hook(cls: type[_T], generated: Callable[[Any, type], _T]) -> Callable[[Any, type], _T]:
+    """Wrap a generated structure function so that a non-object is a clean type error.
+
+    For records it also makes ``id`` required on input (a default id would be a new random
+    one on every read of the file) and reads a missing ``createdAt`` as the Unix epoch
+    ("unknown"), for the same reason: repeated reads of one file must give equal records.
+    """
+
+    def structure(value: Any, type_: type) -> _T:
+        if not isinstance(value, Mapping):
+            raise _TypeMismatch("", f"must be an object, got {_type_name(value)}")
+        if cls is not McpServerRecord:
+            return generated(value, type_)
+        if "createdAt" not in value:
+            value = {**value, "createdAt": 0}
+        errors: list[Exception] = []
+        if "id" not in value:
+            missing = KeyError("id")
+            missing.__notes__ = [AttributeValidationNote("Structuring McpServerRecord @ attribute id", "id", str)]
+            errors.append(missing)
+        try:
+            record = generated(value, type_)
+        except ClassValidationError as exc:
+            errors.extend(exc.exceptions)
+        if errors:
+            raise ClassValidationError("While structuring McpServerRecord", errors, McpServerRecord)
+        return record
+
+    return structure
+
+
+def _make_converter() -> cattrs.Converter:
+    conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    conv.register_structure_hook(str, _structure_str)
+    conv.register_structure_hook(bool, _structure_bool)
+    conv.register_structure_hook(float, _structure_float)
+    conv.register_structure_hook_func(_is_str_tuple, _structure_str_tuple)
+    conv.register_structure_hook(SecretMap, _structure_secret_map)
+    conv.register_structure_hook(_dt.datetime, _structure_datetime)
+    for enum_cls in (ServerType, Scope, InstallSource):
+        conv.register_structure_hook(enum_cls, _structure_enum)
+        conv.register_unstructure_hook(enum_cls, _unstructure_enum)
+    conv.register_unstructure_hook(SecretMap, dict)
+    conv.register_unstructure_hook_func(_is_str_tuple, list)
+    conv.register_unstructure_hook(_dt.datetime, _unstructure_datetime)
+    for cls, omit_defaults in ((ServerConfig, True), (McpServerRecord, False)):
+        renames: dict[str, Any] = {a.name: override(rename=_camel(a.name)) for a in attrs.fields(cls)}
+        conv.register_structure_hook(cls, _object_hook(cls, make_dict_structure_fn(cls, conv, **renames)))
+        conv.register_unstructure_hook(
+            cls, make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=omit_defaults, **renames)
+        )
+    return conv
+
+
+converter: Final[cattrs.Converter] = _make_converter()
+"""The project's cattrs converter for records: camelCase keys, strict types, no unknown keys.
+
+Use it (never ``cattrs.global_converter``) when another module embeds records or configs in
+its own attrs classes. Its raw errors are cattrs exception groups; the functions below turn
+them into :class:`~mcp_actors.errors.InvalidServerConfig`.
+"""
+
+RECORD_KEYS: Final = tuple(_camel(a.name) for a in attrs.fields(McpServerRecord))
+"""The camelCase keys of a record's JSON form, in field order."""
+
+CONFIG_KEYS: Final = tuple(_camel(a.name) for a in attrs.fields(ServerConfig))
+"""The camelCase keys of a record's ``config`` object, in field order."""
+
+_KNOWN_KEYS: Final[dict[type, tuple[str, ...]]] = {ServerConfig: CONFIG_KEYS, McpServerRecord: RECORD_KEYS}
+
+
+def _join(path: str, segment: str) -> str:
+    """Append a key (``connectTimeout``), an index (``[2]``) or a sub-key (``.KEY``) to a path."""
+    if not path:
+        return segment.removeprefix(".")
+    if segment.startswith(("[", ".")):
+        return path + segment
+    return f"{path}.{segment}"
+
+
+def _problems(exc: BaseException, path: str, cls: type) -> Iterator[tuple[str, str]]:
+    """Walk a cattrs error tree, yielding ``(camelCase path, problem)`` for every leaf.
+
+    cattrs marks each failed attribute (or list item) with a note on the exception raised
+    for it; nested classes raise their own group. ``cls`` is the class whose keys live at
+    ``path``, for "did you mean" hints on unknown keys.
+    """
+    if isinstance(exc, BaseValidationError):
+        for sub in exc.exceptions:
+            sub_path, sub_cls = path, cls
+            for note in getattr(sub, "__notes__", ()):
+                if isinstance(note, AttributeValidationNote):
+                    sub_path = _join(path, _camel(note.name))
+                    sub_cls = ServerConfig if note.name == "config" else cls
+                elif isinstance(note, IterableValidationNote):
+                    sub_path = _join(path, f"[{note.index}]")
+            yield from _problems(sub, sub_path, sub_cls)
+    elif isinstance(exc, ForbiddenExtraKeysError):
+        for key in sorted(exc.extra_fields):
+            hint = difflib.get_close_matches(key, _KNOWN_KEYS.get(cls, ()), n=1)
+            did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
+            yield _join(path, key), f"is not a known key{did_you_mean}"
+    elif isinstance(exc, _FieldInvalid):
+        yield _join(path, exc.field or ""), exc.problem
+    elif isinstance(exc, _TypeMismatch):
+        yield _join(path, exc.subpath) if exc.subpath else path, exc.problem
+    elif isinstance(exc, KeyError):
+        yield path, "is required"
+    else:  # pragma: no cover - a bug in a hook; the type is safe to show, the text may not be
+        yield path, f"is invalid ({type(exc).__name__})"
+
+
+def _server_label(data: Mapping[str, Any]) -> str | None:
+    for key in ("name", "id"):
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return None
+
+
+def record_from_json_dict(data: Mapping[str, Any]) -> McpServerRecord:
+    """Build a record from its camelCase JSON form (one entry of ``mcpServers``).
+
+    Args:
+        data: The decoded JSON object.
+
+    Returns:
+        The validated record.
+
+    Raises:
+        InvalidServerConfig: Something is missing, mistyped, unknown or inconsistent. The
+            message names the server (its ``name``, else its ``id``) and every bad field by
+            its camelCase path, and says what is expected; ``field`` is the first path. No
+            env or header value is ever included.
+    """
+    if not isinstance(data, Mapping):
+        raise InvalidServerConfig(f"a server entry must be a JSON object, got {_type_name(data)}")
+    server = _server_label(data)
+    try:
+        record = converter.structure(data, McpServerRecord)
+    except (BaseValidationError, _FieldInvalid) as exc:
+        found = list(_problems(exc, "", McpServerRecord))
+        details = "; ".join(f"{path} {problem}" for path, problem in found)
+        where = f"server {server!r}" if server else "server entry"
+        raise InvalidServerConfig(
+            f"invalid {where}: {details}; fix the entry and retry",
+            server=server,
+            field=found[0][0] if found else None,
+        ) from None
+    return record
+
+
+def record_to_json_dict(record: McpServerRecord) -> dict[str, Any]:
+    """Return the camelCase JSON form of ``record`` (plain dicts, lists, strings, numbers).
+
+    ``config`` keys that hold their default are omitted; :func:`record_from_json_dict`
+    restores them, so ``record_from_json_dict(record_to_json_dict(r)) == r``.
+    """
+    result: dict[str, Any] = converter.unstructure(record, McpServerRecord)
+    return result
+
+
+def records_from_document(document: Mapping[str, Any]) -> list[McpServerRecord]:
+    """Read every record of a config document ``{"version": 1, "mcpServers": [...]}``.
+
+    A missing ``version`` means 1 (the reference design's files have none); a missing
+    ``mcpServers`` means no servers. Other top-level keys are ignored here (the store keeps
+    them).
+
+    Args:
+        document: The decoded JSON document.
+
+    Returns:
+        The records, in file order.
+
+    Raises:
+        ConfigError: The document is not an object, its ``version`` is invalid or newer than
+            :data:`DOCUMENT_VERSION`, or ``mcpServers`` is not a list.
+        InvalidServerConfig: An entry is invalid, or two entries share an id; ``field`` is
+            ``mcpServers[<index>].<path>``.
+    """
+    if not isinstance(document, Mapping):
+        raise ConfigError(f"a config document must be a JSON object, got {_type_name(document)}")
+    version = document.get("version", DOCUMENT_VERSION)
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ConfigError(f"version must be a whole number >= 1, got {_type_name(version)}", field="version")
+    if version > DOCUMENT_VERSION:
+        raise ConfigError(
+            f"version {version} was written by a newer mcp-actors (this one reads up to "
+            f"{DOCUMENT_VERSION}); upgrade mcp-actors to use this file",
+            field="version",
+        )
+    entries = document.get("mcpServers", [])
+    if not isinstance(entries, list):
+        hint = " (that is the desktop-app format; import it instead)" if isinstance(entries, Mapping) else ""
+        raise ConfigError(f"mcpServers must be a list of server records{hint}", field="mcpServers")
+    records: list[McpServerRecord] = []
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(entries):
+        try:
+            record = record_from_json_dict(entry)
+        except InvalidServerConfig as exc:
+            path = f"mcpServers[{index}]" + (f".{exc.field}" if exc.field else "")
+            raise InvalidServerConfig(f"mcpServers[{index}]: {exc}", server=exc.server, field=path) from None
+        if record.id in seen:
+            raise InvalidServerConfig(
+                f"mcpServers[{index}]: id {record.id!r} is already used by mcpServers[{seen[record.id]}]; "
+                "give one of them a new id",
+                server=record.name,
+                field=f"mcpServers[{index}].id",
+            )
+        seen[record.id] = index
+        records.append(record)
+    return records
+
+
+def document_from_records(records: Sequence[McpServerRecord]) -> dict[str, Any]:
+    """Return the config document ``{"version": 1, "mcpServers": [...]}`` for ``records``."""
+    return {"version": DOCUMENT_VERSION, "mcpServers": [record_to_json_dict(r) for r in records]}

@@ -1,0 +1,329 @@
+"""The JSON config store: ``mcp-config.json``, which never loses a record.
+
+The file holds ``{"version": 1, "mcpServers": [<record>, ...]}`` (see
+:mod:`mcp_actors.records` for a record's keys). Where it lives: the ``path`` argument, else
+the ``MCP_ACTORS_CONFIG`` environment variable, else
+``platformdirs.user_data_dir("mcp-actors")/mcp-config.json``.
+
+Guarantees:
+
+* **Atomic.** A write goes to a temporary file in the same directory (created with mode
+  0600 before any byte is written), is fsynced, renamed over the file with ``os.replace``,
+  and the directory is fsynced. A crash at any point leaves either the old file or the new
+  one, never a mix; temporary files a crashed writer left behind are removed by the next
+  writer (under the lock, where no other writer can be mid-write).
+* **No lost updates.** :meth:`ConfigStore.modify` holds a cross-process lock
+  (``mcp-config.json.lock``, via ``filelock``) around read-modify-write and re-reads the
+  file inside it, so concurrent writers in many processes each see the others' records.
+* **Private.** The file is mode 0600: it holds API keys and tokens.
+* **Never clobbers what it cannot read.** A file that is not valid JSON, fails the schema,
+  or has a newer ``version`` raises :class:`~mcp_actors.errors.ConfigFileCorrupt` (with the
+  path and the line/column, or the entry index and field) on every read *and* every write,
+  and is left untouched until a person fixes or moves it.
+* **Keeps what it does not know.** Top-level keys other than ``version`` and ``mcpServers``
+  are written back unchanged.
+
+A missing file is a fresh install: it reads as ``[builtin_demo_record()]`` and is not
+created until the first change.
+
+The methods are synchronous, small and bounded (the lock wait by ``lock_timeout``): trio code
+calls them with ``trio.to_thread.run_sync``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import attrs
+import filelock
+import platformdirs
+
+from mcp_actors.errors import ConfigError, ConfigFileCorrupt, McpActorsError
+from mcp_actors.records import (
+    McpServerRecord,
+    builtin_demo_record,
+    document_from_records,
+    records_from_document,
+)
+
+__all__ = [
+    "CONFIG_ENV_VAR",
+    "CONFIG_FILE_NAME",
+    "ConfigFileLocked",
+    "ConfigStore",
+    "default_config_path",
+    "resolve_config_path",
+]
+
+CONFIG_ENV_VAR: Final = "MCP_ACTORS_CONFIG"
+"""Environment variable naming the config file (used when no path is passed)."""
+
+CONFIG_FILE_NAME: Final = "mcp-config.json"
+"""The config file's name inside the user data directory."""
+
+_T = TypeVar("_T")
+_FILE_MODE: Final = 0o600
+_DIR_MODE: Final = 0o700
+
+
+class ConfigFileLocked(McpActorsError, TimeoutError):
+    """Another process held the config file's lock for longer than ``lock_timeout``.
+
+    Nothing was read or written. Usually a process is stuck inside a write (or a debugger is
+    paused in one); retry, or stop that process.
+
+    Attributes:
+        path: The config file's path.
+    """
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def default_config_path() -> Path:
+    """Return ``<user data dir>/mcp-config.json`` (the platform's per-user data directory)."""
+    return Path(platformdirs.user_data_dir("mcp-actors", appauthor=False)) / CONFIG_FILE_NAME
+
+
+def resolve_config_path(path: str | os.PathLike[str] | None = None) -> Path:
+    """Return the config file to use: ``path``, else ``$MCP_ACTORS_CONFIG``, else the default.
+
+    ``~`` is expanded and the result made absolute now, so a later ``chdir`` does not move
+    the store. An empty ``MCP_ACTORS_CONFIG`` counts as unset.
+    """
+    if path is None:
+        path = os.environ.get(CONFIG_ENV_VAR) or default_config_path()
+    return Path(path).expanduser().absolute()
+
+
+def _position(data: bytes, offset: int) -> tuple[int, int]:
+    """1-based (line, column) of byte ``offset`` in ``data``."""
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return line, column
+
+
+@attrs.define(eq=False)
+class ConfigStore:
+    """The server records of one config file, read and written safely across processes.
+
+    Args:
+        path: The config file; ``None`` resolves it as :func:`resolve_config_path` does.
+        lock_timeout: Longest wait, in seconds, for another process's write to finish.
+
+    Attributes:
+        path: The absolute path of the config file.
+        lock_timeout: As above.
+    """
+
+    path: Path = attrs.field(default=None, converter=resolve_config_path)
+    lock_timeout: float = attrs.field(default=10.0, kw_only=True)
+
+    @property
+    def lock_path(self) -> Path:
+        """The lock file beside the config file (``mcp-config.json.lock``)."""
+        return self.path.with_name(self.path.name + ".lock")
+
+    # ------------------------------------------------------------------ public API
+
+    def load(self) -> list[McpServerRecord]:
+        """Return the configured records, in file order.
+
+        Takes no lock: writers replace the file atomically, so a reader sees either the old
+        or the new version.
+
+        Returns:
+            The records; ``[builtin_demo_record()]`` when the file does not exist yet.
+
+        Raises:
+            ConfigFileCorrupt: The file cannot be read as a config (path and position in the
+                message); it is left untouched.
+            OSError: The file exists but cannot be read (permissions, a directory …).
+        """
+        records, _extras, _exists = self._read()
+        return records
+
+    def modify(self, fn: Callable[[list[McpServerRecord]], _T]) -> _T:
+        """Read-modify-write the records under the cross-process lock.
+
+        ``fn`` gets a fresh list read inside the lock and may change it in place (append,
+        remove, replace items); its return value is returned. The list is then written back
+        — only if it changed, so a no-op never creates or rewrites the file. If ``fn`` raises,
+        nothing is written and the exception propagates.
+
+        Keep ``fn`` short and free of I/O: other writers wait for it.
+
+        Args:
+            fn: The change; called exactly once.
+
+        Returns:
+            What ``fn`` returned.
+
+        Raises:
+            ConfigFileCorrupt: The current file is unreadable; nothing was written.
+            ConfigFileLocked: The lock was not free within ``lock_timeout``.
+            TypeError: The list holds something that is not a :class:`McpServerRecord`.
+            ValueError: Two records in the list share an id.
+            OSError: The write failed (disk full, permissions); the old file is intact.
+        """
+        with self._locked():
+            self._remove_stale_temp_files()
+            records, extras, _exists = self._read()
+            working = list(records)
+            result = fn(working)
+            _check_records(working)
+            if working != records:
+                self._write(working, extras)
+            return result
+
+    def save(self, records: Iterable[McpServerRecord]) -> None:
+        """Replace all records with ``records`` (under the lock, atomically).
+
+        Like :meth:`modify`, this refuses to overwrite a file it cannot read: a corrupt file
+        is for a person to fix or move away.
+
+        Raises:
+            ConfigFileCorrupt: The current file is unreadable; nothing was written.
+            ConfigFileLocked: The lock was not free within ``lock_timeout``.
+            TypeError: An item is not a :class:`McpServerRecord`.
+            ValueError: Two records share an id.
+            OSError: The write failed; the old file is intact.
+        """
+        new_records = list(records)
+        _check_records(new_records)
+
+        def replace_all(current: list[McpServerRecord]) -> None:
+            current[:] = new_records
+
+        self.modify(replace_all)
+
+    # ------------------------------------------------------------------ internals
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        # filelock polls a non-blocking flock; a short interval keeps queued writers snappy.
+        lock = filelock.FileLock(self.lock_path, timeout=self.lock_timeout, mode=_FILE_MODE, poll_interval=0.01)
+        try:
+            lock.acquire()
+        except filelock.Timeout:
+            raise ConfigFileLocked(
+                f"the config file {self.path} is being written by another process and its lock "
+                f"({self.lock_path}) was not released within {self.lock_timeout:g} s; retry, or stop "
+                "the process that holds it",
+                path=str(self.path),
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def _read(self) -> tuple[list[McpServerRecord], dict[str, Any], bool]:
+        """Return (records, unknown top-level keys, whether the file exists)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return [builtin_demo_record()], {}, False
+        try:
+            text = data.decode("utf-8-sig")  # tolerate a BOM left by a Windows editor
+        except UnicodeDecodeError as exc:
+            line, column = _position(data, exc.start)
+            raise self._corrupt(f"is not UTF-8 text (line {line}, column {column})", line=line, column=column) from None
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            # exc.msg describes the syntax only ("Expecting ',' delimiter"), never the content.
+            raise self._corrupt(
+                f"is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}",
+                line=exc.lineno,
+                column=exc.colno,
+            ) from None
+        try:
+            records = records_from_document(document)
+        except ConfigError as exc:
+            corrupt = self._corrupt(f"does not match the config schema: {exc}")
+            corrupt.field = exc.field
+            corrupt.server = exc.server
+            raise corrupt from None
+        extras = {key: value for key, value in document.items() if key not in ("version", "mcpServers")}
+        return records, extras, True
+
+    def _corrupt(self, problem: str, *, line: int | None = None, column: int | None = None) -> ConfigFileCorrupt:
+        return ConfigFileCorrupt(
+            f"the config file {self.path} {problem}. It was left untouched; fix it by hand, or move "
+            f"it away to start from a fresh config",
+            path=str(self.path),
+            line=line,
+            column=column,
+        )
+
+    def _write(self, records: list[McpServerRecord], extras: dict[str, Any]) -> None:
+        payload = _encode({**document_from_records(records), **extras})
+        directory = self.path.parent
+        # mkstemp creates the file with O_EXCL and mode 0600 before anything is written.
+        fd, temp_name = tempfile.mkstemp(prefix=self._temp_prefix, suffix=".tmp", dir=directory)
+        try:
+            try:
+                if hasattr(os, "fchmod"):
+                    os.fchmod(fd, _FILE_MODE)  # explicit, whatever the umask did
+                view = memoryview(payload)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(temp_name, self.path)
+        except BaseException as exc:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp_name)
+            if isinstance(exc, OSError):
+                exc.add_note(f"while writing {self.path}; the previous file is intact")
+            raise
+        _fsync_directory(directory)
+
+    @property
+    def _temp_prefix(self) -> str:
+        return f".{self.path.name}."
+
+    def _remove_stale_temp_files(self) -> None:
+        """Delete temp files of writers that crashed; only ever called under the lock."""
+        for stale in self.path.parent.glob(f"{self._temp_prefix}*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                stale.unlink()
+
+
+def _encode(document: dict[str, Any]) -> bytes:
+    """Readable UTF-8 JSON; ``\\u`` escapes only if a string cannot be UTF-8 (a lone surrogate)."""
+    try:
+        return (json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(document, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make the rename durable (POSIX); directories cannot be opened for this on Windows."""
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check_records(records: list[McpServerRecord]) -> None:
+    seen: set[str] = set()
+    for index, record in enumerate(records):
+        if not isinstance(record, McpServerRecord):
+            raise TypeError(f"records[{index}] must be a McpServerRecord, got {type(record).__name__}")
+        if record.id in seen:
+            raise ValueError(f"records[{index}] has id {record.id!r}, which another record already uses")
+        seen.add(record.id)
