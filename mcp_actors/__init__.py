@@ -1,1 +1,80 @@
-"""mcp-actors: a trio supervisor tree for many MCP servers at once."""
+"""mcp-actors: a trio supervisor tree for many MCP servers at once.
+
+The public names below are imported lazily (PEP 562), so that ``python -m
+mcp_actors.demo_server`` and the fault server — which every test spawns — do not pay for
+the runtime's imports at start-up.
+
+Start here:
+
+* :func:`open_runtime` (trio) or :func:`start_portal` (sync / asyncio hosts);
+* :class:`McpService` — add servers, list tools, call tools, events;
+* :mod:`mcp_actors.formats` — tool definitions for OpenAI, Anthropic and Gemini;
+* :mod:`mcp_actors.adapters` — tools for agent engines;
+* :mod:`mcp_actors.errors` — every error a user can hit.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    "ConnectionState",
+    "ConnectionStatus",
+    "Event",
+    "EventBus",
+    "MCPTool",
+    "McpServerRecord",
+    "McpService",
+    "Runtime",
+    "ServerConfig",
+    "ServerType",
+    "errors",
+    "open_runtime",
+    "start_portal",
+]
+
+_LAZY = {
+    "ConnectionState": "mcp_actors.connection",
+    "ConnectionStatus": "mcp_actors.connection",
+    "Event": "mcp_actors.events",
+    "EventBus": "mcp_actors.events",
+    "MCPTool": "mcp_actors.tools",
+    "McpServerRecord": "mcp_actors.records",
+    "McpService": "mcp_actors.registry",
+    "Runtime": "mcp_actors.runtime",
+    "ServerConfig": "mcp_actors.records",
+    "ServerType": "mcp_actors.records",
+    "open_runtime": "mcp_actors.runtime",
+    "start_portal": "mcp_actors.portal",
+}
+
+if TYPE_CHECKING:
+    from mcp_actors import errors as errors
+    from mcp_actors.connection import ConnectionState as ConnectionState
+    from mcp_actors.connection import ConnectionStatus as ConnectionStatus
+    from mcp_actors.events import Event as Event
+    from mcp_actors.events import EventBus as EventBus
+    from mcp_actors.portal import start_portal as start_portal
+    from mcp_actors.records import McpServerRecord as McpServerRecord
+    from mcp_actors.records import ServerConfig as ServerConfig
+    from mcp_actors.records import ServerType as ServerType
+    from mcp_actors.registry import McpService as McpService
+    from mcp_actors.runtime import Runtime as Runtime
+    from mcp_actors.runtime import open_runtime as open_runtime
+    from mcp_actors.tools import MCPTool as MCPTool
+
+
+def __getattr__(name: str) -> Any:
+    if name == "errors":
+        return importlib.import_module("mcp_actors.errors")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'mcp_actors' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

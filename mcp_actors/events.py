@@ -17,13 +17,13 @@ import trio
 
 __all__ = [
     "CONNECTION_STATE",
-    "SERVERS_CHANGED",
-    "SERVER_CONNECTED",
-    "TOOLS_CHANGED",
-    "TOOL_CALLED",
     "Event",
     "EventBus",
+    "SERVERS_CHANGED",
+    "SERVER_CONNECTED",
     "Subscription",
+    "TOOLS_CHANGED",
+    "TOOL_CALLED",
 ]
 
 SERVER_CONNECTED: Final = "server:connected"

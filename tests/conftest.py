@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -13,6 +15,7 @@ import trio
 
 # Ledgers and configs of the whole run go to a private directory, never the user's.
 _STATE = tempfile.mkdtemp(prefix="mcp-actors-test-state-")
+atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
 os.environ.setdefault("MCP_ACTORS_STATE_DIR", _STATE)
 os.environ.setdefault("MCP_ACTORS_CONFIG", os.path.join(_STATE, "mcp-config.json"))
 

@@ -1,0 +1,52 @@
+"""The public faces of the packages: sorted ``__all__``, every name importable and documented."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+PACKAGES = [
+    "supervisors",
+    "mcp_actors",
+    "mcp_actors.errors",
+    "mcp_actors.events",
+    "mcp_actors.naming",
+    "mcp_actors.registry",
+    "mcp_actors.connection",
+    "mcp_actors.transports",
+    "mcp_actors.runtime",
+    "mcp_actors.portal",
+    "mcp_actors.messages",
+]
+
+
+@pytest.mark.parametrize("name", PACKAGES)
+def test_all_is_sorted_importable_and_documented(name: str) -> None:
+    """``__all__`` is sorted, every name resolves, and public classes/functions have docstrings."""
+    module = importlib.import_module(name)
+    exported = list(module.__all__)
+    assert exported == sorted(exported)
+    for attr in exported:
+        value = getattr(module, attr)
+        if inspect.isclass(value) or inspect.isfunction(value):
+            assert (value.__doc__ or "").strip(), f"{name}.{attr} has no docstring"
+
+
+def test_errors_share_one_root() -> None:
+    """Every public error derives from McpActorsError, so hosts can catch them all."""
+    from mcp_actors import errors
+
+    for attr in errors.__all__:
+        assert issubclass(getattr(errors, attr), errors.McpActorsError)
+
+
+def test_importing_the_package_is_light() -> None:
+    """``import mcp_actors`` does not import the runtime (the demo server starts faster)."""
+    import subprocess
+    import sys
+
+    code = "import sys, mcp_actors; print('mcp_actors.runtime' in sys.modules, 'mcp' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
