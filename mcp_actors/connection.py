@@ -595,6 +595,8 @@ class _ConnectionActor:
             with call.scope:
                 with trio.fail_after(timeout):
                     return await op(live.session)
+            # Only _fail_in_flight cancels call.scope: the connection died under the call.
+            raise call.lost or self._lost_error(live)
         except trio.TooSlowError:
             if die_on_timeout:
                 live.link.die(f"the server did not answer a {what} within {timeout:g}s")
@@ -743,9 +745,10 @@ async def run_connection_slot(
                 cell.set(restarts=cell.status.restarts + 1)
             starts += 1
             first, initial = initial, []
-            actor = _ConnectionActor(settings, inbox, cell, slot, eager=eager, initial=first)
+            # Bound per incarnation of the loop: this closure only runs inside it.
+            actor = _ConnectionActor(settings, inbox, cell, slot, eager=eager, initial=first)  # noqa: B023
             await actor.run(task_status=task_status)
-            finished.set()
+            finished.set()  # noqa: B023
 
         spec = SupervisorSpec(strategy=Strategy.ONE_FOR_ONE, intensity=settings.intensity, backoff=settings.backoff)
         child = ChildSpec(
@@ -816,7 +819,7 @@ class ConnectionHandle:
     async def _ask(self, build: Callable[[Reply[T]], ConnectionMessage], *, bound: float) -> T:
         try:
             with trio.fail_after(bound):
-                return await self._mailbox.ask(build)  # type: ignore[arg-type]
+                return await self._mailbox.ask(build)
         except (MailboxClosed, NoReply):
             raise ActorStopped(
                 f"server {self.settings.server_name!r}: its connection actor is not running (removed or shutting down)",

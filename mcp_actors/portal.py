@@ -218,10 +218,6 @@ def _service_call(portal: RuntimePortal, name: str) -> Callable[..., Awaitable[A
     return call
 
 
-def _copy_doc(name: str) -> str | None:
-    return getattr(McpService, name).__doc__
-
-
 class SyncMcpService:
     """The McpService operations as blocking methods (thread-safe).
 
@@ -318,5 +314,3 @@ class AsyncioMcpService:
         finally:
             future.cancel()
             self._portal.run_sync(sub.close)
-
-

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import builtins
 import datetime as _dt
+import functools
 import inspect
 import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import attrs
 import mcp.types as mcp_types
@@ -34,7 +35,6 @@ from mcp_actors.connection import ConnectionHandle, ConnectionSettings, Connecti
 from mcp_actors.errors import (
     ActorStopped,
     ConfigError,
-    ConnectionFailed,
     DuplicateServerName,
     InvalidServerConfig,
     McpActorsError,
@@ -70,6 +70,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_TOOL_CACHE_TTL: Final = 300.0
 _REGISTRY_MAILBOX: Final = 256
@@ -407,8 +408,9 @@ class McpService:
         except (MailboxClosed, NoReply):
             raise ActorStopped("the registry is not running (the runtime is closed)") from None
 
-    async def _mutate(self, op: Callable[[], Awaitable[Any]]) -> Any:
-        return await self._ask(lambda r: _Mutate(op=op, reply=r))
+    async def _mutate(self, op: Callable[[], Awaitable[T]]) -> T:
+        result: T = await self._ask(lambda r: _Mutate(op=op, reply=r))
+        return result
 
     def _record(self, server: str) -> McpServerRecord:
         snap = self._registry.snapshot
@@ -493,7 +495,7 @@ class McpService:
     async def _add(self, record: McpServerRecord, *, connect: bool = True) -> McpServerRecord:
         reg = self._registry
 
-        def write(records: list[McpServerRecord]) -> McpServerRecord:
+        def write(records: builtins.list[McpServerRecord]) -> McpServerRecord:
             _check_name_free(records, record.name, record.id)
             if any(r.id == record.id for r in records):
                 raise DuplicateServerName(
@@ -512,7 +514,7 @@ class McpService:
         reg.bus.emit(events.SERVERS_CHANGED, action="added", serverId=record.id, serverName=record.name)
         return record
 
-    async def add_json(self, text: str) -> list[AddJsonEntryResult]:
+    async def add_json(self, text: str) -> builtins.list[AddJsonEntryResult]:
         """Add every server of a desktop-app / IDE ``mcpServers`` document (or VS Code ``servers``).
 
         Good entries are saved even when others fail; each entry gets its own result.
@@ -521,7 +523,7 @@ class McpService:
             ConfigError: The text is not JSON, or not any known shape (line/column given).
         """
         report = parse_server_configs(text)
-        results: list[AddJsonEntryResult] = []
+        results: builtins.list[AddJsonEntryResult] = []
         for entry in report.entries:
             if entry.record is None:
                 results.append(
@@ -532,7 +534,7 @@ class McpService:
                 continue
             record = entry.record
             try:
-                saved = await self._mutate(lambda record=record: self._add(record))
+                saved = await self._mutate(functools.partial(self._add, record))
             except ConfigError as exc:
                 results.append(
                     AddJsonEntryResult(name=entry.name, error=exc, unknown_keys=entry.unknown_keys, notes=entry.notes)
@@ -568,8 +570,8 @@ class McpService:
     async def _update(self, server_id: str, changes: Mapping[str, Any]) -> McpServerRecord:
         reg = self._registry
 
-        def write(records: list[McpServerRecord]) -> tuple[McpServerRecord, McpServerRecord]:
-            for i, current in enumerate(records):
+        def write(records: builtins.list[McpServerRecord]) -> tuple[McpServerRecord, McpServerRecord]:
+            for i, current in enumerate(records):  # noqa: B007 - i is used after the loop
                 if current.id == server_id:
                     break
             else:
@@ -617,7 +619,7 @@ class McpService:
     async def _remove(self, server_id: str) -> McpServerRecord:
         reg = self._registry
 
-        def write(records: list[McpServerRecord]) -> McpServerRecord:
+        def write(records: builtins.list[McpServerRecord]) -> McpServerRecord:
             for i, current in enumerate(records):
                 if current.id == server_id:
                     return records.pop(i)
@@ -634,7 +636,7 @@ class McpService:
 
     # --------------------------------------------------------------- tools
 
-    async def list_server_tools(self, server: str) -> list[MCPTool]:
+    async def list_server_tools(self, server: str) -> builtins.list[MCPTool]:
         """The server's tools (cached for the TTL; ``disabledTools`` filtered out).
 
         Raises:
@@ -645,7 +647,7 @@ class McpService:
         tools = await self._ask(lambda r: _GetTools(server_id=record.id, reply=r))
         return self._tools_of(self._record(record.id), tools)
 
-    async def list_all_active_server_tools(self) -> list[MCPTool]:
+    async def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
         """Tools of every active server; a failing server is logged and skipped."""
         return list((await self.list_tools_detailed()).tools)
 
@@ -664,7 +666,7 @@ class McpService:
                     records.append(self._record(name))
                 except McpActorsError as exc:
                     failures[name] = exc
-        results: dict[str, list[MCPTool]] = {}
+        results: dict[str, builtins.list[MCPTool]] = {}
         failures = {} if servers is None else failures
 
         async def one(record: McpServerRecord) -> None:
@@ -808,7 +810,7 @@ class McpService:
         record = self._record(server)
         handle = self._handle(record)
         errors: dict[str, McpActorsError] = {}
-        tools: list[MCPTool] = []
+        tools: builtins.list[MCPTool] = []
         prompts: tuple[mcp_types.Prompt, ...] = ()
         resources: tuple[mcp_types.Resource, ...] = ()
         try:

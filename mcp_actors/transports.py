@@ -328,14 +328,15 @@ def _snapshot_descendants(identity: ProcessIdentity) -> list[psutil.Process]:
         proc = psutil.Process(identity.pid)
         if proc.create_time() != identity.create_time:
             return []
-        return proc.children(recursive=True)
+        children: list[psutil.Process] = proc.children(recursive=True)
+        return children
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return []
 
 
-async def _wait_until(predicate: Any, timeout: float, *, step: float = 0.01) -> bool:  # noqa: ASYNC109
+async def _wait_until(predicate: Any, timeout: float, *, step: float = 0.01) -> bool:
     with trio.move_on_after(timeout):
-        while not predicate():
+        while not predicate():  # noqa: ASYNC110 - no event tells when a process group empties
             await trio.sleep(step)
         return True
     return bool(predicate())
@@ -392,7 +393,7 @@ async def open_stdio_transport(
     """
     env = _merged_env(params.env)
     executable = resolve_command(params.command, env, server=label)
-    if params.cwd is not None and not os.path.isdir(params.cwd):
+    if params.cwd is not None and not os.path.isdir(params.cwd):  # noqa: ASYNC240 - one stat, before a spawn
         raise ServerStartFailed(
             f"server {label!r}: working directory {params.cwd!r} does not exist; fix config.cwd",
             server=label,

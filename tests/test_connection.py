@@ -71,8 +71,10 @@ async def wait_event(sub: events.Subscription, predicate, *, timeout: float = 30
 
 
 def state_is(state: str, **data: object):
-    return lambda e: e.type == events.CONNECTION_STATE and e.data["state"] == state and all(
-        e.data.get(k) == v for k, v in data.items()
+    return lambda e: (
+        e.type == events.CONNECTION_STATE
+        and e.data["state"] == state
+        and all(e.data.get(k) == v for k, v in data.items())
     )
 
 
@@ -259,7 +261,7 @@ async def test_slow_start_beyond_connect_timeout() -> None:
         fault_server_command("--slow-start", "30"), connect_timeout=0.5, intensity=Intensity(max_restarts=0, period=60)
     )
     async with running(settings) as ([handle], _):
-        with pytest.raises(ConnectTimeout, match="0.5s"):
+        with pytest.raises(ConnectTimeout, match=r"0\.5s"):
             await handle.connect()
 
 

@@ -13,8 +13,8 @@ import trio
 from mcp_actors import events
 from mcp_actors.errors import (
     ConfigError,
-    ConnectionFailed,
     ConfigFileCorrupt,
+    ConnectionFailed,
     DuplicateServerName,
     ServerInactive,
     ServerNotFound,
@@ -193,7 +193,13 @@ async def test_corrupt_config_is_reported_and_untouched(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     "sample",
-    ["claude_desktop_config.json", "cursor_mcp.json", "vscode_mcp.json", "windsurf_mcp_config.json", "cline_mcp_settings.json"],
+    [
+        "claude_desktop_config.json",
+        "cursor_mcp.json",
+        "vscode_mcp.json",
+        "windsurf_mcp_config.json",
+        "cline_mcp_settings.json",
+    ],
 )
 async def test_add_json_popular_hosts(tmp_path: Path, sample: str) -> None:
     """Configs of popular hosts import entry by entry; good entries are saved even if others fail."""
