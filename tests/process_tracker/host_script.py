@@ -1,0 +1,71 @@
+"""A host process for the process-tracker tests.
+
+``python host_script.py MODE [--forge PID]``
+
+Modes ``exit``, ``raise`` and ``wait`` start three tracked servers (one with a grandchild
+that ignores SIGTERM, all with ``pdeathsig_preexec``), print one JSON line describing every
+process, then respectively return normally, raise an unhandled exception, or block on
+stdin until killed. ``--forge PID`` also registers PID with a create_time that is wrong
+by seven seconds: the tracker must never touch that process.
+
+Mode ``sweep`` only sweeps the ledger and prints the killed processes as JSON.
+The state directory comes from ``MCP_ACTORS_STATE_DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from pt_support import spawn_server
+
+from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec
+
+
+def _pair(identity: ProcessIdentity) -> list[float]:
+    return [identity.pid, identity.create_time]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["exit", "raise", "wait", "sweep"])
+    parser.add_argument("--forge", type=int)
+    args = parser.parse_args()
+    tracker = ProcessTracker.get_instance()
+    if args.mode == "sweep":
+        print(json.dumps([_pair(i) for i in tracker.sweep_ledger()]), flush=True)
+        return
+
+    env = {**os.environ, **tracker.child_env()}
+    servers = []
+    grandchild = None
+    for n in range(3):
+        _proc, identity, grand = spawn_server(
+            grandchild=n == 0, env=env, preexec_fn=pdeathsig_preexec(), label=f"server{n}"
+        )
+        tracker.register(identity)
+        servers.append(identity)
+        grandchild = grand or grandchild
+    if args.forge is not None:
+        real = ProcessIdentity.of(args.forge)
+        tracker.register(ProcessIdentity(pid=real.pid, create_time=real.create_time - 7.0, pgid=real.pgid))
+    reaper_pid = tracker.reaper_pid
+    assert grandchild is not None and reaper_pid is not None
+    report = {
+        "host": _pair(ProcessIdentity.of(os.getpid())),
+        "reaper": _pair(ProcessIdentity.of(reaper_pid)),
+        "servers": [_pair(i) for i in servers],
+        "grandchild": _pair(grandchild),
+        "ledger": str(tracker.ledger_path),
+    }
+    print(json.dumps(report), flush=True)
+    if args.mode == "raise":
+        raise RuntimeError("host_script: unhandled on purpose")
+    if args.mode == "wait":
+        sys.stdin.buffer.read()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,100 @@
+"""Process trees for the process-tracker tests, and bounded checks on them.
+
+Shared by the test modules and by ``host_script.py`` (which imports it from its own
+directory). A "server" is a plain Python process that sleeps; one kind also starts a
+grandchild that ignores SIGTERM, so only a SIGKILL escalation can end it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+
+from mcp_actors.process_tracker import ProcessIdentity
+
+# Every process here ends by itself after ten minutes, so a broken test cannot leak
+# forever; the tests themselves require them gone within seconds.
+LIFETIME = 600
+
+GRANDCHILD_CODE = (
+    "import signal, time\n"
+    "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print('ready', flush=True)\n"
+    f"time.sleep({LIFETIME})\n"
+)
+
+SERVER_CODE = f"import time\ntime.sleep({LIFETIME})\n"
+
+# Starts the grandchild (in the server's own process group), waits until it ignores
+# SIGTERM, prints its PID and sleeps. With "stdin" as argv[1] it exits when stdin closes
+# instead, leaving the grandchild behind as an orphan in its group.
+SERVER_WITH_GRANDCHILD_CODE = (
+    "import subprocess, sys, time\n"
+    f"child = subprocess.Popen([sys.executable, '-c', {GRANDCHILD_CODE!r}], stdout=subprocess.PIPE)\n"
+    "assert child.stdout.readline().strip() == b'ready'\n"
+    "print(child.pid, flush=True)\n"
+    "if sys.argv[1:] == ['stdin']:\n"
+    "    sys.stdin.buffer.read()\n"
+    "else:\n"
+    f"    time.sleep({LIFETIME})\n"
+)
+
+
+def spawn_server(
+    *,
+    grandchild: bool = False,
+    env: Mapping[str, str] | None = None,
+    preexec_fn: Callable[[], None] | None = None,
+    label: str = "server",
+) -> tuple[subprocess.Popen[bytes], ProcessIdentity, ProcessIdentity | None]:
+    """Start a server in its own session; return it, its identity and its grandchild's."""
+    code = SERVER_WITH_GRANDCHILD_CODE if grandchild else SERVER_CODE
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if grandchild else subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=preexec_fn,
+        env=None if env is None else dict(env),
+    )
+    identity = ProcessIdentity.of(proc.pid, label=label)
+    grand = None
+    if grandchild:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        proc.stdout.close()
+        grand = ProcessIdentity.of(int(line), label=f"{label}-grandchild")
+    return proc, identity, grand
+
+
+def wait_gone(identities: Iterable[ProcessIdentity], *, timeout: float = 5.0) -> float:
+    """Poll (bounded) until none of the processes runs; return the seconds it took.
+
+    Raises:
+        AssertionError: Some are still alive after *timeout* seconds.
+    """
+    pending = list(identities)
+    start = time.monotonic()
+    deadline = start + timeout
+    while True:
+        pending = [i for i in pending if i.is_alive()]
+        if not pending:
+            return time.monotonic() - start
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still alive after {timeout} s: {[(i.label, i.pid) for i in pending]}")
+        time.sleep(0.005)
+
+
+def force_kill(identities: Iterable[ProcessIdentity | None]) -> None:
+    """Cleanup for a failed test: SIGKILL whatever of these still runs (identity-checked)."""
+    for identity in identities:
+        if identity is not None and identity.is_alive():
+            try:
+                os.kill(identity.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

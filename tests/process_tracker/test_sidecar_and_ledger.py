@@ -1,0 +1,243 @@
+"""The reaper sidecar's line protocol, and the ledger sweep's rules about whose processes
+may be killed (create_time, live hosts, markers, corrupt files)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from pt_support import LIFETIME, force_kill, spawn_server
+
+from mcp_actors._reaper import MARKER_ENV, SIDECAR_TAG
+from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, _sidecar_argv
+
+
+def start_sidecar(ledger: Path, argv: Sequence[str] | None = None) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        list(argv) if argv is not None else _sidecar_argv(ledger, 0.3),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+
+
+def send(sidecar: subprocess.Popen[bytes], *lines: str) -> None:
+    assert sidecar.stdin is not None
+    sidecar.stdin.write("".join(lines).encode())
+    sidecar.stdin.flush()
+
+
+def track(identity: ProcessIdentity, *, create_time: float | None = None) -> str:
+    ct = identity.create_time if create_time is None else create_time
+    return f"track {identity.pid} {ct!r} {identity.pgid}\n"
+
+
+def close_and_wait(sidecar: subprocess.Popen[bytes]) -> None:
+    _, err = sidecar.communicate(timeout=30)
+    assert sidecar.returncode == 0, err.decode(errors="replace")
+
+
+@pytest.fixture
+def servers() -> Iterator[list[tuple[ProcessIdentity, ProcessIdentity | None]]]:
+    """Two server trees (the first with a SIGTERM-ignoring grandchild), killed after the test."""
+    spawned = [spawn_server(grandchild=n == 0, label=f"s{n}") for n in range(2)]
+    yield [(identity, grand) for _, identity, grand in spawned]
+    for proc, identity, grand in spawned:
+        force_kill([identity, grand])
+        proc.wait(timeout=10)
+
+
+# ----------------------------------------------------------------------------- sidecar
+
+
+@pytest.mark.parametrize("launch", ["script", "module"])
+def test_sidecar_kills_tracked_trees_on_eof_and_deletes_the_ledger(
+    launch: str, servers: list[tuple[ProcessIdentity, ProcessIdentity | None]], tmp_path: Path
+) -> None:
+    """End-of-file (the host died) makes the sidecar kill every tracked tree and the ledger."""
+    ledger = tmp_path / "host-x.json"
+    ledger.write_text("{}")
+    argv = None
+    if launch == "module":
+        argv = [sys.executable, "-m", "mcp_actors._reaper", "--ledger", str(ledger), "--term-timeout", "0.3"]
+    sidecar = start_sidecar(ledger, argv)
+    (leader, grandchild), (other, _) = servers
+    assert grandchild is not None
+    send(sidecar, track(leader), track(other))
+    close_and_wait(sidecar)
+    assert not any(i.is_alive() for i in (leader, grandchild, other))
+    assert not ledger.exists()
+
+
+def test_sidecar_exit_line_leaves_without_killing(
+    servers: list[tuple[ProcessIdentity, ProcessIdentity | None]], tmp_path: Path
+) -> None:
+    """An `exit` line (a clean host shutdown) makes the sidecar leave and kill nothing."""
+    sidecar = start_sidecar(tmp_path / "host-x.json")
+    (leader, grandchild), _ = servers
+    send(sidecar, track(leader), "exit\n")
+    assert sidecar.wait(timeout=30) == 0
+    assert leader.is_alive() and grandchild is not None and grandchild.is_alive()
+    assert sidecar.stdin is not None
+    sidecar.stdin.close()
+
+
+def test_sidecar_ignores_untracked_forged_and_malformed_lines(
+    servers: list[tuple[ProcessIdentity, ProcessIdentity | None]], tmp_path: Path
+) -> None:
+    """Untracked processes, a wrong create_time and garbage lines are never acted on."""
+    sidecar = start_sidecar(tmp_path / "host-x.json")
+    (leader, grandchild), (other, _) = servers
+    assert grandchild is not None
+    send(
+        sidecar,
+        track(leader),
+        f"untrack {leader.pid} {leader.create_time!r}\n",
+        track(other, create_time=other.create_time - 7.0),
+        "track not-a-pid 1.0 1\n",
+        "bogus\n",
+    )
+    close_and_wait(sidecar)
+    assert leader.is_alive() and grandchild.is_alive() and other.is_alive()
+
+
+def test_sidecar_carries_its_tag_on_the_command_line(tmp_path: Path) -> None:
+    """The sidecar is recognisable in process listings by the tag mcp_actors._reaper."""
+    argv = _sidecar_argv(tmp_path / "host-x.json", 1.0)
+    assert SIDECAR_TAG == "mcp_actors._reaper"
+    assert SIDECAR_TAG in argv
+    assert argv[:3] == [sys.executable, "-I", "-S"]
+
+
+# ----------------------------------------------------------------------------- ledger
+
+
+def write_ledger(
+    state_dir: Path, host: ProcessIdentity, entries: Sequence[ProcessIdentity], *, marker: str = "m"
+) -> Path:
+    directory = state_dir / "processes"
+    directory.mkdir(exist_ok=True)
+    path = directory / f"host-{host.pid}.{int(host.create_time)}.{marker}.json"
+    payload = {
+        "version": 1,
+        "host": {"pid": host.pid, "create_time": host.create_time, "pgid": host.pgid},
+        "marker": marker,
+        "processes": [{"pid": e.pid, "create_time": e.create_time, "pgid": e.pgid, "label": e.label} for e in entries],
+    }
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def dead_host() -> ProcessIdentity:
+    """An identity no live process has: this process's PID with another create_time."""
+    me = ProcessIdentity.of(os.getpid())
+    return ProcessIdentity(pid=me.pid, create_time=me.create_time - 100.0, pgid=me.pgid)
+
+
+def test_sweep_kills_the_trees_of_a_dead_host_and_deletes_its_ledger(
+    tracker: ProcessTracker, state_dir: Path, servers: list[tuple[ProcessIdentity, ProcessIdentity | None]]
+) -> None:
+    """A dead host's recorded servers (still alive, create_time matching) die with their trees."""
+    (leader, grandchild), (other, _) = servers
+    assert grandchild is not None
+    path = write_ledger(state_dir, dead_host(), [leader, other])
+    killed = tracker.sweep_ledger()
+    assert sorted(i.pid for i in killed) == sorted([leader.pid, other.pid])
+    assert not any(i.is_alive() for i in (leader, grandchild, other))
+    assert not path.exists()
+
+
+def test_sweep_never_kills_a_pid_whose_create_time_differs(
+    tracker: ProcessTracker, state_dir: Path, servers: list[tuple[ProcessIdentity, ProcessIdentity | None]]
+) -> None:
+    """A forged ledger entry (right PID, wrong create_time) leaves the process and its group alone."""
+    (leader, grandchild), _ = servers
+    assert grandchild is not None
+    forged = ProcessIdentity(pid=leader.pid, create_time=leader.create_time - 3.0, pgid=leader.pgid)
+    path = write_ledger(state_dir, dead_host(), [forged])
+    assert tracker.sweep_ledger() == []
+    assert leader.is_alive() and grandchild.is_alive()
+    assert not path.exists()
+
+
+def test_sweep_leaves_ledgers_of_live_hosts_alone(
+    tracker: ProcessTracker, state_dir: Path, servers: list[tuple[ProcessIdentity, ProcessIdentity | None]]
+) -> None:
+    """A ledger whose host still runs (PID and create_time) is neither swept nor deleted."""
+    (leader, _), _ = servers
+    path = write_ledger(state_dir, ProcessIdentity.of(os.getpid()), [leader])
+    assert tracker.sweep_ledger() == []
+    assert leader.is_alive()
+    assert path.exists()
+
+
+ORPHAN_MAKER = (
+    "import subprocess, sys\n"
+    f"child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep({LIFETIME})'],"
+    " stdout=subprocess.DEVNULL)\n"
+    "print(child.pid, flush=True)\n"
+)
+
+
+def test_sweep_kills_orphans_in_a_dead_leaders_group_only_with_the_hosts_marker(
+    tracker: ProcessTracker, state_dir: Path
+) -> None:
+    """Orphans of a dead leader are killed by a sweep only if they carry the dead host's marker."""
+    orphans = []
+    leaders = []
+    try:
+        for marker in ("ours", None):
+            env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
+            if marker is not None:
+                env[MARKER_ENV] = marker
+            leader = subprocess.Popen(
+                [sys.executable, "-c", ORPHAN_MAKER], stdout=subprocess.PIPE, start_new_session=True, env=env
+            )
+            leaders.append(ProcessIdentity.of(leader.pid, label=f"leader-{marker}"))
+            out, _ = leader.communicate(timeout=30)  # the leader exits; its child stays in the group
+            orphans.append(ProcessIdentity.of(int(out), label=f"orphan-{marker}"))
+            assert orphans[-1].is_alive() and os.getpgid(orphans[-1].pid) == leader.pid
+        write_ledger(state_dir, dead_host(), leaders, marker="ours")
+        marked, unmarked = orphans
+        killed = tracker.sweep_ledger()
+        assert [i.label for i in killed] == ["leader-ours"]
+        assert not marked.is_alive()
+        assert unmarked.is_alive()  # could be a stranger in a recycled group: left alone
+    finally:
+        force_kill(orphans)
+
+
+def test_sweep_deletes_a_corrupt_ledger_and_ignores_an_unknown_version(
+    tracker: ProcessTracker, state_dir: Path
+) -> None:
+    """A corrupt ledger is deleted with a warning; one of an unknown version is left alone."""
+    directory = state_dir / "processes"
+    directory.mkdir()
+    corrupt = directory / "host-1.2.3.json"
+    corrupt.write_text('{"version": 1, "host": ')
+    future = directory / "host-4.5.6.json"
+    future.write_text(json.dumps({"version": 99}))
+    assert tracker.sweep_ledger() == []
+    assert not corrupt.exists()
+    assert future.exists()
+
+
+def test_sweep_removes_only_stale_temporary_files(tracker: ProcessTracker, state_dir: Path) -> None:
+    """Temporary ledger files older than a minute (a host died mid-write) are removed."""
+    directory = state_dir / "processes"
+    directory.mkdir()
+    old = directory / ".host-1.2.3.json.7.tmp"
+    fresh = directory / ".host-4.5.6.json.7.tmp"
+    old.write_text("{")
+    fresh.write_text("{")
+    os.utime(old, (time.time() - 120, time.time() - 120))
+    tracker.sweep_ledger()
+    assert not old.exists()
+    assert fresh.exists()
