@@ -32,6 +32,7 @@ import contextlib
 import enum
 import functools
 import logging
+import itertools
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -100,6 +101,7 @@ logger = logging.getLogger(__name__)
 CLIENT_INFO: Final = mcp_types.Implementation(name="mcp-actors", version="0.1.0")
 _MAX_PAGES: Final = 1000
 _CLOSE_BOUND: Final = 15.0
+_CALL_KEYS: Final = itertools.count(1)
 T = TypeVar("T")
 
 
@@ -177,6 +179,9 @@ class _StatusCell:
     status: ConnectionStatus
     bus: events.EventBus
     live_stderr: StderrTail | None = None
+    # Tool calls in flight by call id, so that a caller who gives up (cancelled, timed
+    # out) can stop its own call on the server too (DESIGN §5), not just drop the reply.
+    calls_by_id: dict[str, set[_InFlight]] = attrs.field(factory=dict)
 
     def set(self, **changes: Any) -> None:
         self.status = attrs.evolve(self.status, **changes)
@@ -219,6 +224,7 @@ class _InFlight:
     reply: Reply[Any] | None
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     lost: ConnectionFailed | None = None
+    abandoned: bool = False
 
 
 @attrs.define(eq=False)
@@ -586,16 +592,30 @@ class _ConnectionActor:
         tool: str | None = None,
         reply: Reply[Any] | None = None,
         die_on_timeout: bool = False,
+        call_id: str | None = None,
     ) -> T:
         live = await self._ensure_connected()
+        if reply is not None and not reply.wanted:
+            raise ToolCallFailed(
+                f"server {self.label!r}: the caller gave up on {what} before it was sent", server=self.label, tool=tool
+            )
         call = _InFlight(tool=tool or what, reply=reply)
         live.calls.add(call)
+        if call_id is not None:
+            self.cell.calls_by_id.setdefault(call_id, set()).add(call)
         self.cell.set(calls_in_flight=len(live.calls))
         try:
             with call.scope:
                 with trio.fail_after(timeout):
                     return await op(live.session)
-            # Only _fail_in_flight cancels call.scope: the connection died under the call.
+            if call.abandoned and call.lost is None:
+                # The caller cancelled: the SDK told the server (notifications/cancelled).
+                raise ToolCallFailed(
+                    f"server {self.label!r}: the caller gave up on {what}; the server was asked to cancel it",
+                    server=self.label,
+                    tool=tool,
+                )
+            # Otherwise only _fail_in_flight cancels call.scope: the connection died under the call.
             raise call.lost or self._lost_error(live)
         except trio.TooSlowError:
             if die_on_timeout:
@@ -633,6 +653,11 @@ class _ConnectionActor:
             ) from exc
         finally:
             live.calls.discard(call)
+            if call_id is not None:
+                same_id = self.cell.calls_by_id.get(call_id, set())
+                same_id.discard(call)
+                if not same_id:
+                    self.cell.calls_by_id.pop(call_id, None)
             self.cell.set(calls_in_flight=len(live.calls))
             if call.lost is not None:
                 raise call.lost
@@ -676,7 +701,9 @@ class _ConnectionActor:
         async def op(session: ClientSession) -> mcp_types.CallToolResult:
             return await session.call_tool(message.name, message.arguments)
 
-        return await self._request("tools/call", op, timeout=timeout, tool=message.name, reply=message.reply)
+        return await self._request(
+            "tools/call", op, timeout=timeout, tool=message.name, reply=message.reply, call_id=message.call_id
+        )
 
     async def _health(self, timeout: float) -> float:
         async def op(session: ClientSession) -> float:
@@ -855,17 +882,28 @@ class ConnectionHandle:
         timeout: float | None = None,
         call_id: str | None = None,
     ) -> mcp_types.CallToolResult:
-        """Call a tool by its name on the server; a tool-level error is a result, not an exception."""
-        return await self._ask(
-            lambda r: CallTool(
-                name=name,
-                arguments=dict(arguments or {}),
-                timeout=timeout,
-                call_id=call_id,
-                reply=r,
-            ),
-            bound=self._outer_bound(timeout),
-        )
+        """Call a tool by its name on the server; a tool-level error is a result, not an exception.
+
+        Cancelling the caller cancels the call on the server too (``notifications/cancelled``).
+        """
+        key = call_id if call_id is not None else f"call-{next(_CALL_KEYS)}"
+        try:
+            return await self._ask(
+                lambda r: CallTool(
+                    name=name,
+                    arguments=dict(arguments or {}),
+                    timeout=timeout,
+                    call_id=key,
+                    reply=r,
+                ),
+                bound=self._outer_bound(timeout),
+            )
+        except BaseException:
+            # Answered calls are no longer registered; what is left is a call we gave up on.
+            for call in list(self._cell.calls_by_id.get(key, ())):
+                call.abandoned = True
+                call.scope.cancel()
+            raise
 
     async def health(self, *, timeout: float = 10.0) -> float:
         """Ping now; returns the round-trip time in seconds."""

@@ -8,88 +8,132 @@ facades over the same :class:`~mcp_actors.registry.McpService` operations:
 * :class:`AsyncioMcpService` — coroutines for asyncio. A call is handed to the trio loop
   (``run_sync_soon``) and its result comes back through the asyncio loop
   (``call_soon_threadsafe``): no executor thread is held per call, so a thousand
-  concurrent calls cost a thousand small tasks, not a thousand threads. Cancelling the
-  asyncio task cancels the trio side too (and so the call on the server).
+  concurrent calls cost a thousand small tasks, not a thousand threads.
 
-Closing the portal (``close()``, or leaving its ``with`` block) shuts the runtime down the
-normal way: every server is closed and every process reaped before ``close`` returns.
-Typed errors cross the thread boundary unchanged.
+Cancellation crosses the boundary: cancelling an asyncio task (or a future from
+:meth:`RuntimePortal.submit`) cancels the trio task, and so the call on the server
+(``notifications/cancelled``). Typed errors cross it unchanged.
+
+Closing the portal (``close()``, or leaving its ``with`` block) cancels the calls still
+running — they fail with :class:`~mcp_actors.errors.ActorStopped` — and shuts the
+runtime down the normal way: every server is closed and every process reaped before
+``close`` returns. Every call submitted to a portal ends, whatever happens to the trio
+thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import functools
+import inspect
+import logging
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
-import outcome
+import mcp.types as mcp_types
 import trio
 
+from mcp_actors.connection import ConnectionStatus
 from mcp_actors.errors import ActorStopped
-from mcp_actors.events import Event
-from mcp_actors.registry import McpService
+from mcp_actors.events import Event, Subscription
+from mcp_actors.records import McpServerRecord
+from mcp_actors.registry import (
+    AddJsonEntryResult,
+    ApprovalRequest,
+    Discovery,
+    McpService,
+    ServerTestResult,
+    ToolListing,
+)
 from mcp_actors.runtime import Runtime, open_runtime
+from mcp_actors.tools import MCPTool
 
-__all__ = ["AsyncioMcpService", "RuntimePortal", "SyncMcpService", "start_portal"]
+__all__ = [
+    "AsyncioMcpService",
+    "AsyncioSubscription",
+    "RuntimePortal",
+    "SyncMcpService",
+    "SyncSubscription",
+    "start_portal",
+]
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 _START_TIMEOUT: Final = 60.0
 _CLOSE_TIMEOUT: Final = 120.0
 
-_ASYNC_METHODS: Final = (
-    "add",
-    "add_json",
-    "update",
-    "remove",
-    "list_server_tools",
-    "list_all_active_server_tools",
-    "list_tools_detailed",
-    "call_tool",
-    "call_tool_by_id",
-    "test",
-    "discover",
-    "connect",
-    "disconnect",
-    "reconnect",
-    "cleanup",
-)
-_SYNC_METHODS: Final = ("list", "get", "status", "resolve_tool_id", "is_auto_approved", "set_approver")
+SyncApprover = Callable[[ApprovalRequest], bool]
+"""An approver for thread hosts: a plain function, run in a worker thread (it may block)."""
+
+AsyncioApprover = Callable[[ApprovalRequest], Awaitable[bool] | bool]
+"""An approver for asyncio hosts: a function or coroutine function, run on the host's loop."""
+
+
+def _closed_error() -> ActorStopped:
+    return ActorStopped("the mcp-actors portal is closed; start a new one with start_portal()")
+
+
+def _settle(future: concurrent.futures.Future[T], *, value: Any = None, error: BaseException | None = None) -> None:
+    """Resolve ``future`` unless it is already done (cancelled by its owner, or failed)."""
+    try:
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
+    except concurrent.futures.InvalidStateError:
+        pass
 
 
 class RuntimePortal:
     """A trio runtime running in a background thread, and the way in.
 
-    Create it with :func:`start_portal`. Thread-safe; usable from any number of threads
-    and asyncio loops at once.
+    Create it with :func:`start_portal`. Thread-safe: usable from any number of threads
+    and asyncio loops at once. Blocking methods must not be called from the portal's
+    own thread (that would deadlock); they raise ``RuntimeError`` there.
     """
 
     def __init__(self, **runtime_options: Any) -> None:
         self._options = runtime_options
         self._ready = threading.Event()
+        self._lock = threading.Lock()
         self._token: trio.lowlevel.TrioToken | None = None
         self._nursery: trio.Nursery | None = None
         self._runtime: Runtime | None = None
         self._stop: trio.Event | None = None
         self._startup_error: BaseException | None = None
         self._closed = False
+        # Futures not yet resolved: failed with ActorStopped if the trio thread ends first,
+        # so no caller waits forever on a runtime that is gone.
+        self._pending: set[concurrent.futures.Future[Any]] = set()
         self._thread = threading.Thread(target=self._thread_main, name="mcp-actors-runtime", daemon=True)
         self._thread.start()
         if not self._ready.wait(_START_TIMEOUT):
+            self.close()
             raise TimeoutError(f"the mcp-actors runtime did not start within {_START_TIMEOUT:g}s")
         if self._startup_error is not None:
+            self._thread.join(_CLOSE_TIMEOUT)
             raise self._startup_error
+
+    # ------------------------------------------------------------------ the trio thread
 
     def _thread_main(self) -> None:
         try:
             trio.run(self._main)
-        except BaseException as exc:  # reported to the starting thread; nothing else to do
+        except BaseException as exc:
             if not self._ready.is_set():
-                self._startup_error = exc
+                self._startup_error = exc  # re-raised by the constructor
                 self._ready.set()
+            else:
+                logger.error("the mcp-actors runtime stopped with an error", exc_info=exc)
+        finally:
+            with self._lock:
+                self._closed = True
+                pending, self._pending = self._pending, set()
+            for future in pending:
+                _settle(future, error=ActorStopped("the mcp-actors runtime stopped before the call finished"))
 
     async def _main(self) -> None:
         self._stop = trio.Event()
@@ -98,24 +142,45 @@ class RuntimePortal:
             self._nursery = nursery
             self._token = trio.lowlevel.current_trio_token()
             self._ready.set()
-            await self._stop.wait()
+            if not self._closed:  # closed already: the constructor timed out waiting for us
+                await self._stop.wait()
+            # Calls still running fail with ActorStopped; then the runtime closes every server.
             nursery.cancel_scope.cancel()
+
+    # ------------------------------------------------------------------ running things
 
     @property
     def service(self) -> McpService:
-        """The trio-side facade (only for use on the portal's own thread)."""
-        assert self._runtime is not None
+        """The trio-side facade; use it only on the portal's own thread (inside :meth:`run`)."""
+        if self._runtime is None:
+            raise _closed_error()
         return self._runtime.service
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called or the runtime stopped."""
+        return self._closed
 
     def _check_open(self) -> trio.lowlevel.TrioToken:
         if self._closed or self._token is None:
-            raise ActorStopped("the mcp-actors portal is closed")
+            raise _closed_error()
         return self._token
 
-    def submit(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
-        """Run ``fn(*args, **kwargs)`` on the runtime's loop; a future for its outcome.
+    def _refuse_own_thread(self, what: str) -> None:
+        if threading.current_thread() is self._thread:
+            raise RuntimeError(
+                f"{what} blocks until the portal's trio loop answers, and this is that loop's thread; "
+                "await portal.service directly here instead"
+            )
 
-        Cancelling the future (``future.cancel()``) cancels the trio task.
+    def submit(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        """Run ``fn(*args, **kwargs)`` as a task on the runtime's loop; return a future for its outcome.
+
+        Does not block. Cancelling the future (``future.cancel()``) cancels the trio task.
+        If the portal closes first, the future fails with ``ActorStopped``.
+
+        Raises:
+            ActorStopped: The portal is closed.
         """
         token = self._check_open()
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
@@ -123,38 +188,65 @@ class RuntimePortal:
 
         async def runner() -> None:
             with scope:
-                result = await outcome.acapture(fn, *args, **kwargs)
-                if not future.cancelled():
-                    if isinstance(result, outcome.Value):
-                        future.set_result(result.value)
-                    else:
-                        future.set_exception(result.error)
-            if scope.cancelled_caught and not future.done():
-                future.cancel()
+                try:
+                    value = await fn(*args, **kwargs)
+                except trio.Cancelled:
+                    # By the future's owner (then the future is cancelled already and this
+                    # is a no-op) or by close(): the call did not finish.
+                    _settle(future, error=ActorStopped("the mcp-actors portal closed while the call was running"))
+                    raise
+                except Exception as exc:
+                    _settle(future, error=exc)
+                except BaseException as exc:
+                    _settle(future, error=exc)
+                    raise
+                else:
+                    _settle(future, value=value)
 
         def start() -> None:
-            if self._nursery is None or self._closed:
-                future.set_exception(ActorStopped("the mcp-actors portal is closed"))
+            # Runs on the trio thread, in order with close()'s stop request.
+            if future.done():
                 return
-            future.set_running_or_notify_cancel()
-            self._nursery.start_soon(runner)
+            if self._closed or self._nursery is None:
+                _settle(future, error=_closed_error())
+                return
+            try:
+                self._nursery.start_soon(runner)
+            except RuntimeError:  # the nursery is closed: the runtime is stopping
+                _settle(future, error=_closed_error())
 
-        def on_done(f: concurrent.futures.Future[T]) -> None:
-            if f.cancelled():
+        def on_done(done: concurrent.futures.Future[T]) -> None:
+            with self._lock:
+                self._pending.discard(done)
+            if done.cancelled():
                 try:
                     token.run_sync_soon(scope.cancel)
                 except trio.RunFinishedError:
                     pass
 
+        with self._lock:
+            if self._closed:
+                raise _closed_error()
+            self._pending.add(future)
         future.add_done_callback(on_done)
         try:
             token.run_sync_soon(start)
         except trio.RunFinishedError:
-            raise ActorStopped("the mcp-actors portal is closed") from None
+            _settle(future, error=_closed_error())
+            raise _closed_error() from None
         return future
 
     def run(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn`` on the runtime's loop and block until it finishes (from a non-trio thread)."""
+        """Run ``fn`` on the runtime's loop and block until it finishes; return its result.
+
+        Call from any thread but the portal's own. ``KeyboardInterrupt`` while waiting
+        cancels the trio task.
+
+        Raises:
+            ActorStopped: The portal is closed, or closed while ``fn`` ran.
+            RuntimeError: Called on the portal's own thread.
+        """
+        self._refuse_own_thread("RuntimePortal.run")
         future = self.submit(fn, *args, **kwargs)
         try:
             return future.result()
@@ -163,22 +255,42 @@ class RuntimePortal:
             raise
 
     def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run a plain function on the runtime's thread (for reading its state safely)."""
+        """Run a plain function on the runtime's thread and return its result (to read state safely).
+
+        Raises:
+            ActorStopped: The portal is closed.
+            RuntimeError: Called on the portal's own thread.
+        """
+        self._refuse_own_thread("RuntimePortal.run_sync")
         token = self._check_open()
-        return trio.from_thread.run_sync(fn, *args, trio_token=token)
+        try:
+            return trio.from_thread.run_sync(fn, *args, trio_token=token)
+        except trio.RunFinishedError:
+            raise _closed_error() from None
 
     def close(self) -> None:
-        """Close every server and stop the runtime; returns when all processes are reaped."""
-        if self._closed:
-            return
-        token = self._token
-        self._closed = True
-        if token is not None and self._stop is not None:
+        """Cancel running calls, close every server and stop the runtime.
+
+        Returns once every server process has been reaped and the trio thread has ended
+        (bounded). Idempotent; safe to call from several threads.
+
+        Raises:
+            RuntimeError: Called on the portal's own thread.
+            TimeoutError: The runtime did not stop within its bound (not expected: every
+                shutdown step is bounded on its own).
+        """
+        self._refuse_own_thread("RuntimePortal.close")
+        with self._lock:
+            self._closed = True
+        token, stop = self._token, self._stop
+        if token is not None and stop is not None:
             try:
-                token.run_sync_soon(self._stop.set)
+                token.run_sync_soon(stop.set)
             except trio.RunFinishedError:
                 pass
         self._thread.join(_CLOSE_TIMEOUT)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the mcp-actors runtime did not stop within {_CLOSE_TIMEOUT:g}s")
 
     def __enter__(self) -> RuntimePortal:
         return self
@@ -187,20 +299,27 @@ class RuntimePortal:
         self.close()
 
     def sync_service(self) -> SyncMcpService:
-        """A blocking facade over this portal."""
+        """A blocking facade over this portal, for threads."""
         return SyncMcpService(self)
 
     def asyncio_service(self) -> AsyncioMcpService:
-        """An asyncio facade over this portal."""
+        """An asyncio facade over this portal, for coroutines on any asyncio loop."""
         return AsyncioMcpService(self)
 
 
 def start_portal(config_path: str | None = None, **runtime_options: Any) -> RuntimePortal:
-    """Start the runtime in a background thread.
+    """Start the runtime in a background thread and return its portal.
 
     Args:
         config_path: The config file, as for :func:`~mcp_actors.runtime.open_runtime`.
         **runtime_options: Other ``open_runtime`` options (``tool_cache_ttl``, ...).
+
+    Returns:
+        The running portal; close it (or use it as a context manager) to stop the runtime.
+
+    Raises:
+        ConfigFileCorrupt: The config file cannot be parsed (as ``open_runtime``).
+        TimeoutError: The runtime did not start within 60 s.
 
     Example::
 
@@ -211,106 +330,420 @@ def start_portal(config_path: str | None = None, **runtime_options: Any) -> Runt
     return RuntimePortal(config_path=config_path, **runtime_options)
 
 
-def _service_call(portal: RuntimePortal, name: str) -> Callable[..., Awaitable[Any]]:
-    async def call(*args: Any, **kwargs: Any) -> Any:
-        return await getattr(portal.service, name)(*args, **kwargs)
-
-    return call
+# ---------------------------------------------------------------------- facades
 
 
-class SyncMcpService:
-    """The McpService operations as blocking methods (thread-safe).
-
-    Every coroutine method of :class:`~mcp_actors.registry.McpService` is here with the
-    same arguments and errors; the plain ones (``list``, ``status``, ...) too.
-    """
+class _Reads:
+    """The McpService reads shared by both facades: answered on the trio thread, quickly."""
 
     def __init__(self, portal: RuntimePortal) -> None:
         self._portal = portal
 
-    def __getattr__(self, name: str) -> Any:
-        if name in _ASYNC_METHODS:
-            call = _service_call(self._portal, name)
-            wrapper = functools.wraps(getattr(McpService, name))(lambda *a, **k: self._portal.run(call, *a, **k))
-            return wrapper
-        if name in _SYNC_METHODS:
-            return lambda *a, **k: self._portal.run_sync(lambda: getattr(self._portal.service, name)(*a, **k))
-        raise AttributeError(name)
+    @property
+    def portal(self) -> RuntimePortal:
+        """The portal this facade runs on."""
+        return self._portal
+
+    def list(self) -> list[McpServerRecord]:
+        """Every configured server's record (see :meth:`McpService.list`)."""
+        return self._portal.run_sync(lambda: self._portal.service.list())
+
+    def get(self, server: str) -> McpServerRecord:
+        """One server's record by id or name (see :meth:`McpService.get`)."""
+        return self._portal.run_sync(lambda: self._portal.service.get(server))
+
+    def status(self, server: str) -> ConnectionStatus:
+        """One server's connection status (see :meth:`McpService.status`)."""
+        return self._portal.run_sync(lambda: self._portal.service.status(server))
+
+    def resolve_tool_id(self, tool_id: str) -> tuple[McpServerRecord, str]:
+        """``(record, tool name)`` for a tool id (see :meth:`McpService.resolve_tool_id`)."""
+        return self._portal.run_sync(lambda: self._portal.service.resolve_tool_id(tool_id))
+
+    def is_auto_approved(self, server: str, tool_name: str) -> bool:
+        """Whether a call needs no approval (see :meth:`McpService.is_auto_approved`)."""
+        return self._portal.run_sync(lambda: self._portal.service.is_auto_approved(server, tool_name))
+
+    @property
+    def tool_list_requests(self) -> int:
+        """How many ``tools/list`` requests were sent so far (cache misses)."""
+        return self._portal.run_sync(lambda: self._portal.service.tool_list_requests)
+
+
+class SyncMcpService(_Reads):
+    """The McpService operations as blocking methods, for threads (thread-safe).
+
+    Same arguments, results and typed errors as :class:`~mcp_actors.registry.McpService`;
+    each call blocks its thread only, while the runtime serves every other thread. Do
+    not call it from the portal's own thread.
+    """
+
+    def _run(self, fn: Callable[[McpService], Awaitable[T]]) -> T:
+        portal = self._portal
+
+        async def call() -> T:
+            return await fn(portal.service)
+
+        return portal.run(call)
+
+    def add(self, input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
+        """Add a server and save it (see :meth:`McpService.add`)."""
+        return self._run(lambda s: s.add(input))
+
+    def add_json(self, text: str) -> list[AddJsonEntryResult]:
+        """Add every server of an ``mcpServers`` document (see :meth:`McpService.add_json`)."""
+        return self._run(lambda s: s.add_json(text))
+
+    def update(self, server: str, **changes: Any) -> McpServerRecord:
+        """Change fields of a record (see :meth:`McpService.update`)."""
+        return self._run(lambda s: s.update(server, **changes))
+
+    def remove(self, server: str) -> McpServerRecord:
+        """Remove a server and stop its process (see :meth:`McpService.remove`)."""
+        return self._run(lambda s: s.remove(server))
+
+    def list_server_tools(self, server: str) -> list[MCPTool]:
+        """One server's tools (see :meth:`McpService.list_server_tools`)."""
+        return self._run(lambda s: s.list_server_tools(server))
+
+    def list_all_active_server_tools(self) -> list[MCPTool]:
+        """Tools of every active server (see :meth:`McpService.list_all_active_server_tools`)."""
+        return self._run(lambda s: s.list_all_active_server_tools())
+
+    def list_tools_detailed(self, servers: Sequence[str] | None = None) -> ToolListing:
+        """Tools plus per-server failures (see :meth:`McpService.list_tools_detailed`)."""
+        return self._run(lambda s: s.list_tools_detailed(servers))
+
+    def call_tool(
+        self,
+        server: str,
+        tool_name: str,
+        arguments: Mapping[str, Any] | None = None,
+        call_id: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> mcp_types.CallToolResult:
+        """Call a tool and block for its result (see :meth:`McpService.call_tool`)."""
+        return self._run(lambda s: s.call_tool(server, tool_name, arguments, call_id, timeout=timeout))
+
+    def call_tool_by_id(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None = None,
+        call_id: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> mcp_types.CallToolResult:
+        """Call a tool by its listed id (see :meth:`McpService.call_tool_by_id`)."""
+        return self._run(lambda s: s.call_tool_by_id(tool_id, arguments, call_id, timeout=timeout))
+
+    def test(self, server: str) -> ServerTestResult:
+        """Connect and list tools, timing both (see :meth:`McpService.test`)."""
+        return self._run(lambda s: s.test(server))
+
+    def discover(self, server: str) -> Discovery:
+        """Tools, prompts and resources (see :meth:`McpService.discover`)."""
+        return self._run(lambda s: s.discover(server))
+
+    def connect(self, server: str) -> None:
+        """Connect now (see :meth:`McpService.connect`)."""
+        self._run(lambda s: s.connect(server))
+
+    def disconnect(self, server: str) -> None:
+        """Close the server's connection (see :meth:`McpService.disconnect`)."""
+        self._run(lambda s: s.disconnect(server))
+
+    def reconnect(self, server: str) -> None:
+        """Close and reconnect (see :meth:`McpService.reconnect`)."""
+        self._run(lambda s: s.reconnect(server))
+
+    def cleanup(self) -> None:
+        """Disconnect every server, keeping the records (see :meth:`McpService.cleanup`)."""
+        self._run(lambda s: s.cleanup())
+
+    def set_approver(self, approver: SyncApprover | None) -> None:
+        """Install (or remove) the approver of calls that are not auto-approved.
+
+        The approver is a plain function; it runs in a worker thread, so it may block
+        (ask a person) without stalling the runtime. Returning false denies the call
+        with ``ToolCallDenied``.
+        """
+        if approver is None:
+            self._portal.run_sync(lambda: self._portal.service.set_approver(None))
+            return
+        sync_approver = approver
+
+        async def in_worker_thread(request: ApprovalRequest) -> bool:
+            return bool(await trio.to_thread.run_sync(sync_approver, request, abandon_on_cancel=True))
+
+        self._portal.run_sync(lambda: self._portal.service.set_approver(in_worker_thread))
 
     def subscribe(self, *, buffer: int = 1024) -> SyncSubscription:
-        """Events from now on, as a blocking iterator."""
+        """Events from now on, as a blocking iterator (see :meth:`McpService.subscribe`)."""
         return SyncSubscription(self._portal, buffer)
 
 
 class SyncSubscription:
-    """A blocking view of an event subscription (``for event in sub``; ``close()`` to stop)."""
+    """A blocking view of an event subscription.
+
+    ``for event in sub`` yields events until the subscription or the portal closes;
+    :meth:`get` waits for one with a timeout. The buffer is bounded as on the trio side:
+    a reader that falls behind loses the oldest events (counted in :attr:`dropped`).
+    """
 
     def __init__(self, portal: RuntimePortal, buffer: int) -> None:
         self._portal = portal
-        self._sub = portal.run_sync(lambda: portal.service.subscribe(buffer=buffer))
+        self._sub: Subscription = portal.run_sync(lambda: portal.service.subscribe(buffer=buffer))
+
+    @property
+    def dropped(self) -> int:
+        """How many events were lost because this reader fell behind."""
+        return self._sub.dropped
 
     def get(self, timeout: float | None = None) -> Event:
-        """The next event; raises ``TimeoutError`` after ``timeout`` seconds."""
+        """Wait for the next event and return it.
+
+        Args:
+            timeout: Seconds to wait; ``None`` waits until an event comes or the
+                subscription closes.
+
+        Raises:
+            TimeoutError: No event within ``timeout``.
+            ActorStopped: The subscription or the portal is closed (and drained).
+        """
 
         async def receive() -> Event:
-            if timeout is None:
-                return await self._sub.receive()
-            with trio.fail_after(timeout):
+            with trio.fail_after(timeout) if timeout is not None else trio.CancelScope():
                 return await self._sub.receive()
 
         try:
             return self._portal.run(receive)
         except trio.TooSlowError:
             raise TimeoutError(f"no event within {timeout:g}s") from None
+        except trio.EndOfChannel:
+            raise ActorStopped("the event subscription is closed") from None
+
+    def __iter__(self) -> Iterator[Event]:
+        while True:
+            try:
+                yield self.get()
+            except ActorStopped:
+                return
 
     def close(self) -> None:
-        """Stop receiving."""
-        self._portal.run_sync(self._sub.close)
+        """Stop receiving; a waiting :meth:`get` ends once the buffer is drained."""
+        try:
+            self._portal.run_sync(self._sub.close)
+        except ActorStopped:
+            pass  # the portal closed: the subscription ended with it
+
+    def __enter__(self) -> SyncSubscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
-class AsyncioMcpService:
+class AsyncioMcpService(_Reads):
     """The McpService operations as asyncio coroutines.
 
-    ``await service.call_tool("demo", "echo", {"text": "hi"})`` from any asyncio loop.
-    Cancelling the awaiting task cancels the call on the trio side (and on the server).
+    ``await service.call_tool("demo", "echo", {"text": "hi"})`` from any asyncio loop,
+    in any thread, concurrently. No executor thread is used per call. Cancelling the
+    awaiting task cancels the call on the trio side (and on the server). The reads
+    (``list``, ``status``, ...) are plain methods answered in microseconds.
     """
 
-    def __init__(self, portal: RuntimePortal) -> None:
+    async def _run(self, fn: Callable[[McpService], Awaitable[T]]) -> T:
+        portal = self._portal
+
+        async def call() -> T:
+            return await fn(portal.service)
+
+        loop = asyncio.get_running_loop()
+        return await asyncio.wrap_future(portal.submit(call), loop=loop)
+
+    async def add(self, input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
+        """Add a server and save it (see :meth:`McpService.add`)."""
+        return await self._run(lambda s: s.add(input))
+
+    async def add_json(self, text: str) -> list[AddJsonEntryResult]:
+        """Add every server of an ``mcpServers`` document (see :meth:`McpService.add_json`)."""
+        return await self._run(lambda s: s.add_json(text))
+
+    async def update(self, server: str, **changes: Any) -> McpServerRecord:
+        """Change fields of a record (see :meth:`McpService.update`)."""
+        return await self._run(lambda s: s.update(server, **changes))
+
+    async def remove(self, server: str) -> McpServerRecord:
+        """Remove a server and stop its process (see :meth:`McpService.remove`)."""
+        return await self._run(lambda s: s.remove(server))
+
+    async def list_server_tools(self, server: str) -> list[MCPTool]:
+        """One server's tools (see :meth:`McpService.list_server_tools`)."""
+        return await self._run(lambda s: s.list_server_tools(server))
+
+    async def list_all_active_server_tools(self) -> list[MCPTool]:
+        """Tools of every active server (see :meth:`McpService.list_all_active_server_tools`)."""
+        return await self._run(lambda s: s.list_all_active_server_tools())
+
+    async def list_tools_detailed(self, servers: Sequence[str] | None = None) -> ToolListing:
+        """Tools plus per-server failures (see :meth:`McpService.list_tools_detailed`)."""
+        return await self._run(lambda s: s.list_tools_detailed(servers))
+
+    async def call_tool(
+        self,
+        server: str,
+        tool_name: str,
+        arguments: Mapping[str, Any] | None = None,
+        call_id: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> mcp_types.CallToolResult:
+        """Call a tool (see :meth:`McpService.call_tool`); cancelling the task cancels the call."""
+        return await self._run(lambda s: s.call_tool(server, tool_name, arguments, call_id, timeout=timeout))
+
+    async def call_tool_by_id(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None = None,
+        call_id: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> mcp_types.CallToolResult:
+        """Call a tool by its listed id (see :meth:`McpService.call_tool_by_id`)."""
+        return await self._run(lambda s: s.call_tool_by_id(tool_id, arguments, call_id, timeout=timeout))
+
+    async def test(self, server: str) -> ServerTestResult:
+        """Connect and list tools, timing both (see :meth:`McpService.test`)."""
+        return await self._run(lambda s: s.test(server))
+
+    async def discover(self, server: str) -> Discovery:
+        """Tools, prompts and resources (see :meth:`McpService.discover`)."""
+        return await self._run(lambda s: s.discover(server))
+
+    async def connect(self, server: str) -> None:
+        """Connect now (see :meth:`McpService.connect`)."""
+        await self._run(lambda s: s.connect(server))
+
+    async def disconnect(self, server: str) -> None:
+        """Close the server's connection (see :meth:`McpService.disconnect`)."""
+        await self._run(lambda s: s.disconnect(server))
+
+    async def reconnect(self, server: str) -> None:
+        """Close and reconnect (see :meth:`McpService.reconnect`)."""
+        await self._run(lambda s: s.reconnect(server))
+
+    async def cleanup(self) -> None:
+        """Disconnect every server, keeping the records (see :meth:`McpService.cleanup`)."""
+        await self._run(lambda s: s.cleanup())
+
+    def set_approver(self, approver: AsyncioApprover | None) -> None:
+        """Install (or remove) the approver of calls that are not auto-approved.
+
+        Call it from a running asyncio loop: the approver (a function or a coroutine
+        function) runs on that loop. If the loop has closed when a call needs approval,
+        the call is denied (``ToolCallDenied``).
+
+        Raises:
+            RuntimeError: No asyncio loop is running in this thread.
+        """
+        if approver is None:
+            self._portal.run_sync(lambda: self._portal.service.set_approver(None))
+            return
+        loop = asyncio.get_running_loop()
+        host_approver = approver
+
+        async def on_host_loop(request: ApprovalRequest) -> bool:
+            verdict = host_approver(request)
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            return bool(verdict)
+
+        async def via_host_loop(request: ApprovalRequest) -> bool:
+            try:
+                host_future = asyncio.run_coroutine_threadsafe(on_host_loop(request), loop)
+            except RuntimeError:  # the host's loop is closed: nobody can approve
+                return False
+            token = trio.lowlevel.current_trio_token()
+            answered = trio.Event()
+
+            def wake(_: concurrent.futures.Future[bool]) -> None:
+                try:
+                    token.run_sync_soon(answered.set)
+                except trio.RunFinishedError:
+                    pass
+
+            host_future.add_done_callback(wake)
+            try:
+                await answered.wait()
+            except trio.Cancelled:
+                host_future.cancel()
+                raise
+            if host_future.cancelled():
+                return False
+            return host_future.result()
+
+        self._portal.run_sync(lambda: self._portal.service.set_approver(via_host_loop))
+
+    def subscribe(self, *, buffer: int = 1024) -> AsyncioSubscription:
+        """Events from now on (subscribed at once), as an asyncio async iterator.
+
+        ``async for event in service.subscribe(): ...``; see :meth:`McpService.subscribe`.
+        """
+        return AsyncioSubscription(self._portal, buffer)
+
+
+class AsyncioSubscription:
+    """An asyncio view of an event subscription.
+
+    ``async for event in sub`` yields events until the subscription or the portal
+    closes. Each event is fetched from the trio side when asked for, so the buffer stays
+    the bounded one of the trio subscription (a slow reader loses the oldest events,
+    counted in :attr:`dropped`); nothing piles up in between.
+    """
+
+    def __init__(self, portal: RuntimePortal, buffer: int) -> None:
         self._portal = portal
+        self._sub: Subscription = portal.run_sync(lambda: portal.service.subscribe(buffer=buffer))
 
-    async def _run(self, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+    @property
+    def dropped(self) -> int:
+        """How many events were lost because this reader fell behind."""
+        return self._sub.dropped
+
+    async def receive(self) -> Event:
+        """Wait for the next event.
+
+        Raises:
+            ActorStopped: The subscription or the portal is closed (and drained).
+        """
         loop = asyncio.get_running_loop()
-        future = self._portal.submit(fn, *args, **kwargs)
-        return await asyncio.wrap_future(future, loop=loop)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in _ASYNC_METHODS:
-            call = _service_call(self._portal, name)
-
-            @functools.wraps(getattr(McpService, name))
-            async def method(*args: Any, **kwargs: Any) -> Any:
-                return await self._run(call, *args, **kwargs)
-
-            return method
-        if name in _SYNC_METHODS:
-            return lambda *a, **k: self._portal.run_sync(lambda: getattr(self._portal.service, name)(*a, **k))
-        raise AttributeError(name)
-
-    async def subscribe(self, *, buffer: int = 1024) -> AsyncIterator[Event]:
-        """Events from now on, as an asyncio async iterator."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[Event | None] = asyncio.Queue()
-        sub = self._portal.run_sync(lambda: self._portal.service.subscribe(buffer=buffer))
-
-        async def pump() -> None:
-            async for event in sub:
-                loop.call_soon_threadsafe(queue.put_nowait, event)
-            loop.call_soon_threadsafe(queue.put_nowait, None)
-
-        future = self._portal.submit(pump)
         try:
-            while (event := await queue.get()) is not None:
-                yield event
-        finally:
-            future.cancel()
-            self._portal.run_sync(sub.close)
+            future = self._portal.submit(self._sub.receive)
+            return await asyncio.wrap_future(future, loop=loop)
+        except trio.EndOfChannel:
+            raise ActorStopped("the event subscription is closed") from None
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Event]:
+        while True:
+            try:
+                event = await self.receive()
+            except ActorStopped:
+                return
+            yield event
+
+    def close(self) -> None:
+        """Stop receiving; a waiting :meth:`receive` ends once the buffer is drained."""
+        try:
+            self._portal.run_sync(self._sub.close)
+        except ActorStopped:
+            pass  # the portal closed: the subscription ended with it
+
+    async def __aenter__(self) -> AsyncioSubscription:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()

@@ -391,14 +391,15 @@ async def open_stdio_transport(
         CommandNotFound: The command does not resolve.
         ServerStartFailed: The process could not be started (permissions, bad cwd, ...).
     """
-    env = _merged_env(params.env)
+    tracker = tracker or ProcessTracker.get_instance()
+    # The host's marker lets a later ledger sweep prove an orphan in this server's group is ours.
+    env = {**_merged_env(params.env), **tracker.child_env()}
     executable = resolve_command(params.command, env, server=label)
     if params.cwd is not None and not os.path.isdir(params.cwd):  # noqa: ASYNC240 - one stat, before a spawn
         raise ServerStartFailed(
             f"server {label!r}: working directory {params.cwd!r} does not exist; fix config.cwd",
             server=label,
         )
-    tracker = tracker or ProcessTracker.get_instance()
     try:
         process = await trio.lowlevel.open_process(
             [executable, *params.args],

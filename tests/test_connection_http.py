@@ -121,5 +121,3 @@ async def test_http_unreachable_is_a_clear_error() -> None:
                 await handle.connect()
         finally:
             await handle.aclose()
-
-
