@@ -179,6 +179,10 @@ class _StatusCell:
     status: ConnectionStatus
     bus: events.EventBus
     live_stderr: StderrTail | None = None
+    # The incarnation whose session is connected right now: the handle's fast path for
+    # calls (see ConnectionHandle.call_tool). Set and cleared only by that actor.
+    fast: _ConnectionActor | None = None
+    inflight: int = 0
     # Tool calls in flight by call id, so that a caller who gives up (cancelled, timed
     # out) can stop its own call on the server too (DESIGN §5), not just drop the reply.
     calls_by_id: dict[str, set[_InFlight]] = attrs.field(factory=dict)
@@ -506,6 +510,22 @@ class _ConnectionActor:
         )
 
     async def _connected_life(self, live: _Live) -> None:
+        self.cell.fast = self
+        try:
+            await self._watch_live(live)
+        finally:
+            if self.cell.fast is self:
+                self.cell.fast = None
+        if live.close_requested.is_set():
+            error: ConnectionFailed = ServerConnectionLost(
+                f"server {self.label!r}: the connection was closed (disconnect or reconnect) during the call",
+                server=self.label,
+            )
+        else:
+            error = self._lost_error(live)
+        self._fail_in_flight(live, error)
+
+    async def _watch_live(self, live: _Live) -> None:
         async with trio.open_nursery() as nursery:
             if self.settings.ping_interval > 0:
                 nursery.start_soon(self._ping_loop, live)
@@ -517,14 +537,6 @@ class _ConnectionActor:
             nursery.start_soon(_wait_close)
             await live.link.dead.wait()
             nursery.cancel_scope.cancel()
-        if live.close_requested.is_set():
-            error: ConnectionFailed = ServerConnectionLost(
-                f"server {self.label!r}: the connection was closed (disconnect or reconnect) during the call",
-                server=self.label,
-            )
-        else:
-            error = self._lost_error(live)
-        self._fail_in_flight(live, error)
 
     def _fail_in_flight(self, live: _Live, error: ConnectionFailed) -> None:
         for call in list(live.calls):
@@ -533,7 +545,7 @@ class _ConnectionActor:
                 call.reply.fail(error)
             call.scope.cancel()
         live.calls.clear()
-        self.cell.set(calls_in_flight=0)
+        self.cell.inflight = 0
 
     async def _ping_loop(self, live: _Live) -> None:
         while True:
@@ -603,7 +615,7 @@ class _ConnectionActor:
         live.calls.add(call)
         if call_id is not None:
             self.cell.calls_by_id.setdefault(call_id, set()).add(call)
-        self.cell.set(calls_in_flight=len(live.calls))
+        self.cell.inflight = len(live.calls)
         try:
             with call.scope:
                 with trio.fail_after(timeout):
@@ -658,7 +670,7 @@ class _ConnectionActor:
                 same_id.discard(call)
                 if not same_id:
                     self.cell.calls_by_id.pop(call_id, None)
-            self.cell.set(calls_in_flight=len(live.calls))
+            self.cell.inflight = len(live.calls)
             if call.lost is not None:
                 raise call.lost
 
@@ -694,6 +706,23 @@ class _ConnectionActor:
             return tuple((await session.list_resources()).resources)
 
         return await self._request("resources/list", op, timeout=self.settings.call_timeout)
+
+    async def call_direct(
+        self, name: str, arguments: dict[str, Any], timeout: float | None
+    ) -> mcp_types.CallToolResult:
+        """A tool call run in the *caller's* task over this actor's live session.
+
+        The session multiplexes calls, so there is nothing for the mailbox to serialise;
+        skipping it saves two task switches per call. The call is still registered with
+        the actor (fail-fast on death, counted in flight), and cancelling the caller
+        cancels the request on the server, exactly as on the mailbox path.
+        """
+        bound = timeout if timeout is not None else self.settings.call_timeout
+
+        async def op(session: ClientSession) -> mcp_types.CallToolResult:
+            return await session.call_tool(name, arguments)
+
+        return await self._request("tools/call", op, timeout=bound, tool=name)
 
     async def _call_tool(self, message: CallTool) -> mcp_types.CallToolResult:
         timeout = message.timeout if message.timeout is not None else self.settings.call_timeout
@@ -820,7 +849,10 @@ class ConnectionHandle:
 
     def status(self) -> ConnectionStatus:
         """The latest status snapshot (no round trip)."""
-        return self._cell.status
+        status = self._cell.status
+        if status.calls_in_flight != self._cell.inflight:
+            status = attrs.evolve(status, calls_in_flight=self._cell.inflight)
+        return status
 
     def stderr_tail(self, n: int = 20) -> tuple[str, ...]:
         """The server's last stderr lines, live while it runs (stdio only)."""
@@ -886,6 +918,9 @@ class ConnectionHandle:
 
         Cancelling the caller cancels the call on the server too (``notifications/cancelled``).
         """
+        actor = self._cell.fast
+        if actor is not None:
+            return await actor.call_direct(name, dict(arguments or {}), timeout)
         key = call_id if call_id is not None else f"call-{next(_CALL_KEYS)}"
         try:
             return await self._ask(

@@ -92,6 +92,9 @@ class HttpParams:
         headers: Sent with every request (values are secrets).
         connect_timeout: Bound for connecting and for each HTTP write, in seconds.
         read_timeout: Bound for silence on a long-lived stream, in seconds.
+        max_message_bytes: Largest single message (SSE event) accepted from a streamable
+            HTTP server; as for stdio. The SDK's own default (1 MiB) would fail every
+            larger tool result.
     """
 
     url: str
@@ -99,6 +102,7 @@ class HttpParams:
     headers: Mapping[str, str] = attrs.field(factory=dict, repr=lambda h: repr(sorted(h)))
     connect_timeout: float = 30.0
     read_timeout: float = 300.0
+    max_message_bytes: int = 256 * 1024 * 1024
 
 
 @attrs.define(eq=False)
@@ -323,6 +327,13 @@ def _signal_group(pgid: int, sig: signal.Signals) -> None:
         os.killpg(pgid, sig)
 
 
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
 def _snapshot_descendants(identity: ProcessIdentity) -> list[psutil.Process]:
     try:
         proc = psutil.Process(identity.pid)
@@ -362,13 +373,18 @@ async def _stop_process(
         with trio.move_on_after(params.term_grace):
             await process.wait()
     # The leader is gone (or stubborn); anything left in its group is an orphan of ours.
+    # Liveness is judged on the snapshot (zombies excluded): an orphan's zombie lingers
+    # until init reaps it, and some container inits never do.
     if _group_alive(identity.pgid):
         _signal_group(identity.pgid, signal.SIGTERM)
-        if not await _wait_until(lambda: not _group_alive(identity.pgid), min(params.term_grace, 0.5)):
-            _signal_group(identity.pgid, signal.SIGKILL)
+        await _wait_until(lambda: not any(_alive(c) for c in descendants), min(params.term_grace, 0.5))
+        _signal_group(identity.pgid, signal.SIGKILL)  # what ignored SIGTERM, and members outside the snapshot
     for child in descendants:
         with contextlib.suppress(psutil.Error):
             child.kill()
+    # SIGKILL is asynchronous: return only when the tree is really gone (bounded), so that
+    # "disconnected" means no process of this server is left.
+    await _wait_until(lambda: not any(_alive(c) for c in descendants), 2.0)
     if process.returncode is None:
         process.kill()
         with trio.move_on_after(5.0):
@@ -513,7 +529,7 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
             )
             await stack.enter_async_context(client)
             sdk_read, sdk_write = await stack.enter_async_context(
-                streamable_http_client(params.url, http_client=client)
+                streamable_http_client(params.url, http_client=client, max_sse_event_size=params.max_message_bytes)
             )
         link = TransportLink(read_stream=read_stream, write_stream=sdk_write, label=label)
         link._closers.append(read_writer)
