@@ -67,6 +67,7 @@ __all__ = [
     "ServerTestResult",
     "ToolListing",
     "run_registry",
+    "settings_for",
 ]
 
 logger = logging.getLogger(__name__)
