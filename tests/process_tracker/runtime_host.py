@@ -1,0 +1,52 @@
+"""A host that runs the real runtime with three stdio servers, for the kill-on-exit tests.
+
+Usage: runtime_host.py CONFIG MODE, MODE in {exit, raise, wait}. Prints one JSON line with
+the servers' and the grandchild's (pid, create_time), then: ``exit`` returns normally
+after stdin closes, ``raise`` raises an unhandled error from inside the runtime after
+stdin closes, ``wait`` blocks until killed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+
+import psutil
+import trio
+
+from mcp_actors.runtime import open_runtime
+from mcp_actors.testing import fault_server_command
+
+
+def server(name: str, *flags: str) -> dict[str, object]:
+    argv = fault_server_command(*flags)
+    return {"name": name, "type": "stdio", "config": {"command": argv[0], "args": argv[1:], "pingInterval": 0}}
+
+
+async def main(config: str, mode: str) -> None:
+    async with open_runtime(config, connect_on_add=False) as rt:
+        svc = rt.service
+        await svc.update("demo", is_active=False)
+        for spec in (server("one"), server("two"), server("three", "--spawn-grandchild")):
+            await svc.add(spec)
+            await svc.connect(spec["name"])  # type: ignore[arg-type]
+        handle = svc._registry.snapshot.handles[svc.get("three").id]
+        with trio.fail_after(20):
+            line = await handle.wait_for_stderr(lambda text: "fault: grandchild" in text)
+        grandchild = int(re.search(r"grandchild (\d+)", line).group(1))  # type: ignore[union-attr]
+        pids = [svc.status(name).pid for name in ("one", "two", "three")]
+        report = {
+            "servers": [[pid, psutil.Process(pid).create_time()] for pid in pids],
+            "grandchild": [grandchild, psutil.Process(grandchild).create_time()],
+        }
+        print(json.dumps(report), flush=True)
+        if mode == "wait":
+            await trio.sleep_forever()
+        await trio.to_thread.run_sync(sys.stdin.read)
+        if mode == "raise":
+            raise RuntimeError("the host crashed on purpose")
+
+
+if __name__ == "__main__":
+    trio.run(main, sys.argv[1], sys.argv[2])
