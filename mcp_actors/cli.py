@@ -1,0 +1,1003 @@
+"""The ``mcp-actors`` command: configure, inspect and call MCP servers from a shell.
+
+Every command works against one config file: ``--config PATH``, else
+``$MCP_ACTORS_CONFIG``, else ``<user data dir>/mcp-config.json``. A missing file is a fresh
+install holding the built-in demo server, so every command works before any setup.
+
+Two audiences, two outputs. People get tables, colours and a progress display while
+servers connect (on stderr, only on a terminal). Scripts pass ``--json`` and get exactly
+one JSON document on stdout and nothing else there; messages go to stderr.
+
+Failures are one line on stderr saying what went wrong, which server, and what to do
+(``--debug`` adds the traceback and library logs). Exit status:
+
+===  ==========================================================================
+0    success
+1    the operation ran and failed: a tool returned an error, a call was declined
+2    usage: bad options or input, unknown server or tool, invalid config
+3    a server could not be reached, died, or did not answer in time
+130  interrupted
+===  ==========================================================================
+
+Commands that need servers run the supervision tree of :func:`mcp_actors.runtime.open_runtime`
+under ``trio.run`` for the length of the command; every server they start is stopped
+before the command exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+
+import attrs
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from mcp_actors._cli_support import (
+    PROGRAM,
+    CliError,
+    ExitCode,
+    exit_code_for,
+    failure_lines,
+    list_tools_with_progress,
+    print_json,
+    record_json,
+    record_target,
+    report_failure,
+    root_cause,
+    tool_json,
+)
+from mcp_actors.errors import McpActorsError, ServerNotFound, ToolNotFound
+from mcp_actors.naming import clean_name
+from mcp_actors.records import McpServerRecord
+from mcp_actors.store import CONFIG_ENV_VAR, ConfigStore
+
+if TYPE_CHECKING:
+    from mcp_actors.events import Event
+    from mcp_actors.registry import McpService
+    from mcp_actors.tools import MCPTool
+
+__all__ = ["ExitCode", "HttpKind", "ToolFormat", "app", "main"]
+
+_T = TypeVar("_T")
+
+_out = Console(highlight=False, soft_wrap=False)
+_err = Console(stderr=True, highlight=False)
+
+
+class ToolFormat(enum.StrEnum):
+    """The tool definition formats ``mcp-actors tools --format`` prints."""
+
+    MCP = "mcp"
+    """The MCP tools as the registry lists them (id, name, description, inputSchema, server)."""
+    OPENAI = "openai"
+    """OpenAI chat-completions ``tools``."""
+    ANTHROPIC = "anthropic"
+    """Anthropic messages ``tools``."""
+    GEMINI = "gemini"
+    """Gemini ``tools`` (one ``functionDeclarations`` group)."""
+
+
+class HttpKind(enum.StrEnum):
+    """The two HTTP transports of a remote server."""
+
+    SSE = "sse"
+    HTTP = "http"
+
+
+@attrs.frozen(kw_only=True)
+class _Options:
+    """The global options, shared by every command through the click context."""
+
+    config: Path | None = None
+    debug: bool = False
+
+
+app = typer.Typer(
+    name=PROGRAM,
+    help="Supervise many MCP servers: configure them, list their tools in any LLM provider's format, call tools.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+servers_app = typer.Typer(help="Add, import, list, remove, enable, disable and trust servers.", no_args_is_help=True)
+app.add_typer(servers_app, name="servers")
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]
+ServerArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name (or id).")]
+
+
+# --------------------------------------------------------------------------- plumbing
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            envvar=CONFIG_ENV_VAR,
+            show_envvar=True,
+            dir_okay=False,
+            help="The config file. \\[default: <user data dir>/mcp-config.json]",
+        ),
+    ] = None,
+    debug: Annotated[bool, typer.Option("--debug", help="On failure show the traceback; show library logs.")] = False,
+) -> None:
+    ctx.obj = _Options(config=config, debug=debug)
+    _configure_logging(debug)
+
+
+def _configure_logging(debug: bool) -> None:
+    """Library logs stay off the terminal unless ``--debug``: failures are reported as one line.
+
+    With ``--debug`` only our own loggers go to DEBUG; third-party loggers stay at WARNING,
+    because some of them log request details at DEBUG.
+    """
+    root = logging.getLogger()
+    if debug:
+        handler: logging.Handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.setLevel(logging.WARNING)
+        for name in ("mcp_actors", "supervisors"):
+            logging.getLogger(name).setLevel(logging.DEBUG)
+    else:
+        handler = logging.NullHandler()
+    root.handlers[:] = [handler]
+
+
+def _options(ctx: typer.Context) -> _Options:
+    obj = ctx.find_object(_Options)
+    return obj if obj is not None else _Options()
+
+
+def _execute(ctx: typer.Context, body: Callable[[_Options], ExitCode | None]) -> None:
+    """Run a command body; turn any failure into one stderr line and its exit status."""
+    opts = _options(ctx)
+    try:
+        code = body(opts) or ExitCode.OK
+    except (SystemExit, typer.Exit):
+        raise
+    except BaseException as exc:  # the command's last line of defence: report, never trace
+        if isinstance(root_cause(exc), BrokenPipeError):
+            # The reader went away (`mcp-actors tools --json | head`): nothing to report to.
+            _silence_stdout()
+            code = ExitCode.FAILED
+        else:
+            code = report_failure(exc, debug=opts.debug)
+    if code != ExitCode.OK:
+        raise typer.Exit(int(code))
+
+
+def _run_async(ctx: typer.Context, body: Callable[[_Options], Awaitable[ExitCode | None]]) -> None:
+    """:func:`_execute` for a coroutine: the command is a trio program for its duration."""
+    import trio  # not at module level: commands that only read or edit the config start faster
+
+    _execute(ctx, lambda opts: trio.run(body, opts))
+
+
+async def _with_service(opts: _Options, fn: Callable[[McpService], Awaitable[_T]]) -> _T:
+    """Run ``fn`` with the registry of a runtime open for the length of the call.
+
+    New servers are not connected in the background (``connect_on_add=False``): a
+    command that only edits the config must not start processes it stops a moment later.
+    """
+    from mcp_actors.runtime import open_runtime
+
+    async with open_runtime(opts.config, connect_on_add=False) as runtime:
+        return await fn(runtime.service)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that interpreter shutdown does not flush into a closed pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _parse_pairs(values: Sequence[str] | None, option: str) -> dict[str, str]:
+    """``KEY=VALUE`` options to a dict; the value is never echoed (it is often a secret)."""
+    pairs: dict[str, str] = {}
+    for i, item in enumerate(values or (), start=1):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"{option} expects KEY=VALUE; occurrence {i} of {option} has no '='")
+        if not key.strip():
+            raise CliError(f"{option} expects KEY=VALUE; occurrence {i} of {option} has nothing before '='")
+        pairs[key.strip()] = value
+    return pairs
+
+
+def _yes_no(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+# --------------------------------------------------------------------------- servers
+
+
+@servers_app.command("list")
+def servers_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """List the configured servers (secrets such as env and header values are hidden)."""
+
+    def body(opts: _Options) -> None:
+        store = ConfigStore(opts.config)
+        records = store.load()
+        if as_json:
+            print_json({"config": str(store.path), "servers": [record_json(r) for r in records]})
+            return
+        table = Table(title=None, caption=f"config: {escape(str(store.path))}", caption_justify="left")
+        for column in ("NAME", "TYPE", "ACTIVE", "TRUSTED", "COMMAND / URL", "SOURCE"):
+            table.add_column(column, overflow="fold")
+        for r in records:
+            table.add_row(
+                Text(r.name, style="bold"),
+                r.type.value,
+                _yes_no(r.is_active),
+                _yes_no(r.is_trusted),
+                Text(record_target(r)),
+                r.install_source.value,
+            )
+        _out.print(table)
+
+    _execute(ctx, body)
+
+
+def _server_entry(
+    name: str,
+    *,
+    command: str | None,
+    args: Sequence[str],
+    env: Sequence[str],
+    cwd: Path | None,
+    url: str | None,
+    kind: HttpKind | None,
+    headers: Sequence[str],
+    connect_timeout: float | None,
+    call_timeout: float | None,
+    trust: bool,
+) -> dict[str, Any]:
+    """The config-file entry ``servers add`` asks the registry to add (validated there)."""
+    if (command is None) == (url is None):
+        raise CliError("give exactly one of --command (a local stdio server) or --url (a remote server)")
+    config: dict[str, Any] = {}
+    if command is not None:
+        if headers or kind is not None:
+            raise CliError("--header and --type are for remote servers (--url), not --command")
+        server_type = "stdio"
+        config.update(command=command, args=list(args), env=_parse_pairs(env, "--env"))
+        if cwd is not None:
+            config["cwd"] = str(cwd.expanduser().resolve())
+    else:
+        assert url is not None
+        if args or env or cwd is not None:
+            raise CliError("--arg, --env and --cwd are for local servers (--command), not --url")
+        if kind is None:
+            kind = HttpKind.SSE if url.split("?", 1)[0].rstrip("/").endswith("/sse") else HttpKind.HTTP
+        server_type = kind.value
+        config.update(url=url, headers=_parse_pairs(headers, "--header"))
+    if connect_timeout is not None:
+        config["connectTimeout"] = connect_timeout
+    if call_timeout is not None:
+        config["callTimeout"] = call_timeout
+    return {"name": name, "type": server_type, "config": config, "isTrusted": trust, "installSource": "manual"}
+
+
+@servers_app.command("add")
+def servers_add(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="A unique name; it becomes part of the tool ids.")],
+    command: Annotated[
+        str | None, typer.Option("--command", help="Local server: the executable (npx, uvx, a path).")
+    ] = None,
+    arg: Annotated[
+        list[str] | None, typer.Option("--arg", metavar="ARG", help="Local server: one argument (repeat for more).")
+    ] = None,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", metavar="KEY=VALUE", help="Local server: an environment variable (repeatable)."),
+    ] = None,
+    cwd: Annotated[
+        Path | None, typer.Option("--cwd", file_okay=False, help="Local server: its working directory.")
+    ] = None,
+    url: Annotated[str | None, typer.Option("--url", help="Remote server: its http(s) URL.")] = None,
+    kind: Annotated[
+        HttpKind | None,
+        typer.Option(
+            "--type",
+            case_sensitive=False,
+            help="Remote server: sse, or http (streamable HTTP). \\[default: sse if the URL ends in /sse, else http]",
+        ),
+    ] = None,
+    header: Annotated[
+        list[str] | None,
+        typer.Option("--header", metavar="KEY=VALUE", help="Remote server: an HTTP header (repeatable)."),
+    ] = None,
+    connect_timeout: Annotated[
+        float | None,
+        typer.Option("--connect-timeout", metavar="SECONDS", help="Start + handshake bound. \\[default: 30]"),
+    ] = None,
+    call_timeout: Annotated[
+        float | None,
+        typer.Option("--call-timeout", metavar="SECONDS", help="Default bound of a tool call. \\[default: 120]"),
+    ] = None,
+    trust: Annotated[bool, typer.Option("--trust", help="Auto-approve its tool calls.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """Add a local (stdio) server with --command, or a remote one with --url."""
+
+    async def body(opts: _Options) -> None:
+        entry = _server_entry(
+            name,
+            command=command,
+            args=arg or (),
+            env=env or (),
+            cwd=cwd,
+            url=url,
+            kind=kind,
+            headers=header or (),
+            connect_timeout=connect_timeout,
+            call_timeout=call_timeout,
+            trust=trust,
+        )
+
+        async def add(service: McpService) -> McpServerRecord:
+            record: McpServerRecord = await service.add(entry)
+            return record
+
+        record = await _with_service(opts, add)
+        if as_json:
+            print_json(record_json(record))
+        else:
+            _out.print(
+                Text.assemble(
+                    "Added server ",
+                    (record.name, "bold"),
+                    f" ({record.type.value}: {record_target(record)}). Check it with: {PROGRAM} test {record.name}",
+                )
+            )
+
+    _run_async(ctx, body)
+
+
+@servers_app.command("import")
+def servers_import(
+    ctx: typer.Context,
+    source: Annotated[
+        str, typer.Argument(metavar="FILE|-", help="A JSON file of servers, or - to read standard input.")
+    ],
+    as_json: JsonFlag = False,
+) -> None:
+    """Import servers from the JSON of desktop apps and IDEs ("mcpServers", VS Code "servers", {name: config}).
+
+    Good entries are saved even when others are rejected; the exit status is 2 if any was.
+    """
+
+    def read() -> str:
+        if source == "-":
+            return sys.stdin.read()
+        try:
+            return Path(source).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise CliError(f"cannot read {source!r}: {reason}") from exc
+
+    async def body(opts: _Options, text: str) -> ExitCode:
+        async def run(service: McpService) -> Any:
+            return await service.add_json(text)
+
+        results = await _with_service(opts, run)
+        rejected = [r for r in results if not r.ok]
+        if as_json:
+            print_json(
+                [
+                    {
+                        "name": r.name,
+                        "ok": r.ok,
+                        "id": r.record.id if r.record is not None else None,
+                        "error": str(r.error) if r.error is not None else None,
+                        "unknownKeys": list(r.unknown_keys),
+                        "notes": list(r.notes),
+                    }
+                    for r in results
+                ]
+            )
+        else:
+            table = Table()
+            for column in ("NAME", "RESULT", "DETAILS"):
+                table.add_column(column, overflow="fold")
+            for r in results:
+                details = [str(r.error)] if r.error is not None else []
+                details += list(r.notes)
+                if r.unknown_keys:
+                    details.append(f"ignored unknown keys: {', '.join(r.unknown_keys)}")
+                table.add_row(
+                    Text(r.name, style="bold"),
+                    Text("added", style="green") if r.ok else Text("rejected", style="red"),
+                    Text("\n".join(details)),
+                )
+            _out.print(table)
+        if not results:
+            raise CliError("the input holds no servers; nothing was imported")
+        if rejected:
+            print(
+                f"{PROGRAM}: error: {len(rejected)} of {len(results)} server(s) rejected "
+                f"({', '.join(repr(r.name) for r in rejected)}); the others were saved; fix those entries and"
+                " import them again",
+                file=sys.stderr,
+            )
+            return ExitCode.USAGE
+        return ExitCode.OK
+
+    import trio
+
+    _execute(ctx, lambda opts: trio.run(body, opts, read()))
+
+
+def _find_record(records: Sequence[McpServerRecord], server: str) -> int:
+    """Index of the record with id ``server``, else with name ``server`` (as the registry looks them up)."""
+    for key in ("id", "name"):
+        for i, record in enumerate(records):
+            if getattr(record, key) == server:
+                return i
+    known = ", ".join(sorted(r.name for r in records)) or "none"
+    raise ServerNotFound(
+        f"no server named or with id {server!r} (configured: {known}); check the spelling with"
+        f" '{PROGRAM} servers list'",
+        server=server,
+    )
+
+
+def _change_server(ctx: typer.Context, server: str, as_json: bool, action: str, **changes: Any) -> None:
+    """The shared body of remove / enable / disable / trust / untrust.
+
+    These edit one field of one record, so they go straight to the store (under its
+    cross-process lock) instead of starting a runtime: no server runs in this process for
+    the change to reach, and the command stays as quick as ``servers list``. Adding
+    servers goes through the registry, which owns the validation and naming rules.
+    """
+
+    def body(opts: _Options) -> None:
+        def edit(records: list[McpServerRecord]) -> McpServerRecord:
+            i = _find_record(records, server)
+            if action == "remove":
+                return records.pop(i)
+            current = records[i]
+            if all(getattr(current, field) == value for field, value in changes.items()):
+                return current  # already so: leave the file (and updatedAt) alone
+            records[i] = current.updated(**changes)
+            return records[i]
+
+        record = ConfigStore(opts.config).modify(edit)
+        if as_json:
+            print_json(record_json(record))
+            return
+        messages = {
+            "remove": "Removed server {}.",
+            "enable": "Enabled server {}.",
+            "disable": "Disabled server {}: it is kept but never connected.",
+            "trust": "Server {} is trusted: its tool calls are auto-approved.",
+            "untrust": "Server {} is no longer trusted: its tool calls need approval.",
+        }
+        before, _, after = messages[action].partition("{}")
+        _out.print(Text.assemble(before, (repr(record.name), "bold"), after))
+
+    _execute(ctx, body)
+
+
+@servers_app.command("remove")
+def servers_remove(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """Remove a server from the config."""
+    _change_server(ctx, server, as_json, "remove")
+
+
+@servers_app.command("enable")
+def servers_enable(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """Enable a server (isActive: true): its tools are offered again."""
+    _change_server(ctx, server, as_json, "enable", is_active=True)
+
+
+@servers_app.command("disable")
+def servers_disable(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """Disable a server (isActive: false): kept in the config, never connected."""
+    _change_server(ctx, server, as_json, "disable", is_active=False)
+
+
+@servers_app.command("trust")
+def servers_trust(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """Trust a server: its tool calls are auto-approved (except disabledAutoApproveTools)."""
+    _change_server(ctx, server, as_json, "trust", is_trusted=True)
+
+
+@servers_app.command("untrust")
+def servers_untrust(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """Stop trusting a server: each of its tool calls needs approval."""
+    _change_server(ctx, server, as_json, "untrust", is_trusted=False)
+
+
+# --------------------------------------------------------------------------- test, discover
+
+
+@app.command("test")
+def test_server(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """Connect to a server and list its tools: prints the tool names and the timing."""
+
+    async def body(opts: _Options) -> ExitCode:
+        async def run(service: McpService) -> tuple[McpServerRecord, Any]:
+            record = service.get(server)
+            with _status(f"Connecting {record.name}"):
+                return record, await service.test(record.id)
+
+        record, result = await _with_service(opts, run)
+        if as_json:
+            print_json(
+                {
+                    "server": record.name,
+                    "ok": result.ok,
+                    "connectSeconds": result.connect_seconds,
+                    "listSeconds": result.list_seconds,
+                    "tools": list(result.tool_names),
+                    "serverInfo": (
+                        {"name": result.server_info[0], "version": result.server_info[1]}
+                        if result.server_info
+                        else None
+                    ),
+                    "error": str(result.error) if result.error is not None else None,
+                }
+            )
+        if not result.ok:
+            assert result.error is not None
+            return report_failure(result.error, debug=opts.debug)
+        if not as_json:
+            info = f" · {result.server_info[0]} {result.server_info[1]}" if result.server_info else ""
+            _out.print(
+                Text.assemble(
+                    ("✓ ", "green"),
+                    (record.name, "bold"),
+                    f"  connected in {result.connect_seconds:.2f} s · tools/list in {result.list_seconds:.2f} s{info}",
+                )
+            )
+            names = ", ".join(result.tool_names) or "(none)"
+            _out.print(Text(f"  {len(result.tool_names)} tool(s): {names}"))
+        return ExitCode.OK
+
+    _run_async(ctx, body)
+
+
+@app.command("discover")
+def discover(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """Show everything a server offers: tools, prompts and resources."""
+
+    async def body(opts: _Options) -> ExitCode:
+        async def run(service: McpService) -> tuple[McpServerRecord, Any]:
+            record = service.get(server)
+            with _status(f"Connecting {record.name}"):
+                return record, await service.discover(record.id)
+
+        record, found = await _with_service(opts, run)
+        if as_json:
+            print_json(
+                {
+                    "server": record.name,
+                    "tools": [tool_json(t) for t in found.tools],
+                    "prompts": [p.model_dump(mode="json", by_alias=True, exclude_none=True) for p in found.prompts],
+                    "resources": [r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in found.resources],
+                    "errors": {part: str(exc) for part, exc in found.errors.items()},
+                }
+            )
+        else:
+            _print_discovery(found)
+        tools_error = found.errors.get("tools")
+        if tools_error is not None:
+            return report_failure(tools_error, debug=opts.debug)
+        return ExitCode.OK
+
+    _run_async(ctx, body)
+
+
+def _print_discovery(found: Any) -> None:
+    tools = Table(title=f"Tools ({len(found.tools)})", title_justify="left")
+    tools.add_column("ID", overflow="fold")
+    tools.add_column("DESCRIPTION", overflow="fold")
+    for tool in found.tools:
+        tools.add_row(Text(tool.id, style="bold"), Text(_first_line(tool.description)))
+    prompts = Table(title=f"Prompts ({len(found.prompts)})", title_justify="left")
+    for column in ("NAME", "DESCRIPTION", "ARGUMENTS"):
+        prompts.add_column(column, overflow="fold")
+    for prompt in found.prompts:
+        arguments = ", ".join(a.name + ("" if a.required else "?") for a in prompt.arguments or ())
+        prompts.add_row(Text(prompt.name, style="bold"), Text(_first_line(prompt.description)), Text(arguments))
+    resources = Table(title=f"Resources ({len(found.resources)})", title_justify="left")
+    for column in ("URI", "NAME", "MIME TYPE"):
+        resources.add_column(column, overflow="fold")
+    for resource in found.resources:
+        resources.add_row(Text(str(resource.uri), style="bold"), Text(resource.name), Text(resource.mime_type or ""))
+    for part, table in (("tools", tools), ("prompts", prompts), ("resources", resources)):
+        error = found.errors.get(part)
+        if error is not None:
+            _out.print(Text(f"{part.capitalize()}: not available: {error}", style="yellow"))
+        else:
+            _out.print(table)
+
+
+def _first_line(text: str | None, limit: int = 100) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _status(message: str) -> contextlib.AbstractContextManager[Any]:
+    """A spinner on stderr while one server connects (terminals only)."""
+    if _err.is_terminal:
+        return _err.status(escape(message))
+    return contextlib.nullcontext()
+
+
+# --------------------------------------------------------------------------- tools
+
+
+@app.command("tools")
+def tools(
+    ctx: typer.Context,
+    fmt: Annotated[
+        ToolFormat | None,
+        typer.Option(
+            "--format",
+            case_sensitive=False,
+            help="Print the definitions as JSON in this format (as setup_mcp_tools gives them).",
+        ),
+    ] = None,
+    server: Annotated[
+        list[str] | None,
+        typer.Option("--server", metavar="NAME", help="Only this server's tools (repeatable). \\[default: all active]"),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """List the tools of the active servers, as a table or as provider tool definitions.
+
+    A server that fails is reported on stderr and the others still print; the exit
+    status then says why (2 unknown or disabled server, 3 unreachable).
+    """
+
+    async def body(opts: _Options) -> ExitCode:
+        async def run(service: McpService) -> ExitCode:
+            from mcp_actors.formats import fetch_mcp_tools, setup_mcp_tools
+
+            unknown: dict[str, McpActorsError] = {}
+            if server:
+                chosen_records: dict[str, McpServerRecord] = {}
+                for name in server:
+                    try:
+                        record = service.get(name)
+                    except ServerNotFound as exc:
+                        unknown[name] = exc
+                    else:
+                        chosen_records.setdefault(record.id, record)
+                records = list(chosen_records.values())
+            else:
+                records = [r for r in service.list() if r.is_active]
+            results, failures = await list_tools_with_progress(service, records, _err)
+            failures = {**unknown, **failures}
+            for line in failure_lines(failures):
+                print(line, file=sys.stderr)
+            ok_ids = [r.id for r in records if r.id in results]
+            # Auto mode is what an agent gets; after a failure, manual mode over the servers that
+            # answered gives the same definitions without asking the failed ones a second time.
+            config: dict[str, Any] = (
+                {"enabled": True, "mode": "auto"}
+                if not failures and not server
+                else {"enabled": True, "mode": "manual", "selectedServers": ok_ids}
+            )
+            chosen = fmt if fmt is not None else (ToolFormat.MCP if as_json else None)
+            if chosen is None:
+                _print_tools_table([t for r in records for t in results.get(r.id, ())], len(ok_ids))
+            elif chosen is ToolFormat.MCP:
+                print_json([tool_json(t) for t in (await fetch_mcp_tools(service, config) if ok_ids else [])])
+            else:
+                api_format = "google" if chosen is ToolFormat.GEMINI else chosen.value
+                setup = await setup_mcp_tools(service, config, api_format=api_format) if ok_ids else None
+                print_json(setup[0] if setup is not None else [])
+            if failures:
+                return max(exit_code_for(exc) for exc in failures.values())
+            return ExitCode.OK
+
+        return await _with_service(opts, run)
+
+    _run_async(ctx, body)
+
+
+def _print_tools_table(found: Sequence[MCPTool], server_count: int) -> None:
+    table = Table(caption=f"{len(found)} tool(s) from {server_count} server(s)", caption_justify="left")
+    for column in ("ID", "SERVER", "DESCRIPTION"):
+        table.add_column(column, overflow="fold")
+    for tool in found:
+        table.add_row(Text(tool.id, style="bold"), Text(tool.server_name), Text(_first_line(tool.description)))
+    _out.print(table)
+
+
+# --------------------------------------------------------------------------- call
+
+
+def _parse_arguments(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"--args is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); pass an object like"
+            ' \'{"text": "hi"}\''
+        ) from None
+    if not isinstance(value, dict):
+        raise CliError(f"--args must be a JSON object (the tool's named arguments), got {type(value).__name__}")
+    return value
+
+
+async def _resolve_tool(service: McpService, tool_id: str) -> tuple[McpServerRecord, str]:
+    """Find ``(record, tool name)`` for ``mcp__server__tool`` or ``server/tool``.
+
+    Ids are handed out by listings, so the servers whose name the id starts with are
+    listed first; only when that does not find it are the other active servers asked.
+    """
+    if "/" in tool_id:
+        for i, char in enumerate(tool_id):
+            if char != "/":
+                continue
+            try:
+                record = service.get(tool_id[:i])
+            except ServerNotFound:
+                continue
+            name = tool_id[i + 1 :]
+            if name in record.disabled_tools:
+                return record, name  # call_tool says it is disabled, and how to enable it
+            with _status(f"Connecting {record.name}"):
+                offered = await service.list_server_tools(record.id)
+            if not any(t.name == name for t in offered):
+                names = ", ".join(sorted(t.name for t in offered)[:20]) or "none"
+                raise ToolNotFound(
+                    f"server {record.name!r} has no tool {name!r} (its tools: {names})", server=record.name
+                )
+            return record, name
+        raise ServerNotFound(f"no server named like the part before '/' in {tool_id!r}; see '{PROGRAM} servers list'")
+    if not tool_id.startswith("mcp__"):
+        raise ToolNotFound(
+            f"unknown tool {tool_id!r}: give a tool id from '{PROGRAM} tools' (mcp__<server>__<tool>) or SERVER/TOOL"
+        )
+    active = [r for r in service.list() if r.is_active]
+    # An id starts with its server's cleaned name (even a shortened one), so those servers
+    # are enough to ask; all active servers only when no name fits.
+    likely = [r for r in active if tool_id.startswith(f"mcp__{clean_name(r.name)}__")]
+    _, failures = await list_tools_with_progress(service, likely or active, _err)
+    try:
+        return service.resolve_tool_id(tool_id)
+    except ToolNotFound:
+        pass
+    if likely and failures:
+        raise next(iter(failures.values()))
+    raise ToolNotFound(f"no active server offers a tool with id {tool_id!r}; see '{PROGRAM} tools' for the ids")
+
+
+async def _confirm(record: McpServerRecord, tool: str, arguments: dict[str, Any]) -> None:
+    """Ask on the terminal before calling a tool that is not auto-approved."""
+    if not (sys.stdin.isatty() and sys.stderr.isatty()):
+        raise CliError(
+            f"tool {tool!r} of server {record.name!r} is not auto-approved (the server is not trusted, or the tool"
+            f" is in disabledAutoApproveTools); pass --yes, answer on a terminal, or run"
+            f" '{PROGRAM} servers trust {record.name}'"
+        )
+    question = f"Call tool {tool!r} of server {record.name!r} with {json.dumps(arguments, ensure_ascii=False)}? [y/N] "
+
+    def ask() -> bool:
+        # On stderr and read by hand: stdout carries only the tool's result.
+        sys.stderr.write(question)
+        sys.stderr.flush()
+        return sys.stdin.readline().strip().lower() in {"y", "yes"}
+
+    import trio
+
+    allowed = await trio.to_thread.run_sync(ask, abandon_on_cancel=True)
+    if not allowed:
+        raise CliError(f"declined: tool {tool!r} of server {record.name!r} was not called", ExitCode.FAILED)
+
+
+@app.command("call")
+def call(
+    ctx: typer.Context,
+    tool_id: Annotated[
+        str, typer.Argument(metavar="TOOL_ID", help="mcp__<server>__<tool> (as listed by 'tools'), or SERVER/TOOL.")
+    ],
+    args: Annotated[
+        str | None, typer.Option("--args", metavar="JSON", help='The arguments as a JSON object: \'{"text": "hi"}\'.')
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", metavar="SECONDS", help="Give up (and cancel it on the server) after this long."),
+    ] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask before calling a tool that is not trusted.")] = (
+        False
+    ),
+    as_json: JsonFlag = False,
+) -> None:
+    """Call a tool. Prints its content (--json: the whole MCP result).
+
+    Exit status: 0 success, 1 the tool returned an error, 2 usage, 3 connection or timeout.
+    """
+
+    async def body(opts: _Options) -> ExitCode:
+        arguments = _parse_arguments(args)
+        if timeout is not None and not timeout > 0:
+            raise CliError(f"--timeout must be > 0 seconds, got {timeout:g}")
+
+        async def run(service: McpService) -> tuple[McpServerRecord, str, Any]:
+            record, name = await _resolve_tool(service, tool_id)
+            if not yes and not service.is_auto_approved(record.id, name):
+                await _confirm(record, name, arguments)
+            return record, name, await service.call_tool(record.id, name, arguments, timeout=timeout)
+
+        record, name, result = await _with_service(opts, run)
+        if as_json:
+            print_json(result.model_dump(mode="json", by_alias=True, exclude_none=True))
+        else:
+            from mcp_actors.adapters import flatten_content
+
+            text = flatten_content(result.content)
+            if not text and result.structured_content is not None:
+                text = json.dumps(result.structured_content, indent=2, ensure_ascii=False)
+            if result.is_error:
+                print(
+                    f"{PROGRAM}: tool {name!r} of server {record.name!r} returned an error: {text}",
+                    file=sys.stderr,
+                )
+            else:
+                sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
+                sys.stdout.flush()
+        return ExitCode.FAILED if result.is_error else ExitCode.OK
+
+    _run_async(ctx, body)
+
+
+# --------------------------------------------------------------------------- watch
+
+
+def _event_line(event: Event) -> Text:
+    data = event.data
+    stamp = time.strftime("%H:%M:%S", time.localtime(event.timestamp)) + f".{int(event.timestamp * 1000) % 1000:03d}"
+    match event.type:
+        case "connection:state":
+            detail = f"{data.get('previous')} → {data.get('state')}"
+            if data.get("error"):
+                detail += f": {data['error']}"
+            if data.get("circuitOpen"):
+                detail += " (circuit open: run a command that reconnects, or fix the server)"
+            style = {"connected": "green", "error": "red", "connecting": "yellow"}.get(str(data.get("state")), "")
+        case "server:connected":
+            detail, style = "connected", "green"
+        case "tool:called":
+            ok = data.get("success")
+            detail = f"{data.get('toolName')} {'ok' if ok else 'failed'} in {float(data.get('duration', 0.0)):.3f} s"
+            style = "" if ok else "red"
+        case "tools:changed":
+            detail, style = "the tool list changed", "cyan"
+        case "servers:changed":
+            detail, style = f"server {data.get('action')}", "cyan"
+        case _:
+            detail, style = json.dumps(dict(data), ensure_ascii=False, default=str), ""
+    return Text.assemble(
+        (stamp, "dim"), "  ", (f"{event.type:<17}", style), " ", (str(data.get("serverName", "")), "bold"), "  ", detail
+    )
+
+
+@app.command("watch")
+def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Connect every active server and stream events as they happen, until Ctrl-C.
+
+    --json prints one JSON object per line (JSON Lines), one per event.
+    """
+
+    async def body(opts: _Options) -> None:
+        import trio
+
+        from mcp_actors.runtime import open_runtime
+
+        # Installed before anything is printed: once output appears, Ctrl-C is a clean stop.
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with open_runtime(opts.config, connect_on_add=False) as runtime:
+                service = runtime.service
+                with service.subscribe() as events:
+                    async with trio.open_nursery() as nursery:
+
+                        async def stop_on_signal() -> None:
+                            async for _ in signals:
+                                nursery.cancel_scope.cancel()
+                                return
+
+                        nursery.start_soon(stop_on_signal)
+                        records = [r for r in service.list() if r.is_active]
+                        if not as_json:
+                            _err.print(
+                                Text(f"Watching {len(records)} active server(s); press Ctrl-C to stop.", style="dim")
+                            )
+                        for record in records:
+                            nursery.start_soon(_connect_quietly, service, record.id)
+                        async for event in events:
+                            if as_json:
+                                sys.stdout.write(json.dumps(event.to_json(), ensure_ascii=False, default=str) + "\n")
+                                sys.stdout.flush()
+                            else:
+                                _out.print(_event_line(event), soft_wrap=True)
+
+    _run_async(ctx, body)
+
+
+async def _connect_quietly(service: McpService, server_id: str) -> None:
+    # A failure shows up as a connection:state event; watch keeps watching the others.
+    try:
+        await service.connect(server_id)
+    except McpActorsError:
+        pass
+
+
+# --------------------------------------------------------------------------- demo
+
+
+@app.command("demo")
+def demo(ctx: typer.Context, as_json: JsonFlag = False) -> None:
+    """Show what mcp-actors does, in a few seconds, with the built-in demo server.
+
+    Runs against a throw-away config holding only the demo server: your config is
+    never read or written (--config does not apply). Starts the server under the
+    supervisor, shows its tools in the OpenAI, Anthropic and Gemini formats, calls tools
+    (one fails, one times out), kills the server mid-call to show the call failing fast
+    and the automatic reconnect, and prints a summary.
+    """
+
+    async def body(opts: _Options) -> ExitCode:
+        from mcp_actors._cli_demo import run_demo
+
+        return await run_demo(_out, as_json=as_json)
+
+    _run_async(ctx, body)
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``mcp-actors`` command and return its exit status.
+
+    Args:
+        argv: The arguments (default: ``sys.argv[1:]``).
+
+    Returns:
+        The exit status (see the module docstring).
+    """
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=list(argv) if argv is not None else None, prog_name=PROGRAM, standalone_mode=False)
+    except typer.Abort:
+        print(f"{PROGRAM}: aborted", file=sys.stderr)
+        return ExitCode.INTERRUPTED
+    except typer.TyperException as exc:
+        # Typer's own (vendored click) usage errors; matched by name to stay off its private modules.
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            return ExitCode.USAGE  # the help has been printed already
+        ctx = getattr(exc, "ctx", None)
+        hint = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
+        print(f"{PROGRAM}: error: {exc.format_message().rstrip('.')}{hint}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", ExitCode.USAGE))
+    except BrokenPipeError:
+        _silence_stdout()
+        return ExitCode.FAILED
+    return int(result) if isinstance(result, int) else ExitCode.OK
