@@ -19,6 +19,13 @@ PACKAGES = [
     "mcp_actors.runtime",
     "mcp_actors.portal",
     "mcp_actors.messages",
+    "mcp_actors.cli",
+    "mcp_actors.adapters",
+    "mcp_actors.process_tracker",
+    "mcp_actors.records",
+    "mcp_actors.store",
+    "mcp_actors.config_import",
+    "mcp_actors.testing",
 ]
 
 
