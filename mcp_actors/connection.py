@@ -31,8 +31,8 @@ from __future__ import annotations
 import contextlib
 import enum
 import functools
-import logging
 import itertools
+import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -378,7 +378,10 @@ class _ConnectionActor:
             )
             raise
         finally:
-            self._pending.discard(reply)
+            # A request cancelled with this incarnation (it crashed) stays pending: run()
+            # answers it with the crash, instead of leaving its caller waiting.
+            if reply.answered:
+                self._pending.discard(reply)
 
     async def _background_connect(self) -> None:
         with contextlib.suppress(McpActorsError):
@@ -394,12 +397,29 @@ class _ConnectionActor:
             attempt = _Attempt()
             self._attempt = attempt
             assert self._nursery is not None
-            self._nursery.start_soon(self._run_session, attempt)
+            self._nursery.start_soon(self._run_attempt, attempt)
         await attempt.done.wait()
         if attempt.error is not None:
             raise attempt.error
         assert attempt.live is not None
         return attempt.live
+
+    async def _run_attempt(self, attempt: _Attempt) -> None:
+        """Run one session; however it ends, its waiters are woken.
+
+        A waiter may sit outside this incarnation's nursery (a fast-path call runs in the
+        caller's task): if the incarnation is torn down while the attempt is under way,
+        the waiter must get an error, not wait forever.
+        """
+        try:
+            await self._run_session(attempt)
+        finally:
+            if not attempt.done.is_set():
+                attempt.error = self._crash or ActorStopped(
+                    f"server {self.label!r}: the connection attempt was abandoned (its actor stopped); retry",
+                    server=self.label,
+                )
+                attempt.done.set()
 
     async def _run_session(self, attempt: _Attempt) -> None:
         """Own one connection from spawn to close; crash the actor if it dies on its own."""
@@ -493,6 +513,8 @@ class _ConnectionActor:
     def _connect_error(self, link: TransportLink | None, detail: str) -> ConnectionFailed:
         tail = link.stderr_tail() if link is not None else ()
         reason = link.death_reason if link is not None and link.death_reason else None
+        if reason == "closed by the client":
+            reason = None  # our own clean-up after the failure, not its cause: the detail says more
         garbage = link.describe_garbage() if link is not None else ""
         parts = [f"server {self.label!r} failed to connect: {reason or detail}"]
         if garbage:

@@ -50,9 +50,11 @@ from mcp_actors.runtime import Runtime, open_runtime
 from mcp_actors.tools import MCPTool
 
 __all__ = [
+    "AsyncioApprover",
     "AsyncioMcpService",
     "AsyncioSubscription",
     "RuntimePortal",
+    "SyncApprover",
     "SyncMcpService",
     "SyncSubscription",
     "start_portal",
