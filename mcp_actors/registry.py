@@ -236,6 +236,9 @@ def settings_for(record: McpServerRecord) -> ConnectionSettings:
         connect_timeout=config.connect_timeout,
         call_timeout=config.call_timeout,
         ping_interval=config.ping_interval,
+        # A ping is answered in milliseconds by any live server; a short interval means
+        # the host wants death noticed quickly, so the timeout follows it (at most 10 s).
+        ping_timeout=min(10.0, max(config.ping_interval, 0.5)) if config.ping_interval > 0 else 10.0,
     )
 
 
@@ -847,6 +850,18 @@ class McpService:
         async with trio.open_nursery() as nursery:
             for handle in self._registry.snapshot.handles.values():
                 nursery.start_soon(_disconnect_quietly, handle)
+
+    async def wait_for_stderr(self, server: str, predicate: Callable[[str], bool]) -> str:
+        """Wait until a running stdio server writes a stderr line satisfying ``predicate``.
+
+        For fault-injection tests ("fault: cancelled 7"); unbounded, so wrap it in
+        ``trio.fail_after``. Raises ``RuntimeError`` when the server has no process.
+        """
+        return await self._handle(self._record(server)).wait_for_stderr(predicate)
+
+    def stderr_tail(self, server: str, n: int = 20) -> tuple[str, ...]:
+        """The server's last stderr lines (live while it runs; stdio only)."""
+        return self._handle(self._record(server)).stderr_tail(n)
 
     def subscribe(self, *, buffer: int = 1024) -> events.Subscription:
         """Events from now on (bounded; a slow reader loses its oldest events, counted)."""

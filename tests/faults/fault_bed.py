@@ -25,7 +25,6 @@ import attrs
 import trio
 
 from mcp_actors import events
-from mcp_actors.connection import ConnectionHandle
 from mcp_actors.errors import McpActorsError
 from mcp_actors.records import McpServerRecord
 from mcp_actors.registry import McpService
@@ -96,11 +95,6 @@ class FaultBed:
         """Add a streamable HTTP server at ``url`` with the short fault bounds."""
         return await self.add({"name": name, "type": "http", "config": {"url": url, **FAULT_CONFIG, **config}})
 
-    def handle(self, server: str) -> ConnectionHandle:
-        """The server's connection handle (for its live stderr; not part of McpService)."""
-        registry = self.service._registry
-        return registry.snapshot.handles[self.service.get(server).id]
-
     async def wait_stderr(self, server: str, text: str, *, count: int = 1, bound: float = 20.0) -> set[str]:
         """Wait (bounded) until a stdio server wrote ``count`` distinct stderr lines containing ``text``."""
         seen: set[str] = set()
@@ -111,7 +105,7 @@ class FaultBed:
             return len(seen) >= count
 
         with trio.fail_after(bound):
-            await self.handle(server).wait_for_stderr(enough)
+            await self.service.wait_for_stderr(server, enough)
         return seen
 
     async def settle(

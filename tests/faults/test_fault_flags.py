@@ -151,7 +151,7 @@ async def test_flooded_stderr_is_drained(bed: FaultBed) -> None:
     for i in range(3):
         result = await bed.settle(bed.service.call_tool, "chatty", "echo", {"text": str(i)}, bound=CALL_BOUND)
         assert not isinstance(result, Exception) and text_of(result) == str(i), result
-    assert bed.handle("chatty").stderr_tail(1) == ("fault: flood " + "#" * 50,)
+    assert bed.service.stderr_tail("chatty", 1) == ("fault: flood " + "#" * 50,)
     await bed.survived()
 
 

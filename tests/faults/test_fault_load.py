@@ -62,7 +62,7 @@ async def test_500_concurrent_calls_while_the_server_is_killed_and_restarted(bed
     status = svc.status("busy")
     assert status.pid not in (None, first_pid) and status.restarts >= 1 and status.calls_in_flight == 0
     # Nothing was replayed: the new process saw no sleep call (it would have said "hanging call").
-    assert not [line for line in bed.handle("busy").stderr_tail(200) if "hanging call" in line]
+    assert not [line for line in bed.service.stderr_tail("busy", 200) if "hanging call" in line]
     await bed.survived()
 
 
