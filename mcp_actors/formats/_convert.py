@@ -10,16 +10,16 @@ loop keeps running (see :data:`INLINE_CONVERSION_LIMIT`).
 from __future__ import annotations
 
 import logging
-import math
 import os
 import pickle
 import time
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any, Final, Literal
 
 import attrs
 import trio
-import trio_parallel
+import trio_parallel  # type: ignore[import-untyped]  # ships no py.typed
 
 from mcp_actors.tools import MCPTool
 
@@ -52,21 +52,28 @@ logger = logging.getLogger("mcp_actors.formats")
 ApiFormat = Literal["openai", "anthropic", "google", "gemini"]
 OpenAIApi = Literal["chat", "responses"]
 
-INLINE_CONVERSION_LIMIT: Final = 2000
-"""Uncached tools converted on the event loop; from this many on, workers convert them.
+INLINE_CONVERSION_LIMIT: Final = 5000
+"""Uncached tools converted on the event loop alone; from this many on, workers share them.
 
-Chosen with ``python -m benchmarks.conversion`` (2 cores, corpus tools cycled, Gemini
-profile, cold cache). Inline conversion runs in chunks with a checkpoint between them,
-so its longest stall stays near one chunk (~3 ms) at any size; workers pay a start-up
-of ~0.5 s (spawning and importing) and move data through pickles, and win on total time
-only when the batch is large enough to use both cores:
+Chosen with ``python -m benchmarks.conversion`` (Gemini profile, cold cache, corpus
+tools cycled, median of 3; 2 cores, on a machine shared with other test runs, load
+average 8-11, so single cells are noisy). The inline path checkpoints every 2 ms of
+work, so it keeps the loop responsive at any size by itself; its longest stalls come
+from the garbage collector and the machine's load, and the worker path has the same
+ones. Workers only shorten the total, once the batch outlasts their start-up (a
+process spawn and imports, ~0.4 s idle) and the pickling they cost the host (~0.45x a
+conversion per tool they take). The benchmark's rule (smallest N where cold workers
+are no slower than inline) gave 5000 in the run below; in earlier runs of a design
+that handed the whole batch to workers, they never won up to 20000.
 
-    tools   inline total  inline max stall  workers total  workers max stall
-      100      0.016 s        3.0 ms          0.47 s           2.5 ms
-     1000      0.17 s         3.1 ms          0.52 s           3.4 ms
-     5000      0.83 s         3.3 ms          0.62 s           4.1 ms
+    tools  inline total  inline max stall  workers (cold) total  max stall
+      100      0.19 s          45 ms             0.63 s            138 ms
+     1000      0.19 s           7 ms             0.60 s             29 ms
+     5000      9.3 s          263 ms             1.9 s             101 ms
+    20000      4.2 s          200 ms            11.0 s             592 ms
 
-See benchmarks/conversion.py's docstring for the latest full table.
+(The full table, with warm workers and the blocking reference, is printed by the
+benchmark and kept in its module docstring.)
 """
 
 GEMINI_MAX_DECLARATIONS: Final = 512
@@ -76,8 +83,9 @@ _SLICE: Final = 0.002
 """Work done between two checkpoints on the inline path, in seconds (one tool at least)."""
 _PICKLE: Final = pickle.HIGHEST_PROTOCOL
 
-_WORKER_MIN_BATCH: Final = 500
-_WORKER_TIMEOUT: Final = 120.0
+_WORK_CHUNK: Final = 100
+"""Tools per job on the worker path (~15 ms of work: cheap to ship, quick to balance)."""
+_WORKER_TIMEOUT: Final = 60.0
 _CACHE_LIMIT: Final = 50_000
 
 
@@ -288,13 +296,13 @@ async def convert_tools_async_with_report(
     """Convert tools without stalling the event loop, with the report.
 
     Cached tools cost a dictionary lookup. Fewer than :data:`INLINE_CONVERSION_LIMIT`
-    uncached tools are converted here in small chunks with a checkpoint between
-    them; more go to ``trio_parallel`` workers (split across the CPUs). If the workers
-    cannot be used (they fail to start, break, or take longer than two minutes), the
-    batch is converted inline instead and a warning is logged.
+    uncached tools are converted here, with a checkpoint every 2 ms of work; from that
+    many on, ``trio_parallel`` worker processes share the batch with this task, chunk
+    by chunk (a batch never waits for a worker that is slow to start; a worker that
+    fails gives its chunk back and a warning is logged).
 
-    Cancellation: cancelling the call abandons the conversion (workers are killed);
-    tools converted so far stay cached.
+    Cancellation: cancelling the call abandons the conversion (busy workers are
+    killed) and caches nothing of it.
 
     Args and raises are those of :func:`convert_tools_with_report`.
     """
@@ -369,32 +377,66 @@ def _convert_pickled(profile: _Profile, payload: list[bytes]) -> list[bytes]:
 
 
 async def _convert_in_workers(profile: _Profile, tools: list[MCPTool]) -> list[_Converted]:
-    parts = max(1, min(os.cpu_count() or 1, math.ceil(len(tools) / _WORKER_MIN_BATCH)))
-    size = math.ceil(len(tools) / parts)
-    try:
-        payload = await _sliced(tools, lambda tool: pickle.dumps(tool, _PICKLE))
-    except (pickle.PicklingError, TypeError, AttributeError) as exc:
-        # a schema holding a non-JSON Python object (a caller's dict, not a server's)
-        logger.warning("tools cannot be sent to worker processes (%r); converting inline", exc)
-        return await _convert_missing(profile, tools, use_workers=False)
-    chunks = [payload[i : i + size] for i in range(0, len(payload), size)]
-    outputs: list[list[bytes]] = [[] for _ in chunks]
+    """Share the batch between this task and worker processes, chunk by chunk.
 
-    async def run(i: int) -> None:
-        outputs[i] = await trio_parallel.run_sync(_convert_pickled, profile, chunks[i], kill_on_cancel=True)
+    Chunks are taken from one queue by the host (converting inline, in time slices)
+    and by ``cpu_count - 1`` workers (the host keeps a core). The host starts at once,
+    so nothing waits for the workers to start; each side takes more while it is faster.
+    When the queue is empty the host converts the chunks still out with the workers
+    itself and stops them (killing any still busy), so a batch never waits for a slow
+    or still-starting worker: it takes at most as long as the host alone. A worker that
+    fails (it cannot start, it breaks, a chunk cannot be pickled, or a chunk takes more
+    than :data:`_WORKER_TIMEOUT`) gives its chunk back and stops.
+    """
+    results: list[_Converted | None] = [None] * len(tools)
+    queue = deque(range(0, len(tools), _WORK_CHUNK))
+    out_with_workers: set[int] = set()
 
-    failure: BaseException | None = None
-    try:
-        with trio.fail_after(_WORKER_TIMEOUT):
-            async with trio.open_nursery() as nursery:
-                for i in range(len(chunks)):
-                    nursery.start_soon(run, i)
-    except* (trio.TooSlowError, trio_parallel.BrokenWorkerError, OSError) as group:
-        failure = group.exceptions[0]
-    if failure is not None:
-        logger.warning("tool conversion in worker processes failed (%r); converting inline", failure)
-        return await _convert_missing(profile, tools, use_workers=False)
-    return await _sliced([item for output in outputs for item in output], pickle.loads)
+    async def convert_here(start: int) -> None:
+        part = tools[start : start + _WORK_CHUNK]
+        for i, converted in enumerate(await _convert_missing(profile, part, use_workers=False)):
+            results[start + i] = converted
+
+    async def worker() -> None:
+        while queue:
+            start = queue.popleft()
+            out_with_workers.add(start)
+            try:
+                part = tools[start : start + _WORK_CHUNK]
+                payload = await _sliced(part, lambda tool: pickle.dumps(tool, _PICKLE))
+                with trio.fail_after(_WORKER_TIMEOUT):
+                    output = await trio_parallel.run_sync(_convert_pickled, profile, payload, kill_on_cancel=True)
+                converted = await _sliced(output, pickle.loads)
+            except (
+                trio.TooSlowError,
+                trio_parallel.BrokenWorkerError,
+                OSError,
+                pickle.PicklingError,
+                TypeError,
+                AttributeError,
+            ) as exc:
+                # a worker that cannot start or broke, or a schema holding a Python object
+                logger.warning("tool conversion in a worker process failed (%r); converting inline", exc)
+                out_with_workers.discard(start)
+                queue.appendleft(start)
+                return
+            results[start : start + len(converted)] = converted
+            out_with_workers.discard(start)
+            logger.debug("converted %d tools in a worker process", len(converted))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(max(1, (os.cpu_count() or 2) - 1)):
+            nursery.start_soon(worker)
+        while queue:
+            await convert_here(queue.popleft())
+        for start in sorted(out_with_workers):
+            await convert_here(start)
+        nursery.cancel_scope.cancel()
+    for start in range(0, len(tools), _WORK_CHUNK):
+        # given back by a failing worker, or taken by one that was then stopped
+        if any(r is None for r in results[start : start + _WORK_CHUNK]):
+            await convert_here(start)
+    return results  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------- public face

@@ -101,7 +101,7 @@ def _nullable(node: Schema) -> Schema:
     return out
 
 
-def _enum_types(values: list[object]) -> list[str]:
+def _enum_types(values: list[object], path: str) -> list[str]:
     kinds: list[str] = []
     for value in values:
         if value is None:
@@ -115,7 +115,7 @@ def _enum_types(values: list[object]) -> list[str]:
         elif isinstance(value, str):
             kind = "string"
         else:
-            raise Unstrictable("", f"enum value {render(value)} is not a scalar")
+            raise Unstrictable(path, f"a non-scalar enum value {render(value)}")
         if kind not in kinds:
             kinds.append(kind)
     if "number" in kinds and "integer" in kinds:
@@ -139,16 +139,16 @@ class _StrictConverter:
             name = def_name(node["$ref"])
             siblings = {k: v for k, v in node.items() if k != "$ref"}
             if name in stack or name not in self._defs:
-                raise Unstrictable(path, f"recursive $ref {name!r} with sibling keywords")
+                raise Unstrictable(path, f"a recursive $ref {name!r} with sibling keywords")
             merged, conflicts = merge_schemas(siblings, self._defs[name])
             if conflicts:
-                raise Unstrictable(path, f"$ref {name!r} conflicts with its siblings: {conflicts[0]}")
+                raise Unstrictable(path, f"a $ref {name!r} that conflicts with its siblings ({conflicts[0]})")
             return self.convert(merged, path, (*stack, name), root=root)
         if "allOf" in node:
             rest = {k: v for k, v in node.items() if k != "allOf"}
             merged, conflicts = merge_all(rest, node["allOf"], self._resolve)
             if conflicts or "allOf" in merged:
-                raise Unstrictable(path, f"allOf cannot be merged: {conflicts[0] if conflicts else 'recursion'}")
+                raise Unstrictable(path, f"an allOf that does not merge ({conflicts[0] if conflicts else 'recursion'})")
             return self.convert(merged, path, stack, root=root)
         out: Schema = {}
         extras: list[str] = []
@@ -162,7 +162,7 @@ class _StrictConverter:
                 if shared:
                     branch, conflicts = merge_schemas(branch, shared)
                     if conflicts:
-                        raise Unstrictable(path, f"anyOf branch conflicts with its siblings: {conflicts[0]}")
+                        raise Unstrictable(path, f"an anyOf branch that conflicts with its siblings ({conflicts[0]})")
                 branches.append(self.convert(branch, pointer(path, "anyOf", i), stack))
             out["anyOf"] = branches
             self._rest(node, out, path, extras, handled={"anyOf", "description", *shared})
@@ -174,9 +174,9 @@ class _StrictConverter:
             elif "items" in node:
                 types = ["array"]
             elif "enum" in node:
-                types = _enum_types(node["enum"])
+                types = _enum_types(node["enum"], path)
             else:
-                raise Unstrictable(path, "a value of any type (no 'type') cannot be expressed")
+                raise Unstrictable(path, "a value of any type (no 'type')")
         out["type"] = types[0] if len(types) == 1 else types
         if "enum" in node:
             out["enum"] = node["enum"]
@@ -214,9 +214,9 @@ class _StrictConverter:
         props = node.get("properties") or {}
         extra_schema = node.get("additionalProperties")
         if isinstance(extra_schema, dict) and extra_schema:
-            raise Unstrictable(path, f"additionalProperties {render(extra_schema)} (a map) cannot be expressed")
+            raise Unstrictable(path, f"a map (additionalProperties {render(extra_schema)})")
         if not props and not root and extra_schema is not False:
-            raise Unstrictable(path, "an object without properties (free-form) cannot be expressed")
+            raise Unstrictable(path, "an object without properties (free-form)")
         required = node.get("required", [])
         converted: Schema = {}
         for name, sub in props.items():
@@ -255,7 +255,7 @@ def _check_limits(schema: Schema) -> None:
         if isinstance(node, dict):
             if "properties" in node and isinstance(node["properties"], dict):
                 if depth > STRICT_MAX_DEPTH:
-                    raise Unstrictable("", f"objects nest deeper than {STRICT_MAX_DEPTH} levels")
+                    raise Unstrictable("", f"objects nested deeper than {STRICT_MAX_DEPTH} levels")
                 properties += len(node["properties"])
                 chars += sum(len(name) for name in node["properties"])
                 stack.extend((sub, depth + 1) for sub in node["properties"].values())

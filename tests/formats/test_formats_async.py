@@ -5,11 +5,12 @@ from __future__ import annotations
 import itertools
 import logging
 import multiprocessing.resource_tracker
+import os
+import pickle
 from collections.abc import Iterator
 from typing import Any
 
 import attrs
-import psutil
 import pytest
 import trio
 import trio.testing
@@ -88,46 +89,65 @@ async def test_inline_conversion_lets_other_tasks_run() -> None:
 
 
 @pytest.mark.usefixtures("stop_resource_tracker")
-async def test_large_batches_are_converted_in_worker_processes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """At or above the limit, worker processes convert; the result equals the inline one."""
-    inline_tools, worker_tools = fresh(60), fresh(60)
+async def test_large_batches_are_shared_with_worker_processes(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At or above the limit, worker processes take part; the result equals the inline one."""
+    inline_tools, worker_tools = fresh(1500), fresh(1500)
     inline = convert_tools_with_report(inline_tools, "gemini")
     monkeypatch.setattr(convert_module, "INLINE_CONVERSION_LIMIT", 10)
-    me = psutil.Process()
-    before = {p.pid for p in me.children()}
     async with trio_parallel.cache_scope():
-        definitions, notes = await convert_tools_async_with_report(worker_tools, "gemini")
-        workers = [p for p in me.children() if p.pid not in before]
-        assert workers, "no worker process was started"
-    check_definitions("gemini", {}, worker_tools, definitions, notes)
+        # a started worker that has converted before (so it has imported the converters)
+        await trio_parallel.run_sync(convert_module._convert_pickled, convert_module._Profile("gemini"), [])
+        with caplog.at_level(logging.DEBUG, logger="mcp_actors.formats"):
+            definitions, notes = await convert_tools_async_with_report(worker_tools, "gemini")
+    assert any("in a worker process" in r.getMessage() for r in caplog.records)
+    sample = slice(0, 1500, 25)  # the whole corpus is validated elsewhere; these are its copies
+    declarations = definitions[0]["functionDeclarations"][sample]
+    check_definitions("gemini", {}, worker_tools[sample], [{"functionDeclarations": declarations}], [])
     assert renamed(definitions) == renamed(inline[0])
     assert [(n.path, n.action, n.detail) for n in notes] == [(n.path, n.action, n.detail) for n in inline[1]]
     # converted once, cached for the next request
     assert convert_tools_with_report(worker_tools, "gemini") == (definitions, notes)
 
 
+@pytest.mark.usefixtures("stop_resource_tracker")
+async def test_worker_job_converts_in_another_process_like_the_host() -> None:
+    """The worker's job, run in a real worker process, gives exactly the host's conversion."""
+    tools = fresh(30)
+    profile = convert_module._Profile("openai", strict=True)
+    payload = [pickle.dumps(tool) for tool in tools]
+    async with trio_parallel.cache_scope():
+        pid = await trio_parallel.run_sync(os.getpid)
+        output = await trio_parallel.run_sync(convert_module._convert_pickled, profile, payload)
+    assert pid != os.getpid()
+    assert [pickle.loads(item) for item in output] == [convert_module._convert_tool(profile, t) for t in tools]
+
+
 async def test_tools_that_cannot_be_pickled_are_converted_inline(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A schema holding a Python object cannot go to a worker: the batch is converted inline."""
+    """A schema holding a Python object cannot go to a worker: the host converts those tools."""
     schema = {"type": "object", "properties": {"a": {"type": "string", "default": lambda: None}}}
+    tools = [make_tool(schema, name=f"unpicklable{i}") for i in range(500)]
     monkeypatch.setattr(convert_module, "INLINE_CONVERSION_LIMIT", 1)
     with caplog.at_level(logging.WARNING, logger="mcp_actors.formats"):
-        definitions = await convert_tools_async([make_tool(schema, name="unpicklable")], "anthropic")
-    assert definitions[0]["input_schema"]["properties"]["a"]["type"] == "string"
+        definitions = await convert_tools_async(tools, "anthropic")
+    assert len(definitions) == 500
+    assert all(d["input_schema"]["properties"]["a"]["type"] == "string" for d in definitions)
     assert any("converting inline" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.usefixtures("stop_resource_tracker")
 async def test_cancelling_a_worker_conversion_returns_promptly(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Cancelling while workers convert ends the call at once; the workers are killed, not awaited."""
+    """Cancelling while a worker converts ends the call at once; the worker is killed, not awaited."""
     monkeypatch.setattr(convert_module, "INLINE_CONVERSION_LIMIT", 10)
-    tools = fresh(3000)
+    tools = fresh(1000)
     async with trio_parallel.cache_scope():
         with trio.fail_after(30):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(convert_tools_async, tools, "gemini")
-                await trio.testing.wait_all_tasks_blocked()  # the call now waits on its workers
+                await trio.testing.wait_all_tasks_blocked()  # the host is done; a worker is busy
                 nursery.cancel_scope.cancel()
             assert nursery.cancel_scope.cancelled_caught
     assert convert_module._cached(tools[-1], convert_module._cache(convert_module._Profile("gemini"))) is None
