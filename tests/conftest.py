@@ -20,7 +20,7 @@ os.environ.setdefault("MCP_ACTORS_STATE_DIR", _STATE)
 os.environ.setdefault("MCP_ACTORS_CONFIG", os.path.join(_STATE, "mcp-config.json"))
 
 # Long-lived helpers of the host itself, not servers a test started.
-_INFRASTRUCTURE = ("mcp_actors._reaper", "trio_parallel")
+_INFRASTRUCTURE = ("mcp_actors._reaper", "trio_parallel", "multiprocessing.resource_tracker")
 
 
 def _stray_children() -> list[psutil.Process]:

@@ -26,6 +26,7 @@ PACKAGES = [
     "mcp_actors.store",
     "mcp_actors.config_import",
     "mcp_actors.testing",
+    "mcp_actors.formats",
 ]
 
 

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 
 import psutil
 import pytest
@@ -67,15 +68,22 @@ async def test_serve_http_reports_a_server_that_exits_before_announcing() -> Non
     assert info.value.stderr_tail == ("fault: exiting at start with code 5",)
 
 
+def _preexisting() -> Callable[[psutil.Process], bool]:
+    """Ignore processes that existed before the test (earlier tests' helpers, zombies of others)."""
+    before = {p.pid for p in live_descendants()}
+    return lambda p: p.pid in before
+
+
 async def test_serve_http_times_out_and_kills_a_slow_server() -> None:
     """serve_http raises ConnectTimeout when no announcement comes in time, and kills the server."""
+    old = _preexisting()
     argv = ["sh", "-c", "echo warming up >&2; exec sleep 60"]
     with trio.fail_after(BOUND):
         with pytest.raises(ConnectTimeout, match=r"^sh: no .* within 2 s") as info:
             async with serve_http(argv, startup_timeout=2):
                 pytest.fail("the block must not run")
     assert info.value.stderr_tail == ("warming up",)
-    assert live_descendants() == []
+    assert live_descendants(ignore=old) == []
 
 
 async def test_serve_http_kills_the_whole_group_on_exit() -> None:
@@ -106,13 +114,14 @@ async def test_serve_http_rejects_a_non_positive_timeout() -> None:
 
 def test_assert_no_children_left_fails_kills_and_reaps() -> None:
     """A leftover child makes the check fail naming its pid; afterwards it is dead and reaped."""
-    assert_no_children_left(grace=0)
+    old = _preexisting()
+    assert_no_children_left(grace=0, ignore=old)
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         with pytest.raises(AssertionError, match=rf"pid {child.pid} .*time.sleep\(60\)"):
-            assert_no_children_left(grace=0.1)
+            assert_no_children_left(grace=0.1, ignore=old)
         assert child.returncode is not None or not psutil.pid_exists(child.pid)
-        assert live_descendants() == []
+        assert live_descendants(ignore=old) == []
     finally:
         if child.poll() is None:
             child.kill()
@@ -121,13 +130,14 @@ def test_assert_no_children_left_fails_kills_and_reaps() -> None:
 
 def test_assert_no_children_left_counts_zombies_and_honours_ignore() -> None:
     """An exited but unreaped child counts as left behind, unless ignored."""
+    old = _preexisting()
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         # Wait for the exit without reaping it: waitid with WNOWAIT leaves the zombie.
         os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
-        assert_no_children_left(grace=0, ignore=lambda p: p.pid == child.pid)
+        assert_no_children_left(grace=0, ignore=lambda p: p.pid == child.pid or old(p))
         with pytest.raises(AssertionError, match=rf"pid {child.pid} \[zombie\]"):
-            assert_no_children_left(grace=0.1)
+            assert_no_children_left(grace=0.1, ignore=old)
         assert not psutil.pid_exists(child.pid)
     finally:
         child.poll()
