@@ -255,6 +255,9 @@ class _Registry:
         self.snapshot = _Snapshot()
         self.ids = ToolIdMap()
         self.cache: dict[str, _CacheEntry] = {}
+        # The MCPTool list last built for a server, keyed by the exact tools tuple and
+        # record it was built from: a cached listing per LLM request costs a lookup.
+        self.views: dict[str, tuple[tuple[mcp_types.Tool, ...], McpServerRecord, builtins.list[MCPTool]]] = {}
         self.fetches: dict[str, _Fetch] = {}
         self.nursery: trio.Nursery | None = None
         self.connect_on_add = True
@@ -289,6 +292,7 @@ class _Registry:
 
     def forget_tools(self, server_id: str) -> None:
         self.cache.pop(server_id, None)
+        self.views.pop(server_id, None)
         self.ids.forget_server(server_id)
 
     # --------------------------------------------------------------- tool cache
@@ -647,9 +651,19 @@ class McpService:
             ServerNotFound, ServerInactive, ConnectionFailed: As the names say.
         """
         record = self._record(server)
-        self._handle(record)
-        tools = await self._ask(lambda r: _GetTools(server_id=record.id, reply=r))
-        return self._tools_of(self._record(record.id), tools)
+        handle = self._handle(record)
+        # A fresh cache entry is read directly (the actor's state, read in its own thread,
+        # never across an await); only a miss goes to the actor, which fetches once.
+        tools = self._registry.cached(record.id, handle)
+        if tools is None:
+            tools = await self._ask(lambda r: _GetTools(server_id=record.id, reply=r))
+            record = self._record(record.id)
+        view = self._registry.views.get(record.id)
+        if view is not None and view[0] is tools and view[1] is record:
+            return list(view[2])
+        built = self._tools_of(record, tools)
+        self._registry.views[record.id] = (tools, record, built)
+        return list(built)
 
     async def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
         """Tools of every active server; a failing server is logged and skipped."""

@@ -1,0 +1,422 @@
+"""The scenarios every driver runs, written once: standard library + anyio only.
+
+This module is imported by driver scripts that run in *other* virtual environments (each
+peer pins its own ``mcp``), so it must not import ``mcp_actors``, ``benchmarks`` or
+anything but the standard library and ``anyio`` (every MCP client library depends on it).
+
+A driver supplies a :class:`Driver`: ``open(servers)`` is an async context manager that
+connects to every server (each an argv list) and yields a :class:`Session` with two
+operations, ``call`` and ``tool_names``. The harness reads one JSON job on stdin, runs the
+scenario it names with the driver, prints one JSON line with the result on stdout, and
+kills any server process of its own that is still alive when it is done (counted in the
+result as ``leftover_processes``, so a leak is reported, never hidden).
+
+Timing is ``time.perf_counter``; memory is the resident set size of this process from
+``/proc/self/statm`` (Linux), so the servers' own processes are never counted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import anyio
+
+__all__ = ["Driver", "Session", "main"]
+
+SERVER_MARKERS = ("mcp_actors.demo_server", "fault_server", "_toolserver.py")
+"""Substrings of a server's command line: how a driver finds its own server processes."""
+
+CALL_TIMEOUT = 60.0
+"""Upper bound of any single call in a scenario: a wedged contender fails the run, never hangs it."""
+
+
+class Session(Protocol):
+    """What a driver's client looks like to the scenarios."""
+
+    async def call(self, server: int, tool: str, arguments: dict[str, Any]) -> None:
+        """Call ``tool`` on server number ``server``; raise on any failure (tool errors too)."""
+        ...
+
+    async def tool_names(self, server: int) -> list[str]:
+        """The tool names of server number ``server`` (as the library lists them)."""
+        ...
+
+    # Optional: ``async def all_tool_names(self) -> list[list[str]]``, every server's tool
+    # names from one listing, for libraries whose listing covers all servers at once
+    # (listing per server there would list everything N times).
+
+
+class Driver(Protocol):
+    """One client library."""
+
+    def prepare(self, servers: list[list[str]]) -> None:
+        """Untimed set-up (write a config file, build parameter objects)."""
+        ...
+
+    def open(self, servers: list[list[str]]) -> contextlib.AbstractAsyncContextManager[Session]:
+        """Connect to every server; exiting closes them all."""
+        ...
+
+
+# --------------------------------------------------------------------------- processes
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: the fields start after the last ')'.
+    fields = data[data.rfind(b")") + 2 :].split()
+    return int(fields[1])
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    return data[data.rfind(b")") + 2 :].split()[0].decode()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def descendants() -> list[int]:
+    """PIDs of every live process below this one (children, grandchildren, ...)."""
+    parents: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            ppid = _ppid(int(name))
+            if ppid is not None:
+                parents.setdefault(ppid, []).append(int(name))
+    found: list[int] = []
+    stack = [os.getpid()]
+    while stack:
+        for child in parents.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+def server_pids(pids: list[int] | None = None) -> list[int]:
+    """Our server processes (by command line) among ``pids`` (default: all descendants)."""
+    return [p for p in (descendants() if pids is None else pids) if any(m in _cmdline(p) for m in SERVER_MARKERS)]
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie does not)."""
+    state = _state(pid)
+    return state is not None and state not in ("Z", "X")
+
+
+def is_zombie(pid: int) -> bool:
+    """Whether ``pid`` has exited but was never reaped."""
+    return _state(pid) == "Z"
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process."""
+    with open("/proc/self/statm") as f:
+        pages = int(f.read().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def kill_leftovers() -> int:
+    """SIGKILL every server process still below us; return how many there were."""
+    pids = [p for p in server_pids() if alive(p)]
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+async def _bounded(what: str, coro: Awaitable[Any], timeout: float = CALL_TIMEOUT) -> Any:
+    with anyio.fail_after(timeout):
+        try:
+            return await coro
+        except TimeoutError:
+            raise TimeoutError(f"{what} took longer than {timeout:g}s") from None
+
+
+async def _all_tool_names(session: Session, count: int) -> list[int]:
+    """List every server's tools: one aggregate listing where the library has one, else per server."""
+    aggregate = getattr(session, "all_tool_names", None)
+    if aggregate is not None:
+        names: list[list[str]] = await _bounded("tool listing of every server", aggregate())
+        return [len(n) for n in names]
+    sizes = [0] * count
+
+    async def one(i: int) -> None:
+        sizes[i] = len(await _bounded(f"tool listing of server {i}", session.tool_names(i)))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(count):
+            tg.start_soon(one, i)
+    return sizes
+
+
+ECHO_ARGS = {"text": "hello"}
+
+
+# --------------------------------------------------------------------------- scenarios
+
+
+async def sequential(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
+    """Latency of ``calls`` sequential echo calls on one server (after ``warmup`` calls)."""
+    servers = job["servers"][:1]
+    driver.prepare(servers)
+    latencies: list[float] = []
+    async with driver.open(servers) as session:
+        await _all_tool_names(session, 1)
+        for _ in range(job.get("warmup", 20)):
+            await _bounded("warm-up call", session.call(0, "echo", ECHO_ARGS))
+        for _ in range(job["calls"]):
+            start = time.perf_counter()
+            await _bounded("echo call", session.call(0, "echo", ECHO_ARGS))
+            latencies.append(time.perf_counter() - start)
+    return {"latencies": latencies}
+
+
+async def concurrent(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
+    """Throughput of ``calls_per_server`` echo calls per server, ``in_flight`` at a time per server."""
+    servers = job["servers"]
+    per_server = job["calls_per_server"]
+    in_flight = job["in_flight"]
+    driver.prepare(servers)
+    failures: list[str] = []
+    async with driver.open(servers) as session:
+        await _all_tool_names(session, len(servers))
+
+        async def run_all(count: int) -> None:
+            async def worker(server: int, remaining: list[int]) -> None:
+                while remaining[0] > 0:
+                    remaining[0] -= 1
+                    try:
+                        await _bounded("echo call", session.call(server, "echo", ECHO_ARGS))
+                    except Exception as exc:
+                        failures.append(f"{type(exc).__name__}: {exc}"[:200])
+
+            async with anyio.create_task_group() as tg:
+                for server in range(len(servers)):
+                    remaining = [count]
+                    for _ in range(min(in_flight, count)):
+                        tg.start_soon(worker, server, remaining)
+
+        await run_all(min(in_flight, per_server))  # warm-up: one wave per server
+        failures.clear()
+        start = time.perf_counter()
+        await run_all(per_server)
+        elapsed = time.perf_counter() - start
+    total = per_server * len(servers)
+    return {
+        "seconds": elapsed,
+        "calls": total,
+        "calls_per_s": total / elapsed,
+        "failures": len(failures),
+        "failure_sample": failures[:3],
+    }
+
+
+async def startup(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
+    """Seconds from nothing running until every server is connected and its tools listed."""
+    servers = job["servers"]
+    driver.prepare(servers)
+    start = time.perf_counter()
+    async with driver.open(servers) as session:
+        sizes = await _all_tool_names(session, len(servers))
+        elapsed = time.perf_counter() - start
+    return {"seconds": elapsed, "tools": sizes}
+
+
+async def memory(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
+    """Resident memory this process gains per idle, connected server."""
+    servers = job["servers"]
+    driver.prepare(servers)
+    gc.collect()
+    before = rss_bytes()
+    async with driver.open(servers) as session:
+        await _all_tool_names(session, len(servers))
+        gc.collect()
+        # Let connection tasks reach their idle state (buffers trimmed, pings scheduled).
+        await anyio.sleep(job.get("settle", 0.5))
+        gc.collect()
+        after = rss_bytes()
+    return {
+        "rss_before": before,
+        "rss_after": after,
+        "per_server_bytes": (after - before) / len(servers),
+        "servers": len(servers),
+    }
+
+
+async def shutdown(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
+    """Seconds for the client's context to exit with every server running, and what is left."""
+    servers = job["servers"]
+    driver.prepare(servers)
+    running: list[int] = []
+    with anyio.fail_after(job.get("timeout", 120.0)):
+        async with driver.open(servers) as session:
+            await _all_tool_names(session, len(servers))
+            running = [p for p in server_pids() if alive(p)]
+            start = time.perf_counter()
+        elapsed = time.perf_counter() - start
+    remaining = [p for p in running if alive(p)]
+    zombies = [p for p in running if is_zombie(p)]
+    return {
+        "seconds": elapsed,
+        "servers_running": len(running),
+        "remaining": len(remaining),
+        "zombies": len(zombies),
+    }
+
+
+async def crash(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
+    """Kill the server under an in-flight call; time the call's failure and the first success after.
+
+    ``fail_fast`` is the time from SIGKILL to the in-flight call raising (``None``: it did
+    not fail within ``fail_limit``). ``recovered`` is the time from SIGKILL to the first
+    successful echo (``None``: none within ``recover_limit``); calls are retried in a
+    loop, each bounded by ``attempt_timeout`` (1 s; one that hits it counts in
+    ``hung_attempts``), with a 10 ms pause after each failure. A client that cannot close cleanly after
+    its server died is reported in ``close_error``, not failed.
+    """
+    servers = job["servers"][:1]
+    fail_limit = job.get("fail_limit", 10.0)
+    recover_limit = job.get("recover_limit", 20.0)
+    driver.prepare(servers)
+    before = set(descendants())
+    result: dict[str, Any] = {"fail_fast": None, "recovered": None, "attempts": 0, "inflight_error": None}
+    measured = False
+    with anyio.move_on_after(fail_limit + recover_limit + 60.0) as overall:
+        try:
+            async with driver.open(servers) as session:
+                await _measure_crash(session, before, fail_limit, recover_limit, result, job)
+                measured = True
+        except Exception as exc:
+            if not measured:
+                raise
+            result["close_error"] = f"{type(exc).__name__}: {exc}"[:200]
+    if overall.cancelled_caught:
+        result["close_error"] = "the client did not close within its bound"
+    return result
+
+
+async def _measure_crash(
+    session: Session,
+    before: set[int],
+    fail_limit: float,
+    recover_limit: float,
+    result: dict[str, Any],
+    job: dict[str, Any],
+) -> None:
+    await _all_tool_names(session, 1)
+    await _bounded("warm-up call", session.call(0, "echo", ECHO_ARGS))
+    failed = anyio.Event()
+    failed_at: list[float] = []
+
+    async def inflight() -> None:
+        try:
+            await session.call(0, "sleep", {"seconds": 30})
+            result["inflight_error"] = "the call returned"
+        except Exception as exc:
+            result["inflight_error"] = type(exc).__name__
+        failed_at.append(time.perf_counter())
+        failed.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(inflight)
+        # Give the request time to reach the server; the newest server process is the
+        # one serving it (for libraries that spawn a process per call, too).
+        await anyio.sleep(job.get("inflight_delay", 0.5))
+        candidates = [p for p in server_pids() if p not in before and alive(p)]
+        if not candidates:
+            raise RuntimeError("no server process found to kill")
+        victim = max(candidates, key=_start_time)
+        killed = time.perf_counter()
+        os.kill(victim, signal.SIGKILL)
+        with anyio.move_on_after(fail_limit):
+            await failed.wait()
+        if failed_at:
+            result["fail_fast"] = failed_at[0] - killed
+        else:
+            result["inflight_error"] = f"still waiting after {fail_limit:g}s"
+        tg.cancel_scope.cancel()
+    deadline = killed + recover_limit
+    attempt_limit = job.get("attempt_timeout", 1.0)
+    errors: list[str] = []
+    result["hung_attempts"] = 0
+    while time.perf_counter() < deadline:
+        result["attempts"] += 1
+        try:
+            with anyio.fail_after(max(0.01, min(attempt_limit, deadline - time.perf_counter()))):
+                await session.call(0, "echo", ECHO_ARGS)
+            result["recovered"] = time.perf_counter() - killed
+            break
+        except TimeoutError:
+            result["hung_attempts"] += 1
+            errors.append("TimeoutError")
+        except Exception as exc:
+            errors.append(type(exc).__name__)
+            await anyio.sleep(0.01)
+    result["recovery_errors"] = sorted(set(errors))
+
+
+def _start_time(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+    except OSError:
+        return 0
+    return int(data[data.rfind(b")") + 2 :].split()[19])
+
+
+SCENARIOS: dict[str, Callable[[Driver, dict[str, Any]], Awaitable[dict[str, Any]]]] = {
+    "sequential": sequential,
+    "concurrent": concurrent,
+    "startup": startup,
+    "memory": memory,
+    "shutdown": shutdown,
+    "crash": crash,
+}
+
+
+def main(
+    driver: Driver,
+    extra: dict[str, Callable[[Driver, dict[str, Any]], Awaitable[dict[str, Any]]]] | None = None,
+) -> None:
+    """Read a job on stdin, run it, print the result as one JSON line, clean up."""
+    job = json.load(sys.stdin)
+    scenarios = {**SCENARIOS, **(extra or {})}
+    scenario = scenarios.get(job["scenario"])
+    if scenario is None:
+        raise SystemExit(f"unknown scenario {job['scenario']!r}; known: {sorted(scenarios)}")
+    import logging
+
+    # Peers log every connection at INFO; the benchmark wants their cost, not their logs.
+    logging.disable(logging.WARNING)
+    try:
+        result = anyio.run(scenario, driver, job, backend=job.get("backend", "asyncio"))
+    finally:
+        leftovers = kill_leftovers()
+    result["leftover_processes"] = leftovers
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()

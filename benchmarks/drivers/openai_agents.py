@@ -1,0 +1,60 @@
+"""Driver: ``openai-agents`` ``MCPServerStdio`` servers under an ``MCPServerManager``.
+
+One ``MCPServerStdio`` per server (``cache_tools_list=True``), connected in parallel by
+the manager (``connect_in_parallel=True``), as an agent's ``mcp_servers`` would be. Two
+defaults are raised so that the benchmark measures speed rather than time-outs on a busy
+two-core machine: the manager's connect timeout (10 s: twenty demo servers take longer
+to import the SDK) and the session read timeout (5 s: a queue of 100 calls can wait
+longer). A call is ``server.call_tool(name, args)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import _harness
+from agents.mcp import MCPServerManager, MCPServerStdio
+
+
+class AgentsSession:
+    def __init__(self, servers: list[MCPServerStdio]) -> None:
+        self.servers = servers
+
+    async def call(self, server: int, tool: str, arguments: dict[str, Any]) -> None:
+        result = await self.servers[server].call_tool(tool, arguments)
+        if getattr(result, "is_error", getattr(result, "isError", False)):
+            raise RuntimeError(f"tool error from {tool}")
+
+    async def tool_names(self, server: int) -> list[str]:
+        return [t.name for t in await self.servers[server].list_tools()]
+
+
+class AgentsDriver:
+    def prepare(self, servers: list[list[str]]) -> None:
+        self.servers = [
+            MCPServerStdio(
+                {"command": argv[0], "args": argv[1:]},
+                cache_tools_list=True,
+                name=f"s{i}",
+                client_session_timeout_seconds=60,
+            )
+            for i, argv in enumerate(servers)
+        ]
+
+    @contextlib.asynccontextmanager
+    async def open(self, servers: list[list[str]]) -> AsyncIterator[AgentsSession]:
+        manager = MCPServerManager(
+            self.servers,
+            connect_in_parallel=True,
+            strict=True,
+            connect_timeout_seconds=300,
+            cleanup_timeout_seconds=60,
+        )
+        async with manager:
+            yield AgentsSession(self.servers)
+
+
+if __name__ == "__main__":
+    _harness.main(AgentsDriver())
