@@ -358,16 +358,17 @@ async def run_registry(
     *,
     tool_cache_ttl: float = DEFAULT_TOOL_CACHE_TTL,
     connect_on_add: bool = True,
+    initial_records: Sequence[McpServerRecord] | None = None,
     task_status: trio.TaskStatus[McpService] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run the registry actor: load the records, start a slot per active server, serve.
+    """Run the registry actor: load the records (or take ``initial_records``), start a slot per active server, serve.
 
     Calls ``task_status.started(service)`` with the :class:`McpService` facade once every
     active server has its (lazy) connection slot.
     """
     registry = _Registry(store, connections, bus, tool_cache_ttl=tool_cache_ttl)
     registry.connect_on_add = connect_on_add
-    records = await trio.to_thread.run_sync(store.load)
+    records = list(initial_records) if initial_records is not None else await trio.to_thread.run_sync(store.load)
     handles: dict[str, ConnectionHandle] = {}
     for record in records:
         if record.is_active:

@@ -120,8 +120,9 @@ async def open_runtime(
     store = store or ConfigStore(config_path)
     # Read the config once up front so a corrupt file fails here, with its own typed
     # error (path, line, column), rather than as a registry start failure.
-    await trio.to_thread.run_sync(store.load)
-    holder: dict[str, Any] = {}
+    first_records = await trio.to_thread.run_sync(store.load)
+    # The registry's first start reuses that read; a restart (one_for_all) reads afresh.
+    holder: dict[str, Any] = {"records": first_records}
 
     async def start_connections(*, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED) -> None:
         async with open_supervisor(CONNECTIONS_SPEC, children=[], name="connections") as sup:
@@ -136,6 +137,7 @@ async def open_runtime(
             bus,
             tool_cache_ttl=tool_cache_ttl,
             connect_on_add=connect_on_add,
+            initial_records=holder.pop("records", None),
             task_status=task_status,
         )
 
