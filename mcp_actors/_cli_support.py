@@ -20,6 +20,7 @@ from rich.console import Console
 from mcp_actors.errors import (
     ActorStopped,
     ConfigError,
+    ConfigStoreError,
     ConnectionFailed,
     LookupFailed,
     McpActorsError,
@@ -30,7 +31,6 @@ from mcp_actors.errors import (
     ToolDisabled,
 )
 from mcp_actors.records import McpServerRecord, ServerType, record_to_json_dict, redact_url
-from mcp_actors.store import ConfigFileLocked
 
 if TYPE_CHECKING:
     from rich.progress import Progress
@@ -135,7 +135,7 @@ def exit_code_for(exc: BaseException) -> ExitCode:
             return ExitCode.FAILED
         case ServerInactive():
             return ExitCode.USAGE
-        case ConnectionFailed() | ActorStopped() | ConfigFileLocked():
+        case ConnectionFailed() | ActorStopped() | ConfigStoreError():
             return ExitCode.UNAVAILABLE
         case ConfigError() | LookupFailed():
             return ExitCode.USAGE

@@ -12,6 +12,8 @@ The hierarchy is grouped by what a caller does about it:
 * :class:`ConnectionFailed` — the server could not be reached or died; the runtime
   isolates it and reports; retry after fixing the server or call ``reconnect``.
 * :class:`ToolCallFailed` — one call did not complete (timeout, denied, lost).
+* :class:`ConfigStoreError` — the config file could not be written or locked; nothing
+  was half-written and the runtime keeps serving; fix the disk or the path and retry.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ __all__ = [
     "CommandNotFound",
     "ConfigError",
     "ConfigFileCorrupt",
+    "ConfigFileLocked",
+    "ConfigStoreError",
+    "ConfigWriteFailed",
     "ConnectTimeout",
     "ConnectionFailed",
     "DuplicateServerName",
@@ -31,6 +36,7 @@ __all__ = [
     "ServerCircuitOpen",
     "ServerConnectionLost",
     "ServerInactive",
+    "ServerMisconfigured",
     "ServerNotFound",
     "ServerProtocolError",
     "ServerStartFailed",
@@ -39,6 +45,7 @@ __all__ = [
     "ToolCallTimeout",
     "ToolDisabled",
     "ToolNotFound",
+    "WorkingDirectoryNotFound",
 ]
 
 
@@ -137,16 +144,33 @@ class ConnectionFailed(McpActorsError):
         self.stderr_tail = tuple(stderr_tail)
 
 
-class ServerInactive(ConnectionFailed):
-    """The server is configured but disabled (``isActive: false``). Enable it first."""
+class ServerMisconfigured(ConnectionFailed):
+    """The server's configuration cannot work, and no retry can fix it.
+
+    A command that does not exist, a working directory that does not exist, a
+    placeholder that is still unresolved: the circuit opens at once (no restarts are
+    spent on it). Fix the record (``update``) or the machine, then ``reconnect``.
+    """
 
 
-class CommandNotFound(ConnectionFailed):
+class CommandNotFound(ServerMisconfigured):
     """A stdio server's command does not resolve on PATH (or is not executable)."""
 
     def __init__(self, message: str, *, server: str | None = None, command: str) -> None:
         super().__init__(message, server=server)
         self.command = command
+
+
+class WorkingDirectoryNotFound(ServerMisconfigured):
+    """A stdio server's ``cwd`` does not exist or is not a directory.
+
+    Attributes:
+        cwd: The configured working directory.
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, cwd: str) -> None:
+        super().__init__(message, server=server)
+        self.cwd = cwd
 
 
 class ServerStartFailed(ConnectionFailed):
@@ -172,6 +196,13 @@ class ServerCircuitOpen(ConnectionFailed):
     """The server failed too often in a short time and is parked in ``error``.
 
     Call ``reconnect`` (or update its config) to try again.
+    """
+
+
+class ServerInactive(McpActorsError):
+    """The server is configured but disabled (``isActive: false``). Enable it first.
+
+    Not a :class:`ConnectionFailed`: nothing was tried, and nothing failed to connect.
     """
 
 
@@ -214,3 +245,58 @@ class ToolDisabled(ToolCallFailed):
 
 class ToolCallDenied(ToolCallFailed, PermissionError):
     """The call needed approval and the approver said no (or none is installed)."""
+
+
+# ----------------------------------------------------------------------------- storage
+
+
+class ConfigStoreError(McpActorsError):
+    """The config file could not be locked or written. Nothing was half-written.
+
+    An expected failure, answered to the caller: the runtime and every server keep
+    serving, and the records already saved are untouched.
+
+    Attributes:
+        path: The config file's path.
+    """
+
+    path: str
+
+    def __init__(self, message: str, *, path: str, server: str | None = None) -> None:
+        super().__init__(message, server=server)
+        self.path = path
+
+
+class ConfigFileLocked(ConfigStoreError, TimeoutError):
+    """Another process held the config file's lock for longer than ``lock_timeout``.
+
+    Nothing was read or written. Usually a process is stuck inside a write (or a debugger is
+    paused in one); retry, or stop that process.
+    """
+
+
+class ConfigWriteFailed(ConfigStoreError, OSError):
+    """The operating system refused to write the config file (read-only, full, no permission, ...).
+
+    The file on disk is exactly as it was before the attempt, and the change was not
+    applied in memory either. Free space, fix permissions or choose another config path
+    (``--config`` / ``MCP_ACTORS_CONFIG``), then retry.
+
+    Attributes:
+        reason: The operating system's reason (``strerror``), e.g. "Read-only file system".
+        os_errno: The ``errno`` value, when there is one.
+    """
+
+    reason: str
+    os_errno: int | None
+
+    def __init__(
+        self, message: str, *, path: str, reason: str, os_errno: int | None = None, server: str | None = None
+    ) -> None:
+        super().__init__(message, path=path, server=server)
+        self.reason = reason
+        self.os_errno = os_errno
+
+    def __str__(self) -> str:
+        # OSError.__str__ would format errno/strerror; our message already says everything.
+        return str(self.args[0]) if self.args else ""

@@ -44,7 +44,7 @@ import attrs
 import filelock
 import platformdirs
 
-from mcp_actors.errors import ConfigError, ConfigFileCorrupt, McpActorsError
+from mcp_actors.errors import ConfigError, ConfigFileCorrupt, ConfigFileLocked
 from mcp_actors.records import (
     McpServerRecord,
     builtin_demo_record,
@@ -70,21 +70,6 @@ CONFIG_FILE_NAME: Final = "mcp-config.json"
 _T = TypeVar("_T")
 _FILE_MODE: Final = 0o600
 _DIR_MODE: Final = 0o700
-
-
-class ConfigFileLocked(McpActorsError, TimeoutError):
-    """Another process held the config file's lock for longer than ``lock_timeout``.
-
-    Nothing was read or written. Usually a process is stuck inside a write (or a debugger is
-    paused in one); retry, or stop that process.
-
-    Attributes:
-        path: The config file's path.
-    """
-
-    def __init__(self, message: str, *, path: str) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 def default_config_path() -> Path:
