@@ -47,12 +47,12 @@ from mcp.shared.exceptions import MCPError
 from mcp_actors import events
 from mcp_actors.errors import (
     ActorStopped,
-    CommandNotFound,
     ConnectionFailed,
     ConnectTimeout,
     McpActorsError,
     ServerCircuitOpen,
     ServerConnectionLost,
+    ServerMisconfigured,
     ServerProtocolError,
     ServerStartFailed,
     ToolCallFailed,
@@ -490,8 +490,9 @@ class _ConnectionActor:
             stderr_tail=failure.stderr_tail if isinstance(failure, ConnectionFailed) else (),
         )
         self._crash = failure
-        if isinstance(failure, CommandNotFound):
-            # No restart can make a missing command appear: open the circuit at once.
+        if isinstance(failure, ServerMisconfigured):
+            # No restart can fix the configuration (a missing command, a missing cwd):
+            # open the circuit at once.
             self._park_error = failure
             raise _Park(failure)
         raise failure
