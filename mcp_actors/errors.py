@@ -296,6 +296,10 @@ class ConfigWriteFailed(ConfigStoreError, OSError):
         super().__init__(message, path=path, server=server)
         self.reason = reason
         self.os_errno = os_errno
+        # Like any OSError, so that code checking ``errno`` keeps working.
+        self.errno = os_errno
+        self.strerror = reason
+        self.filename = path
 
     def __str__(self) -> str:
         # OSError.__str__ would format errno/strerror; our message already says everything.

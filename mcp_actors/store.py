@@ -44,7 +44,7 @@ import attrs
 import filelock
 import platformdirs
 
-from mcp_actors.errors import ConfigError, ConfigFileCorrupt, ConfigFileLocked
+from mcp_actors.errors import ConfigError, ConfigFileCorrupt, ConfigFileLocked, ConfigWriteFailed, McpActorsError
 from mcp_actors.records import (
     McpServerRecord,
     builtin_demo_record,
@@ -156,17 +156,52 @@ class ConfigStore:
             ConfigFileLocked: The lock was not free within ``lock_timeout``.
             TypeError: The list holds something that is not a :class:`McpServerRecord`.
             ValueError: Two records in the list share an id.
-            OSError: The write failed (disk full, permissions); the old file is intact.
+            ConfigWriteFailed: The file could not be read, locked or written (disk full,
+                read-only, permissions, a size limit); the old file is intact.
         """
-        with self._locked():
-            self._remove_stale_temp_files()
-            records, extras, _exists = self._read()
-            working = list(records)
-            result = fn(working)
-            _check_records(working)
-            if working != records:
-                self._write(working, extras)
-            return result
+        try:
+            with self._locked():
+                self._remove_stale_temp_files()
+                records, extras, _exists = self._read()
+                working = list(records)
+                result = fn(working)
+                _check_records(working)
+                if working != records:
+                    self._write(working, extras)
+                return result
+        except McpActorsError:
+            raise
+        except OSError as exc:
+            raise self._write_failed(exc) from exc
+
+    def fingerprint(self) -> tuple[int, int, int, int] | None:
+        """A cheap token that changes whenever the file is replaced or rewritten (one ``stat``).
+
+        Writers replace the file atomically, so a new inode or size or mtime means new
+        content; a reader compares tokens and re-reads only on a change.
+
+        Returns:
+            ``(device, inode, size, mtime_ns)``, or ``None`` when the file does not exist.
+        """
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+
+    def load_with_fingerprint(self) -> tuple[list[McpServerRecord], tuple[int, int, int, int] | None]:
+        """:meth:`load`, plus the :meth:`fingerprint` of exactly the version that was read.
+
+        Raises:
+            ConfigFileCorrupt, OSError: As :meth:`load`.
+        """
+        for _ in range(8):
+            before = self.fingerprint()
+            records, _extras, _exists = self._read()
+            # A writer may have replaced the file between the stat and the read: read again.
+            if self.fingerprint() == before:
+                return records, before
+        return records, self.fingerprint()
 
     def save(self, records: Iterable[McpServerRecord]) -> None:
         """Replace all records with ``records`` (under the lock, atomically).
@@ -179,7 +214,7 @@ class ConfigStore:
             ConfigFileLocked: The lock was not free within ``lock_timeout``.
             TypeError: An item is not a :class:`McpServerRecord`.
             ValueError: Two records share an id.
-            OSError: The write failed; the old file is intact.
+            ConfigWriteFailed: The write failed; the old file is intact.
         """
         new_records = list(records)
         _check_records(new_records)
@@ -239,6 +274,21 @@ class ConfigStore:
             raise corrupt from None
         extras = {key: value for key, value in document.items() if key not in ("version", "mcpServers")}
         return records, extras, True
+
+    def _write_failed(self, exc: OSError) -> ConfigWriteFailed:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(self.path) else ""
+        error = ConfigWriteFailed(
+            f"could not write the config file {self.path}: {reason}{where}; nothing was changed and the saved"
+            " servers are intact; free space or fix permissions, or choose another config file (--config or"
+            " MCP_ACTORS_CONFIG), then retry",
+            path=str(self.path),
+            reason=reason,
+            os_errno=exc.errno,
+        )
+        for note in getattr(exc, "__notes__", ()):
+            error.add_note(note)
+        return error
 
     def _corrupt(self, problem: str, *, line: int | None = None, column: int | None = None) -> ConfigFileCorrupt:
         return ConfigFileCorrupt(
