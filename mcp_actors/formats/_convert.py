@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import operator
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable
 from typing import Any, Final, Literal
 
 import attrs
@@ -67,6 +67,8 @@ _SLICE: Final = 0.002
 """Work done between two checkpoints on the async path, in seconds (one tool at least)."""
 _CACHE_LIMIT: Final = 50_000
 """Tool conversions kept per profile (the oldest quarter is dropped beyond it)."""
+_ASSEMBLY_CHUNK: Final = 500
+"""Definitions copied between two looks at the clock while assembling the answer."""
 _SERVER_CACHE_LIMIT: Final = 4096
 """Server runs kept, all profiles together (the oldest quarter is dropped beyond it)."""
 
@@ -232,25 +234,44 @@ def _store_server(key: _ServerKey, entry: _ServerEntry) -> None:
     _server_caches[key] = entry
 
 
+_Steps = Generator[None, None, tuple[list[Schema], list[ConversionNote]]]
+"""A conversion as steps: it yields whenever :data:`_SLICE` seconds of work are used up."""
+
+
 @attrs.define(eq=False)
-class _Plan:
-    """What one conversion call finds in the caches, and the runs it must fill."""
+class _Slicer:
+    """Says when the current time slice is used up (and starts the next one)."""
 
-    results: list[_Converted | None]
-    stale: list[tuple[_ServerKey, int, int]]  # (key, start, stop) of runs that missed
+    deadline: float = attrs.field(factory=lambda: time.perf_counter() + _SLICE)
+
+    def due(self) -> bool:
+        now = time.perf_counter()
+        if now < self.deadline:
+            return False
+        self.deadline = now + _SLICE
+        return True
 
 
-def _plan(profile: _Profile, tools: list[MCPTool]) -> _Plan:
-    """Split ``tools`` into runs of one server and answer the runs the server cache holds.
+def _steps(profile: _Profile, tools: list[MCPTool]) -> _Steps:
+    """The whole conversion of ``tools``, yielding at the end of each time slice.
 
-    Checks the tool ids on the way: the ids of a cached run were checked when it was
-    stored (the objects are frozen), so only the other runs' ids are matched against
-    the rule; uniqueness is checked across the whole list.
+    1. Split ``tools`` into runs of one server; a run whose tools are the very objects
+       the per-server cache holds is answered from it. The ids of such a run were
+       checked when it was stored (the objects are frozen); the other runs' ids are
+       checked here, and uniqueness across the whole list.
+    2. Fill the other runs from the per-tool cache or the converter, storing as it
+       goes; a run is stored in the per-server cache once it is complete.
+    3. Assemble the provider's list (fresh outer dicts).
+
+    The sync converters drive it in one go; the async one checkpoints at every yield.
+    An abandoned conversion keeps what it stored.
     """
-    results: list[_Converted | None] = [None] * len(tools)
+    slicer = _Slicer()
+    n = len(tools)
+    results: list[_Converted | None] = [None] * n
     stale: list[tuple[_ServerKey, int, int]] = []
     seen_runs: dict[str, int] = {}
-    start, n = 0, len(tools)
+    start = 0
     while start < n:
         server_id = tools[start].server_id
         stop = start + 1
@@ -269,24 +290,13 @@ def _plan(profile: _Profile, tools: list[MCPTool]) -> _Plan:
             stale.append((key, start, stop))
             _counters.server_cache_misses += 1
         start = stop
-    ids = {tool.id for tool in tools}
-    if len(ids) != n:
+        if slicer.due():
+            yield
+    if len({tool.id for tool in tools}) != n:
         check_tool_ids(tools)  # raises, naming the repeated id and both tools
-    return _Plan(results=results, stale=stale)
 
-
-def _fill(profile: _Profile, tools: list[MCPTool], plan: _Plan) -> Iterator[None]:
-    """Fill the stale runs from the per-tool cache or the converter; store every result.
-
-    A generator that yields each time :data:`_SLICE` seconds of work are used up, so
-    the async caller can checkpoint there (the sync caller just exhausts it). Work done
-    before an abandoned generator stopped stays in the per-tool cache; a server run is
-    stored only once it is complete.
-    """
     cache = _cache(profile)
-    results = plan.results
-    deadline = time.perf_counter() + _SLICE
-    for key, start, stop in plan.stale:
+    for key, start, stop in stale:
         for i in range(start, stop):
             tool = tools[i]
             _counters.tool_cache_lookups += 1
@@ -296,38 +306,61 @@ def _fill(profile: _Profile, tools: list[MCPTool], plan: _Plan) -> Iterator[None
                 _counters.tools_converted += 1
                 _store(cache, tool, converted)
             results[i] = converted
-            if time.perf_counter() >= deadline:
+            if slicer.due():
                 yield
-                deadline = time.perf_counter() + _SLICE
-        done = results[start:stop]
-        _store_server(key, _ServerEntry(tuple(tools[start:stop]), tuple(done)))  # type: ignore[arg-type]
+        _store_server(key, _ServerEntry(tuple(tools[start:stop]), tuple(results[start:stop])))  # type: ignore[arg-type]
 
-
-def _assemble(
-    profile: _Profile, tools: list[MCPTool], results: list[_Converted]
-) -> tuple[list[Schema], list[ConversionNote]]:
     # The cached definitions are shared: hand out fresh outer dicts so that a caller
     # adding a key (cache_control, strict) never edits the cache. Schemas stay shared.
+    done: list[_Converted] = results  # type: ignore[assignment]  # every slot is filled
     notes: list[ConversionNote] = []
-    for _, tool_notes in results:
-        if tool_notes:
-            notes.extend(tool_notes)
-    if profile.provider == "gemini":
-        if not results:
-            return [], notes
-        if len(results) > GEMINI_MAX_DECLARATIONS:
-            notes.append(
-                ConversionNote(
-                    tool_id=tools[GEMINI_MAX_DECLARATIONS].id,
-                    path="",
-                    action=NoteAction.LIMIT,
-                    detail=f"{len(results)} function declarations; Gemini accepts at most {GEMINI_MAX_DECLARATIONS}",
-                )
+    definitions: list[Schema] = []
+    chat = profile.provider == "openai" and profile.api == "chat"
+    for begin in range(0, n, _ASSEMBLY_CHUNK):
+        for definition, tool_notes in done[begin : begin + _ASSEMBLY_CHUNK]:
+            if tool_notes:
+                notes.extend(tool_notes)
+            definitions.append({**definition, "function": dict(definition["function"])} if chat else dict(definition))
+        if slicer.due():
+            yield
+    if profile.provider != "gemini":
+        return definitions, notes
+    if n > GEMINI_MAX_DECLARATIONS:
+        notes.append(
+            ConversionNote(
+                tool_id=tools[GEMINI_MAX_DECLARATIONS].id,
+                path="",
+                action=NoteAction.LIMIT,
+                detail=f"{n} function declarations; Gemini accepts at most {GEMINI_MAX_DECLARATIONS}",
             )
-        return [{"functionDeclarations": [dict(d) for d, _ in results]}], notes
-    if profile.provider == "openai" and profile.api == "chat":
-        return [{**d, "function": dict(d["function"])} for d, _ in results], notes
-    return [dict(d) for d, _ in results], notes
+        )
+    return ([{"functionDeclarations": definitions}] if definitions else []), notes
+
+
+_Result = tuple[list[Schema], list[ConversionNote]]
+
+
+def _run_sync(steps: _Steps) -> _Result:
+    """Drive the steps in one go."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            result: _Result = finished.value
+            return result
+
+
+async def _run_async(steps: _Steps) -> _Result:
+    """Drive the steps with a checkpoint at every yield (and one at the end)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            result: _Result = finished.value
+            break
+        await trio.lowlevel.checkpoint()
+    await trio.lowlevel.checkpoint()
+    return result
 
 
 def convert_tools_with_report(
@@ -355,11 +388,7 @@ def convert_tools_with_report(
         ValueError: An unknown ``api_format`` or an option that does not apply to it.
     """
     profile = _profile(api_format, strict=strict, api=api, json_schema=json_schema)
-    tool_list = list(tools)
-    plan = _plan(profile, tool_list)
-    for _ in _fill(profile, tool_list, plan):
-        pass
-    return _assemble(profile, tool_list, plan.results)  # type: ignore[arg-type]  # filled
+    return _run_sync(_steps(profile, list(tools)))
 
 
 def convert_tools(
@@ -396,13 +425,7 @@ async def convert_tools_async_with_report(
     Args and raises are those of :func:`convert_tools_with_report`.
     """
     profile = _profile(api_format, strict=strict, api=api, json_schema=json_schema)
-    tool_list = list(tools)
-    plan = _plan(profile, tool_list)
-    if plan.stale:
-        for _ in _fill(profile, tool_list, plan):
-            await trio.lowlevel.checkpoint()
-    await trio.lowlevel.checkpoint()
-    return _assemble(profile, tool_list, plan.results)  # type: ignore[arg-type]  # filled
+    return await _run_async(_steps(profile, list(tools)))
 
 
 async def convert_tools_async(
