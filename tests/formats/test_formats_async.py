@@ -74,16 +74,20 @@ async def test_tools_holding_python_objects_convert() -> None:
 
 
 async def test_cancelling_a_conversion_returns_promptly_and_a_retry_completes_it() -> None:
-    """Cancelling a large conversion ends it at its next checkpoint; a retry gives the full, correct result."""
+    """Cancelling a large conversion mid-way ends it at its next checkpoint; a retry reuses the work and is correct."""
     tools = fresh(3000)
+    start = convert_module.statistics().tools_converted
     with trio.fail_after(60):
         with trio.CancelScope() as scope:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(convert_tools_async, tools, "gemini")
-                await trio.lowlevel.checkpoint()
-                await trio.lowlevel.checkpoint()  # the conversion has started its first slice
+                while convert_module.statistics().tools_converted == start:  # until it has converted some
+                    await trio.lowlevel.checkpoint()
                 scope.cancel()
         assert scope.cancelled_caught
+    converted_before_cancel = convert_module.statistics().tools_converted - start
+    assert 0 < converted_before_cancel < 3000
     before = convert_module.statistics()
     assert await convert_tools_async(tools, "gemini") == convert_tools_with_report(fresh(0) + tools, "gemini")[0]
-    assert convert_module.statistics().tools_converted - before.tools_converted < 3000  # earlier work was kept
+    retried = convert_module.statistics().tools_converted - before.tools_converted
+    assert retried == 3000 - converted_before_cancel  # earlier work was kept
