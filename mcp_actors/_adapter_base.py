@@ -213,7 +213,7 @@ async def _call(target: _Target, params: Mapping[str, Any] | None) -> mcp_types.
             if target.status().state is not ConnectionState.CONNECTED:
                 connected = False
                 await target.connect()
-                connected = True
+                connected = trio.current_time() < deadline  # else the call is never sent
             remaining = deadline - trio.current_time()
             if remaining > 0:
                 return await target.call(arguments, remaining, call_id)
