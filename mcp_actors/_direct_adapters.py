@@ -12,7 +12,7 @@ import copy
 import functools
 import hashlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -222,19 +222,19 @@ def _hash_suffixed(base: str, *parts: str) -> str:
     return base[: MAX_TOOL_NAME_LENGTH - _HASH_LENGTH - 1] + "_" + digest
 
 
-def _claim(candidate: str, taken: set[str], *parts: str) -> str:
+def _claim(candidate: str, taken: Container[str], *parts: str) -> str:
     """The collision policy of :class:`~mcp_actors.naming.ToolIdMap`: the first claim wins.
 
-    ``candidate`` if nobody holds it yet; otherwise it with a hash suffix of ``parts``
-    (the tool's original names, so the result is the same in every session); should
-    that be held too (the same server listed twice), a counter joins the hashed parts.
-    The name returned is added to ``taken``.
+    ``candidate`` if it is not in ``taken``; otherwise it with a hash suffix of
+    ``parts`` (the tool's original names, so the result is the same in every session);
+    should that be taken too (the same pair listed twice, or another tool's plain name
+    that happens to look like it), a counter joins the hashed parts until the name is
+    free. The caller records the name it gets.
     """
     name, n = candidate, 0
     while name in taken:
+        name = _hash_suffixed(candidate, *parts) if n == 0 else _hash_suffixed(candidate, *parts, str(n))
         n += 1
-        name = _hash_suffixed(candidate, *parts) if n == 1 else _hash_suffixed(candidate, *parts, str(n - 1))
-    taken.add(name)
     return name
 
 
@@ -249,7 +249,12 @@ def _unique_names(pairs: Sequence[tuple[str, str]]) -> list[str]:
     end never renames a tool of the servers before it.
     """
     taken: set[str] = set()
-    return [_claim(direct_tool_name(server, tool), taken, server, tool) for server, tool in pairs]
+    names = []
+    for server, tool in pairs:
+        name = _claim(direct_tool_name(server, tool), taken, server, tool)
+        taken.add(name)
+        names.append(name)
+    return names
 
 
 async def close_direct_mcp_connections(connections: Iterable[DirectMcpConnection], *, grace: float = 3.0) -> None:

@@ -96,6 +96,15 @@ def test_a_hashed_name_never_takes_a_later_tools_plain_name() -> None:
     assert names[:2] == first and len(set(names)) == 3
 
 
+def test_a_hashed_name_never_takes_an_earlier_tools_plain_name() -> None:
+    """A clash whose hashed name is already an earlier tool's plain name moves on to a free name."""
+    hashed = _unique_names([("a.b", "echo"), ("a-b", "echo")])[1]
+    server, tool = hashed.split("__", 1)
+    names = _unique_names([(server, tool), ("a.b", "echo"), ("a-b", "echo")])
+    assert names[:2] == [hashed, "a_b__echo"]
+    assert len(set(names)) == 3 and names[2].startswith("a_b__echo_")
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
