@@ -7,6 +7,19 @@ conversions in the formats' cache: what an agent pays before every request to it
 mcp-actors only (the peers have no equivalent). Goal: under 5 ms.
 
     python -m benchmarks.tool_setup [--quick] [--json PATH] [--rounds N]
+
+Measured on the project's 2-core machine at load average 5-8 (3 rounds, median ms),
+before and after the formats' per-server conversion cache:
+
+    format      before   after
+    openai       3.03     2.21
+    anthropic    2.82     2.90
+    gemini       1.98     3.39
+
+At that load the driver's medians are dominated by noise; the same session measured
+in-process (registry listing, then setup_mcp_tools, 200 calls each, median) shows the
+change: setup_mcp_tools 1.8-2.5 ms before, 0.8-1.3 ms after, of which the registry's
+cached listing is 0.3 ms and the conversion 0.4-0.9 ms (was 1.4-1.6 ms).
 """
 
 from __future__ import annotations

@@ -13,6 +13,12 @@ __all__ = ["MCPTool"]
 class MCPTool:
     """One tool of one configured server, ready to be offered to an LLM.
 
+    A frozen value, compared and hashed by value (the schema takes part in equality,
+    not in the hash). The registry hands out the very same objects while a server's
+    tools, record and ids are unchanged; :mod:`mcp_actors.formats` caches each server's
+    converted definitions by that identity, so a repeated request converts nothing.
+    Never mutate ``input_schema`` in place: build a new tool (``attrs.evolve``).
+
     Attributes:
         id: The runtime-wide tool id (``mcp__<server>__<tool>``, provider-safe, unique).
             This is the name an LLM sees and calls.

@@ -332,3 +332,34 @@ async def test_load_mcp_tools_defaults_to_every_active_server(tmp_path: Path) ->
         assert not loaded.failures
         with pytest.raises(TypeError):
             await load_mcp_tools(service, "on")
+
+
+async def test_a_hung_approver_is_bounded_by_the_adapter_timeout(
+    tmp_path: Path, switchable_clock: trio.testing.MockClock
+) -> None:
+    """An approver that never answers: ToolCallTimeout at exactly the adapter's timeout (virtual), tool never run."""
+    entry = stdio_entry("guarded", fault_server_command())
+    async with service_with(tmp_path, entry) as service:
+        tools = await adapters_of(service, "guarded")
+        await service.connect("guarded")
+        asked: list[str] = []
+
+        async def approver(request: Any) -> bool:
+            asked.append(request.tool_name)
+            await trio.sleep_forever()
+            return True  # pragma: no cover
+
+        service.set_approver(approver)
+        switchable_clock.autojump_threshold = 0
+        try:
+            start = trio.current_time()
+            with pytest.raises(ToolCallTimeout) as info:
+                await McpToolAdapter(tools["echo"].mcp_tool, service, timeout=30).execute({"text": "x"})
+            elapsed = trio.current_time() - start
+        finally:
+            switchable_clock.autojump_threshold = math.inf
+        service.set_approver(None)
+        assert asked == ["echo"]
+        assert 30.0 <= elapsed < 31.0, elapsed
+        assert info.value.timeout == 30 and info.value.tool == "echo" and info.value.server == "guarded"
+        assert await tools["echo"].execute({"text": "after"}) == "after"

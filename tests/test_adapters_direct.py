@@ -14,11 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_actors import events
+from mcp_actors._direct_adapters import _unique_names
 from mcp_actors.adapters import (
     DirectMcpConnection,
     DirectMcpToolAdapter,
     Tool,
-    _unique_names,
     close_direct_mcp_connections,
     load_direct_mcp_tools,
     open_direct_mcp_tools,
@@ -69,14 +69,40 @@ def switchable_clock() -> trio.testing.MockClock:
 # ---------------------------------------------------------------------- names (pure)
 
 
-def test_colliding_names_get_a_deterministic_suffix() -> None:
-    """Two servers whose names clean to the same name both get distinct hash-suffixed names; others stay plain."""
+def test_colliding_names_first_keeps_the_plain_name_later_ones_get_a_deterministic_suffix() -> None:
+    """As for registry ids: the first claim keeps the clean name; a later clash gets a hash of its original names."""
     pairs = [("a.b", "echo"), ("a-b", "echo"), ("a.b", "add"), ("solo", "echo")]
     names = _unique_names(pairs)
+    assert names[0] == "a_b__echo"
     assert names[2:] == ["a_b__add", "solo__echo"]
-    assert names[0] != names[1]
-    assert all(n.startswith("a_b__echo_") and len(n) == len("a_b__echo_") + 8 for n in names[:2])
-    assert _unique_names(list(reversed(pairs))) == list(reversed(names)), "independent of order"
+    assert names[1].startswith("a_b__echo_") and len(names[1]) == len("a_b__echo_") + 8
+    assert _unique_names(pairs) == names, "deterministic"
+    swapped = _unique_names([pairs[1], pairs[0]])
+    assert swapped[0] == "a_b__echo" and swapped[1] != names[1] and swapped[1].startswith("a_b__echo_")
+    assert _unique_names([*pairs, ("late", "x")])[:4] == names, "a server added later renames nothing before it"
+
+
+def test_the_same_pair_twice_gets_a_counter() -> None:
+    """One server listed twice under the same name: the third and later copies differ by a counter in the hash."""
+    names = _unique_names([("s", "t")] * 3)
+    assert names[0] == "s__t" and len(set(names)) == 3
+
+
+def test_a_hashed_name_never_takes_a_later_tools_plain_name() -> None:
+    """A later tool whose clean name equals an earlier hashed one is suffixed in turn; all stay unique."""
+    first = _unique_names([("a.b", "echo"), ("a-b", "echo")])
+    server, tool = first[1].split("__", 1)
+    names = _unique_names([("a.b", "echo"), ("a-b", "echo"), (server, tool)])
+    assert names[:2] == first and len(set(names)) == 3
+
+
+def test_a_hashed_name_never_takes_an_earlier_tools_plain_name() -> None:
+    """A clash whose hashed name is already an earlier tool's plain name moves on to a free name."""
+    hashed = _unique_names([("a.b", "echo"), ("a-b", "echo")])[1]
+    server, tool = hashed.split("__", 1)
+    names = _unique_names([(server, tool), ("a.b", "echo"), ("a-b", "echo")])
+    assert names[:2] == [hashed, "a_b__echo"]
+    assert len(set(names)) == 3 and names[2].startswith("a_b__echo_")
 
 
 @settings(max_examples=60, deadline=None)

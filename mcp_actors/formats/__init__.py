@@ -8,7 +8,6 @@ definitions.
 """
 
 from ._convert import GEMINI_MAX_DECLARATIONS as GEMINI_MAX_DECLARATIONS
-from ._convert import INLINE_CONVERSION_LIMIT as INLINE_CONVERSION_LIMIT
 from ._convert import ApiFormat as ApiFormat
 from ._convert import OpenAIApi as OpenAIApi
 from ._convert import convert_mcp_tools_to_anthropic as convert_mcp_tools_to_anthropic
@@ -36,7 +35,6 @@ __all__ = [
     "ApiFormat",
     "ConversionNote",
     "GEMINI_MAX_DECLARATIONS",
-    "INLINE_CONVERSION_LIMIT",
     "McpToolSource",
     "McpToolsConfig",
     "NoteAction",

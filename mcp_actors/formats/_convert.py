@@ -1,25 +1,34 @@
-"""Tool lists to provider definitions: the per-tool pipeline, its cache, and workers.
+"""Tool lists to provider definitions: the per-tool pipeline and its two caches.
 
 Each tool is converted on its own (``_convert_tool``: normalise, then the provider
-profile) and the result is cached by the :class:`~mcp_actors.tools.MCPTool` value, so the
-per-request call (:func:`~mcp_actors.formats.setup_mcp_tools`) re-normalises nothing it
-has seen. Large uncached batches go to ``trio_parallel`` worker processes so the event
-loop keeps running (see :data:`INLINE_CONVERSION_LIMIT`).
+profile). Two caches make the per-request call
+(:func:`~mcp_actors.formats.setup_mcp_tools`) cheap:
+
+* per server: the converted definitions of one server's run of tools, per profile,
+  valid while the caller passes the very same :class:`~mcp_actors.tools.MCPTool`
+  objects (the registry hands out the same objects while a server's tools, record and
+  ids are unchanged). A hit costs one identity comparison per tool: no hashing, no
+  lookups, no id checks beyond uniqueness. This makes a cached setup O(servers).
+* per tool value: a server whose list changed (new objects) re-converts only the tools
+  whose value changed.
+
+Uncached tools are converted on the calling task, with a checkpoint every 2 ms of work,
+so even a 20,000-tool conversion never stalls the event loop for long. (Worker
+processes were measured and dropped: on this workload they were slower than the inline
+path, their longest stall was no better, and spawning them re-ran a host script that
+lacked a ``__main__`` guard.)
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import pickle
+import operator
 import time
-from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Generator, Iterable
 from typing import Any, Final, Literal
 
 import attrs
 import trio
-import trio_parallel  # type: ignore[import-untyped]  # ships no py.typed
 
 from mcp_actors.tools import MCPTool
 
@@ -31,7 +40,6 @@ from ._schema import Notes, Schema, normalise_input_schema
 
 __all__ = [
     "GEMINI_MAX_DECLARATIONS",
-    "INLINE_CONVERSION_LIMIT",
     "ApiFormat",
     "OpenAIApi",
     "convert_mcp_tools_to_anthropic",
@@ -52,41 +60,17 @@ logger = logging.getLogger("mcp_actors.formats")
 ApiFormat = Literal["openai", "anthropic", "google", "gemini"]
 OpenAIApi = Literal["chat", "responses"]
 
-INLINE_CONVERSION_LIMIT: Final = 5000
-"""Uncached tools converted on the event loop alone; from this many on, workers share them.
-
-Chosen with ``python -m benchmarks.conversion`` (Gemini profile, cold cache, corpus
-tools cycled, median of 3; 2 cores, on a machine shared with other test runs, load
-average 8-11, so single cells are noisy). The inline path checkpoints every 2 ms of
-work, so it keeps the loop responsive at any size by itself; its longest stalls come
-from the garbage collector and the machine's load, and the worker path has the same
-ones. Workers only shorten the total, once the batch outlasts their start-up (a
-process spawn and imports, ~0.4 s idle) and the pickling they cost the host (~0.45x a
-conversion per tool they take). The benchmark's rule (smallest N where cold workers
-are no slower than inline) gave 5000 in the run below; in earlier runs of a design
-that handed the whole batch to workers, they never won up to 20000.
-
-    tools  inline total  inline max stall  workers (cold) total  max stall
-      100      0.19 s          45 ms             0.63 s            138 ms
-     1000      0.19 s           7 ms             0.60 s             29 ms
-     5000      9.3 s          263 ms             1.9 s             101 ms
-    20000      4.2 s          200 ms            11.0 s             592 ms
-
-(The full table, with warm workers and the blocking reference, is printed by the
-benchmark and kept in its module docstring.)
-"""
-
 GEMINI_MAX_DECLARATIONS: Final = 512
 """Gemini's documented limit of function declarations in one tool list."""
 
 _SLICE: Final = 0.002
-"""Work done between two checkpoints on the inline path, in seconds (one tool at least)."""
-_PICKLE: Final = pickle.HIGHEST_PROTOCOL
-
-_WORK_CHUNK: Final = 100
-"""Tools per job on the worker path (~15 ms of work: cheap to ship, quick to balance)."""
-_WORKER_TIMEOUT: Final = 60.0
+"""Work done between two checkpoints on the async path, in seconds (one tool at least)."""
 _CACHE_LIMIT: Final = 50_000
+"""Tool conversions kept per profile (the oldest quarter is dropped beyond it)."""
+_ASSEMBLY_CHUNK: Final = 500
+"""Definitions copied between two looks at the clock while assembling the answer."""
+_SERVER_CACHE_LIMIT: Final = 4096
+"""Server runs kept, all profiles together (the oldest quarter is dropped beyond it)."""
 
 
 @attrs.frozen
@@ -168,15 +152,63 @@ def _convert_tool(profile: _Profile, tool: MCPTool) -> tuple[Schema, tuple[Conve
     return definition, tuple(notes.notes)
 
 
-def _convert_batch(profile: _Profile, tools: Sequence[MCPTool]) -> list[tuple[Schema, tuple[ConversionNote, ...]]]:
-    """Many tools, for one worker process."""
-    return [_convert_tool(profile, tool) for tool in tools]
-
-
-# ----------------------------------------------------------------------------- the cache
+# ----------------------------------------------------------------------------- the caches
 
 _Converted = tuple[Schema, tuple[ConversionNote, ...]]
 _caches: dict[_Profile, dict[MCPTool, _Converted]] = {}
+
+
+@attrs.frozen(eq=False)
+class _ServerEntry:
+    """One server's run of tools, by identity, and their conversions in that order."""
+
+    tools: tuple[MCPTool, ...]
+    results: tuple[_Converted, ...]
+
+
+_ServerKey = tuple[_Profile, str, int]
+"""(profile, server id, how many runs of that server came before in the same list)."""
+_server_caches: dict[_ServerKey, _ServerEntry] = {}
+
+
+@attrs.define(eq=False)
+class _Counters:
+    tools_converted: int = 0
+    tool_cache_lookups: int = 0
+    server_cache_hits: int = 0
+    server_cache_misses: int = 0
+
+
+@attrs.frozen(kw_only=True)
+class _Statistics:
+    """A snapshot of the conversion counters (process-wide, since import).
+
+    Attributes:
+        tools_converted: Tools run through the converter (cache misses of both caches).
+        tool_cache_lookups: Lookups in the per-tool-value cache (tools of server runs
+            that missed the per-server cache).
+        server_cache_hits: Server runs answered whole from the per-server cache.
+        server_cache_misses: Server runs that were looked up tool by tool.
+    """
+
+    tools_converted: int
+    tool_cache_lookups: int
+    server_cache_hits: int
+    server_cache_misses: int
+
+
+_counters = _Counters()
+
+
+def statistics() -> _Statistics:
+    """The conversion counters now (for tests and benchmarks: is the cache used?)."""
+    return _Statistics(**attrs.asdict(_counters))
+
+
+def _clear_caches() -> None:
+    """Forget every cached conversion (for benchmarks measuring a cold start)."""
+    _caches.clear()
+    _server_caches.clear()
 
 
 def _cache(profile: _Profile) -> dict[MCPTool, _Converted]:
@@ -195,52 +227,140 @@ def _store(cache: dict[MCPTool, _Converted], tool: MCPTool, converted: _Converte
     cache[tool] = converted
 
 
-def _cached(tool: MCPTool, cache: dict[MCPTool, _Converted]) -> _Converted | None:
-    try:
-        return cache.get(tool)
-    except TypeError:  # an unhashable stand-in for MCPTool: convert without caching
-        return None
+def _store_server(key: _ServerKey, entry: _ServerEntry) -> None:
+    if len(_server_caches) >= _SERVER_CACHE_LIMIT:
+        for old in list(_server_caches)[: _SERVER_CACHE_LIMIT // 4]:
+            del _server_caches[old]
+    _server_caches[key] = entry
 
 
-def _assemble(
-    profile: _Profile, tools: list[MCPTool], results: list[_Converted]
-) -> tuple[list[Schema], list[ConversionNote]]:
+_Steps = Generator[None, None, tuple[list[Schema], list[ConversionNote]]]
+"""A conversion as steps: it yields whenever :data:`_SLICE` seconds of work are used up."""
+
+
+@attrs.define(eq=False)
+class _Slicer:
+    """Says when the current time slice is used up (and starts the next one)."""
+
+    deadline: float = attrs.field(factory=lambda: time.perf_counter() + _SLICE)
+
+    def due(self) -> bool:
+        now = time.perf_counter()
+        if now < self.deadline:
+            return False
+        self.deadline = now + _SLICE
+        return True
+
+
+def _steps(profile: _Profile, tools: list[MCPTool]) -> _Steps:
+    """The whole conversion of ``tools``, yielding at the end of each time slice.
+
+    1. Split ``tools`` into runs of one server; a run whose tools are the very objects
+       the per-server cache holds is answered from it. The ids of such a run were
+       checked when it was stored (the objects are frozen); the other runs' ids are
+       checked here, and uniqueness across the whole list.
+    2. Fill the other runs from the per-tool cache or the converter, storing as it
+       goes; a run is stored in the per-server cache once it is complete.
+    3. Assemble the provider's list (fresh outer dicts).
+
+    The sync converters drive it in one go; the async one checkpoints at every yield.
+    An abandoned conversion keeps what it stored.
+    """
+    slicer = _Slicer()
+    n = len(tools)
+    results: list[_Converted | None] = [None] * n
+    stale: list[tuple[_ServerKey, int, int]] = []
+    seen_runs: dict[str, int] = {}
+    start = 0
+    while start < n:
+        server_id = tools[start].server_id
+        stop = start + 1
+        while stop < n and tools[stop].server_id == server_id:
+            stop += 1
+        occurrence = seen_runs.get(server_id, 0)
+        seen_runs[server_id] = occurrence + 1
+        key = (profile, server_id, occurrence)
+        entry = _server_caches.get(key)
+        run = tools[start:stop]
+        if entry is not None and len(entry.tools) == len(run) and all(map(operator.is_, entry.tools, run)):
+            results[start:stop] = entry.results
+            _counters.server_cache_hits += 1
+        else:
+            check_tool_ids(run)
+            stale.append((key, start, stop))
+            _counters.server_cache_misses += 1
+        start = stop
+        if slicer.due():
+            yield
+    if len({tool.id for tool in tools}) != n:
+        check_tool_ids(tools)  # raises, naming the repeated id and both tools
+
+    cache = _cache(profile)
+    for key, start, stop in stale:
+        for i in range(start, stop):
+            tool = tools[i]
+            _counters.tool_cache_lookups += 1
+            converted = cache.get(tool)
+            if converted is None:
+                converted = _convert_tool(profile, tool)
+                _counters.tools_converted += 1
+                _store(cache, tool, converted)
+            results[i] = converted
+            if slicer.due():
+                yield
+        _store_server(key, _ServerEntry(tuple(tools[start:stop]), tuple(results[start:stop])))  # type: ignore[arg-type]
+
     # The cached definitions are shared: hand out fresh outer dicts so that a caller
     # adding a key (cache_control, strict) never edits the cache. Schemas stay shared.
+    done: list[_Converted] = results  # type: ignore[assignment]  # every slot is filled
     notes: list[ConversionNote] = []
-    for _, tool_notes in results:
-        notes.extend(tool_notes)
-    if profile.provider == "gemini":
-        if not results:
-            return [], notes
-        if len(results) > GEMINI_MAX_DECLARATIONS:
-            notes.append(
-                ConversionNote(
-                    tool_id=tools[GEMINI_MAX_DECLARATIONS].id,
-                    path="",
-                    action=NoteAction.LIMIT,
-                    detail=f"{len(results)} function declarations; Gemini accepts at most {GEMINI_MAX_DECLARATIONS}",
-                )
+    definitions: list[Schema] = []
+    chat = profile.provider == "openai" and profile.api == "chat"
+    for begin in range(0, n, _ASSEMBLY_CHUNK):
+        for definition, tool_notes in done[begin : begin + _ASSEMBLY_CHUNK]:
+            if tool_notes:
+                notes.extend(tool_notes)
+            definitions.append({**definition, "function": dict(definition["function"])} if chat else dict(definition))
+        if slicer.due():
+            yield
+    if profile.provider != "gemini":
+        return definitions, notes
+    if n > GEMINI_MAX_DECLARATIONS:
+        notes.append(
+            ConversionNote(
+                tool_id=tools[GEMINI_MAX_DECLARATIONS].id,
+                path="",
+                action=NoteAction.LIMIT,
+                detail=f"{n} function declarations; Gemini accepts at most {GEMINI_MAX_DECLARATIONS}",
             )
-        return [{"functionDeclarations": [dict(d) for d, _ in results]}], notes
-    if profile.provider == "openai" and profile.api == "chat":
-        return [{**d, "function": dict(d["function"])} for d, _ in results], notes
-    return [dict(d) for d, _ in results], notes
+        )
+    return ([{"functionDeclarations": definitions}] if definitions else []), notes
 
 
-def _convert_inline(profile: _Profile, tools: list[MCPTool]) -> list[_Converted]:
-    cache = _cache(profile)
-    results = []
-    for tool in tools:
-        hit = _cached(tool, cache)
-        if hit is None:
-            hit = _convert_tool(profile, tool)
-            try:
-                _store(cache, tool, hit)
-            except TypeError:
-                pass
-        results.append(hit)
-    return results
+_Result = tuple[list[Schema], list[ConversionNote]]
+
+
+def _run_sync(steps: _Steps) -> _Result:
+    """Drive the steps in one go."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            result: _Result = finished.value
+            return result
+
+
+async def _run_async(steps: _Steps) -> _Result:
+    """Drive the steps with a checkpoint at every yield (and one at the end)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as finished:
+            result: _Result = finished.value
+            break
+        await trio.lowlevel.checkpoint()
+    await trio.lowlevel.checkpoint()
+    return result
 
 
 def convert_tools_with_report(
@@ -268,9 +388,7 @@ def convert_tools_with_report(
         ValueError: An unknown ``api_format`` or an option that does not apply to it.
     """
     profile = _profile(api_format, strict=strict, api=api, json_schema=json_schema)
-    tool_list = list(tools)
-    check_tool_ids(tool_list)
-    return _assemble(profile, tool_list, _convert_inline(profile, tool_list))
+    return _run_sync(_steps(profile, list(tools)))
 
 
 def convert_tools(
@@ -295,36 +413,19 @@ async def convert_tools_async_with_report(
 ) -> tuple[list[Schema], list[ConversionNote]]:
     """Convert tools without stalling the event loop, with the report.
 
-    Cached tools cost a dictionary lookup. Fewer than :data:`INLINE_CONVERSION_LIMIT`
-    uncached tools are converted here, with a checkpoint every 2 ms of work; from that
-    many on, ``trio_parallel`` worker processes share the batch with this task, chunk
-    by chunk (a batch never waits for a worker that is slow to start; a worker that
-    fails gives its chunk back and a warning is logged).
+    The same conversion as :func:`convert_tools_with_report`, on the calling task, with
+    a checkpoint every 2 ms of work: other tasks keep running even while tens of
+    thousands of uncached tools are converted. A server whose tools are the very
+    objects of an earlier call (as the registry hands them out while nothing changed)
+    costs an identity comparison per tool.
 
-    Cancellation: cancelling the call abandons the conversion (busy workers are
-    killed) and caches nothing of it.
+    Cancellation: cancelling the call abandons the conversion at its next checkpoint;
+    the tools converted so far stay cached (a retry does not redo them).
 
     Args and raises are those of :func:`convert_tools_with_report`.
     """
     profile = _profile(api_format, strict=strict, api=api, json_schema=json_schema)
-    tool_list = list(tools)
-    check_tool_ids(tool_list)
-    cache = _cache(profile)
-    missing = [tool for tool in tool_list if _cached(tool, cache) is None]
-    done = await _convert_missing(profile, missing, use_workers=len(missing) >= INLINE_CONVERSION_LIMIT)
-    results = []
-    for tool, converted in zip(missing, done, strict=True):
-        try:
-            _store(cache, tool, converted)
-        except TypeError:  # an unhashable stand-in for MCPTool
-            pass
-    by_identity = {id(tool): converted for tool, converted in zip(missing, done, strict=True)}
-    for tool in tool_list:
-        hit = by_identity.get(id(tool)) or _cached(tool, cache)
-        if hit is None:  # evicted meanwhile by a huge concurrent batch
-            hit = _convert_tool(profile, tool)
-        results.append(hit)
-    return _assemble(profile, tool_list, results)
+    return await _run_async(_steps(profile, list(tools)))
 
 
 async def convert_tools_async(
@@ -338,105 +439,6 @@ async def convert_tools_async(
     """Like :func:`convert_tools_async_with_report`, without the report."""
     result = await convert_tools_async_with_report(tools, api_format, strict=strict, api=api, json_schema=json_schema)
     return result[0]
-
-
-async def _convert_missing(profile: _Profile, tools: list[MCPTool], *, use_workers: bool) -> list[_Converted]:
-    """Convert ``tools`` without a long stall: in workers, or inline in time slices."""
-    if use_workers and tools:
-        return await _convert_in_workers(profile, tools)
-    done: list[_Converted] = []
-    deadline = time.perf_counter() + _SLICE
-    for tool in tools:
-        done.append(_convert_tool(profile, tool))
-        if time.perf_counter() >= deadline:
-            await trio.lowlevel.checkpoint()
-            deadline = time.perf_counter() + _SLICE
-    await trio.lowlevel.checkpoint()
-    return done
-
-
-async def _sliced(items: Sequence[Any], fn: Any) -> list[Any]:
-    """``[fn(item) for item in items]``, with a checkpoint every :data:`_SLICE` seconds."""
-    out = []
-    deadline = time.perf_counter() + _SLICE
-    for item in items:
-        out.append(fn(item))
-        if time.perf_counter() >= deadline:
-            await trio.lowlevel.checkpoint()
-            deadline = time.perf_counter() + _SLICE
-    return out
-
-
-def _convert_pickled(profile: _Profile, payload: list[bytes]) -> list[bytes]:
-    """The worker's job: pickled tools in, pickled ``(definition, notes)`` out, per tool.
-
-    Both directions are lists of small byte strings, so neither side ever (un)pickles
-    one big object on the event loop: the host does it tool by tool, in time slices.
-    """
-    return [pickle.dumps(_convert_tool(profile, pickle.loads(item)), _PICKLE) for item in payload]
-
-
-async def _convert_in_workers(profile: _Profile, tools: list[MCPTool]) -> list[_Converted]:
-    """Share the batch between this task and worker processes, chunk by chunk.
-
-    Chunks are taken from one queue by the host (converting inline, in time slices)
-    and by ``cpu_count - 1`` workers (the host keeps a core). The host starts at once,
-    so nothing waits for the workers to start; each side takes more while it is faster.
-    When the queue is empty the host converts the chunks still out with the workers
-    itself and stops them (killing any still busy), so a batch never waits for a slow
-    or still-starting worker: it takes at most as long as the host alone. A worker that
-    fails (it cannot start, it breaks, a chunk cannot be pickled, or a chunk takes more
-    than :data:`_WORKER_TIMEOUT`) gives its chunk back and stops.
-    """
-    results: list[_Converted | None] = [None] * len(tools)
-    queue = deque(range(0, len(tools), _WORK_CHUNK))
-    out_with_workers: set[int] = set()
-
-    async def convert_here(start: int) -> None:
-        part = tools[start : start + _WORK_CHUNK]
-        for i, converted in enumerate(await _convert_missing(profile, part, use_workers=False)):
-            results[start + i] = converted
-
-    async def worker() -> None:
-        while queue:
-            start = queue.popleft()
-            out_with_workers.add(start)
-            try:
-                part = tools[start : start + _WORK_CHUNK]
-                payload = await _sliced(part, lambda tool: pickle.dumps(tool, _PICKLE))
-                with trio.fail_after(_WORKER_TIMEOUT):
-                    output = await trio_parallel.run_sync(_convert_pickled, profile, payload, kill_on_cancel=True)
-                converted = await _sliced(output, pickle.loads)
-            except (
-                trio.TooSlowError,
-                trio_parallel.BrokenWorkerError,
-                OSError,
-                pickle.PicklingError,
-                TypeError,
-                AttributeError,
-            ) as exc:
-                # a worker that cannot start or broke, or a schema holding a Python object
-                logger.warning("tool conversion in a worker process failed (%r); converting inline", exc)
-                out_with_workers.discard(start)
-                queue.appendleft(start)
-                return
-            results[start : start + len(converted)] = converted
-            out_with_workers.discard(start)
-            logger.debug("converted %d tools in a worker process", len(converted))
-
-    async with trio.open_nursery() as nursery:
-        for _ in range(max(1, (os.cpu_count() or 2) - 1)):
-            nursery.start_soon(worker)
-        while queue:
-            await convert_here(queue.popleft())
-        for start in sorted(out_with_workers):
-            await convert_here(start)
-        nursery.cancel_scope.cancel()
-    for start in range(0, len(tools), _WORK_CHUNK):
-        # given back by a failing worker, or taken by one that was then stopped
-        if any(r is None for r in results[start : start + _WORK_CHUNK]):
-            await convert_here(start)
-    return results  # type: ignore[return-value]
 
 
 # ----------------------------------------------------------------------------- public face

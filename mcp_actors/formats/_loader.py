@@ -170,9 +170,12 @@ async def setup_mcp_tools(
 ) -> tuple[list[Schema], list[MCPTool]] | None:
     """The tool definitions for one LLM request, in the provider's format.
 
-    Called before every request, so it is cheap when nothing changed: conversions are
-    cached per tool value, and a repeated call only looks them up. Large uncached sets
-    are converted off the event loop (see :func:`convert_tools_async`).
+    Called before every request, so it is cheap when nothing changed: each server's
+    converted definitions are cached per format and options, and a repeated call whose
+    servers hand out the same tool objects (the registry does, while nothing changed)
+    costs an identity check per tool, O(servers) work otherwise. A server whose tools
+    changed re-converts only the changed tools. Uncached tools are converted on this
+    task with a checkpoint every 2 ms (see :func:`convert_tools_async`).
 
     Args:
         service: The registry (anything with the two listing calls).

@@ -1,29 +1,21 @@
-"""convert_tools_async: inline in time slices below the limit, trio_parallel workers above."""
+"""convert_tools_async: on the calling task, in time slices, whatever the size."""
 
 from __future__ import annotations
 
 import itertools
-import logging
-import multiprocessing.resource_tracker
-import os
-import pickle
-from collections.abc import Iterator
 from typing import Any
 
 import attrs
-import pytest
 import trio
 import trio.testing
-import trio_parallel
-from formats_checks import check_definitions, corpus_tools, make_tool
+from formats_checks import corpus_tools, make_tool
 
+from mcp_actors.formats import _convert as convert_module
 from mcp_actors.formats import (
-    INLINE_CONVERSION_LIMIT,
     convert_tools_async,
     convert_tools_async_with_report,
     convert_tools_with_report,
 )
-from mcp_actors.formats import _convert as convert_module
 from mcp_actors.tools import MCPTool
 
 _batch = itertools.count()
@@ -39,22 +31,6 @@ def fresh(count: int) -> list[MCPTool]:
 def renamed(definitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Gemini declarations without their names (to compare two batches with different ids)."""
     return [{k: v for k, v in d.items() if k != "name"} for d in definitions[0]["functionDeclarations"]]
-
-
-@pytest.fixture
-def stop_resource_tracker() -> Iterator[None]:
-    """Stop multiprocessing's resource tracker after a test that started workers.
-
-    Spawning the first worker starts that helper process, which otherwise lives as long
-    as the interpreter; the suite checks that no test leaves a process behind.
-    """
-    yield
-    multiprocessing.resource_tracker._resource_tracker._stop()
-
-
-def test_the_limit_is_positive() -> None:
-    """The threshold chosen by the benchmark is a positive tool count."""
-    assert isinstance(INLINE_CONVERSION_LIMIT, int) and INLINE_CONVERSION_LIMIT > 0
 
 
 async def test_async_result_equals_the_sync_result() -> None:
@@ -88,66 +64,30 @@ async def test_inline_conversion_lets_other_tasks_run() -> None:
     assert ticks - start >= 3
 
 
-@pytest.mark.usefixtures("stop_resource_tracker")
-async def test_large_batches_are_shared_with_worker_processes(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """At or above the limit, worker processes take part; the result equals the inline one."""
-    inline_tools, worker_tools = fresh(1500), fresh(1500)
-    inline = convert_tools_with_report(inline_tools, "gemini")
-    monkeypatch.setattr(convert_module, "INLINE_CONVERSION_LIMIT", 10)
-    async with trio_parallel.cache_scope():
-        # a started worker that has converted before (so it has imported the converters)
-        await trio_parallel.run_sync(convert_module._convert_pickled, convert_module._Profile("gemini"), [])
-        with caplog.at_level(logging.DEBUG, logger="mcp_actors.formats"):
-            definitions, notes = await convert_tools_async_with_report(worker_tools, "gemini")
-    assert any("in a worker process" in r.getMessage() for r in caplog.records)
-    sample = slice(0, 1500, 25)  # the whole corpus is validated elsewhere; these are its copies
-    declarations = definitions[0]["functionDeclarations"][sample]
-    check_definitions("gemini", {}, worker_tools[sample], [{"functionDeclarations": declarations}], [])
-    assert renamed(definitions) == renamed(inline[0])
-    assert [(n.path, n.action, n.detail) for n in notes] == [(n.path, n.action, n.detail) for n in inline[1]]
-    # converted once, cached for the next request
-    assert convert_tools_with_report(worker_tools, "gemini") == (definitions, notes)
-
-
-@pytest.mark.usefixtures("stop_resource_tracker")
-async def test_worker_job_converts_in_another_process_like_the_host() -> None:
-    """The worker's job, run in a real worker process, gives exactly the host's conversion."""
-    tools = fresh(30)
-    profile = convert_module._Profile("openai", strict=True)
-    payload = [pickle.dumps(tool) for tool in tools]
-    async with trio_parallel.cache_scope():
-        pid = await trio_parallel.run_sync(os.getpid)
-        output = await trio_parallel.run_sync(convert_module._convert_pickled, profile, payload)
-    assert pid != os.getpid()
-    assert [pickle.loads(item) for item in output] == [convert_module._convert_tool(profile, t) for t in tools]
-
-
-async def test_tools_that_cannot_be_pickled_are_converted_inline(
-    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A schema holding a Python object cannot go to a worker: the host converts those tools."""
+async def test_tools_holding_python_objects_convert() -> None:
+    """A schema holding a Python object (nothing needs to pickle it) converts on the host."""
     schema = {"type": "object", "properties": {"a": {"type": "string", "default": lambda: None}}}
     tools = [make_tool(schema, name=f"unpicklable{i}") for i in range(500)]
-    monkeypatch.setattr(convert_module, "INLINE_CONVERSION_LIMIT", 1)
-    with caplog.at_level(logging.WARNING, logger="mcp_actors.formats"):
-        definitions = await convert_tools_async(tools, "anthropic")
+    definitions = await convert_tools_async(tools, "anthropic")
     assert len(definitions) == 500
     assert all(d["input_schema"]["properties"]["a"]["type"] == "string" for d in definitions)
-    assert any("converting inline" in r.getMessage() for r in caplog.records)
 
 
-@pytest.mark.usefixtures("stop_resource_tracker")
-async def test_cancelling_a_worker_conversion_returns_promptly(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Cancelling while a worker converts ends the call at once; the worker is killed, not awaited."""
-    monkeypatch.setattr(convert_module, "INLINE_CONVERSION_LIMIT", 10)
-    tools = fresh(1000)
-    async with trio_parallel.cache_scope():
-        with trio.fail_after(30):
+async def test_cancelling_a_conversion_returns_promptly_and_a_retry_completes_it() -> None:
+    """Cancelling a large conversion mid-way ends it at its next checkpoint; a retry reuses the work and is correct."""
+    tools = fresh(3000)
+    start = convert_module.statistics().tools_converted
+    with trio.fail_after(60):
+        with trio.CancelScope() as scope:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(convert_tools_async, tools, "gemini")
-                await trio.testing.wait_all_tasks_blocked()  # the host is done; a worker is busy
-                nursery.cancel_scope.cancel()
-            assert nursery.cancel_scope.cancelled_caught
-    assert convert_module._cached(tools[-1], convert_module._cache(convert_module._Profile("gemini"))) is None
+                while convert_module.statistics().tools_converted == start:  # until it has converted some
+                    await trio.lowlevel.checkpoint()
+                scope.cancel()
+        assert scope.cancelled_caught
+    converted_before_cancel = convert_module.statistics().tools_converted - start
+    assert 0 < converted_before_cancel < 3000
+    before = convert_module.statistics()
+    assert await convert_tools_async(tools, "gemini") == convert_tools_with_report(fresh(0) + tools, "gemini")[0]
+    retried = convert_module.statistics().tools_converted - before.tools_converted
+    assert retried == 3000 - converted_before_cancel  # earlier work was kept

@@ -1,0 +1,404 @@
+"""Direct adapters: a session's own connections to built-in servers, and their tools.
+
+Private: the public names are re-exported by :mod:`mcp_actors.adapters`. A direct tool
+is named ``<server>__<tool>`` by the naming rules of :mod:`mcp_actors.naming` (see
+:func:`_unique_names`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import hashlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+import mcp.types as mcp_types
+import trio
+
+from mcp_actors import events
+from mcp_actors._adapter_base import (
+    DEFAULT_TOOL_TIMEOUT,
+    LoadedTools,
+    _call,
+    _check_timeout,
+    _Target,
+    flatten_result,
+)
+from mcp_actors.connection import ConnectionHandle, ConnectionStatus, open_connection
+from mcp_actors.errors import McpActorsError, ServerInactive
+from mcp_actors.naming import MAX_TOOL_NAME_LENGTH, direct_tool_name
+from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
+from mcp_actors.records import McpServerRecord
+from mcp_actors.registry import settings_for
+from mcp_actors.tools import MCPTool
+
+__all__ = [
+    "DirectMcpConnection",
+    "DirectMcpToolAdapter",
+    "close_direct_mcp_connections",
+    "load_direct_mcp_tools",
+    "open_direct_mcp_tools",
+]
+
+logger = logging.getLogger("mcp_actors.adapters")
+
+# Bound for closing one direct connection (its actor closes the server with the kill ladder).
+_CLOSE_BOUND: Final = 30.0
+
+
+@attrs.define(eq=False)
+class DirectMcpConnection:
+    """A session's own connection to one built-in server (not the registry's).
+
+    A connection actor under its own per-server supervisor (restart with backoff, circuit
+    breaker), hosted in the nursery given to :func:`load_direct_mcp_tools`. It satisfies
+    :class:`~mcp_actors.process_tracker.TrackedConnection`: close it with
+    ``await ProcessTracker.get_instance().close_connection(connection)`` (a graceful
+    close bounded by 3 s, then the process tree is killed) or with
+    :func:`close_direct_mcp_connections`.
+
+    Attributes:
+        record: The server's record.
+        handle: The connection actor's handle (status, stderr tail, raw calls).
+    """
+
+    record: McpServerRecord
+    handle: ConnectionHandle
+    _stopped: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _identity: ProcessIdentity | None = attrs.field(default=None, init=False)
+
+    @property
+    def name(self) -> str:
+        """The server's name."""
+        return self.record.name
+
+    @property
+    def process(self) -> ProcessIdentity | None:
+        """The stdio server process while it runs (PID with its create_time); else ``None``.
+
+        Follows restarts: after the server is restarted this is the new process.
+        """
+        pid = self.handle.status().pid
+        if pid is None:
+            return None
+        identity = self._identity
+        if identity is None or identity.pid != pid:
+            try:
+                identity = ProcessIdentity.of(pid, label=self.record.name)
+            except (ProcessLookupError, PermissionError):
+                return None
+            self._identity = identity
+        return identity
+
+    @property
+    def closed(self) -> bool:
+        """Whether the connection's actor has stopped (after :meth:`aclose`)."""
+        return self._stopped.is_set()
+
+    def status(self) -> ConnectionStatus:
+        """The connection's status snapshot (state, pid, restarts, stderr tail, ...)."""
+        return self.handle.status()
+
+    async def aclose(self) -> None:
+        """Close the server (stdin, then the kill ladder) and wait for the actor to stop.
+
+        Idempotent. Bounded: gives up waiting after 30 s (the process tracker bounds it
+        further and kills the tree).
+        """
+        await self.handle.aclose()
+        with trio.move_on_after(_CLOSE_BOUND):
+            await self._stopped.wait()
+
+    async def _host(
+        self, start: Callable[..., Awaitable[None]], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        try:
+            await start(task_status=task_status)
+        finally:
+            self._stopped.set()
+
+
+@attrs.frozen(eq=False)
+class DirectMcpToolAdapter:
+    """One tool of a directly connected built-in server as a :class:`Tool`.
+
+    Calls go straight to the session's :class:`DirectMcpConnection` (no registry, no
+    approval step: built-in servers are trusted by the host that chose them).
+
+    Args:
+        name: The tool's name for the model: ``<server>__<tool>``, provider-safe, unique
+            in its set (see :func:`load_direct_mcp_tools`).
+        tool: The tool as the server listed it.
+        connection: The connection to call through.
+        timeout: Bound for one :meth:`execute`, connecting included (seconds, > 0).
+
+    Raises:
+        ValueError: ``timeout`` is not a finite positive number.
+    """
+
+    name: str
+    tool: mcp_types.Tool
+    connection: DirectMcpConnection
+    timeout: float = attrs.field(default=DEFAULT_TOOL_TIMEOUT, kw_only=True, validator=_check_timeout)
+
+    @property
+    def description(self) -> str:
+        """The server's description of the tool."""
+        return self.tool.description or ""
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The tool's input schema, as the server sent it (a copy; change it freely)."""
+        return copy.deepcopy(dict(self.tool.input_schema or {}))
+
+    @property
+    def mcp_tool(self) -> MCPTool:
+        """The tool as an :class:`~mcp_actors.tools.MCPTool` whose ``id`` is :attr:`name`.
+
+        Feed these to the :mod:`mcp_actors.formats` converters to get provider tool
+        definitions that match the adapters' names.
+        """
+        record = self.connection.record
+        return MCPTool(
+            id=self.name,
+            name=self.tool.name,
+            description=self.description,
+            input_schema=self.parameters,
+            server_id=record.id,
+            server_name=record.name,
+        )
+
+    def _target(self) -> _Target:
+        handle, tool_name = self.connection.handle, self.tool.name
+
+        def call(arguments: dict[str, Any], timeout: float, call_id: str) -> Awaitable[mcp_types.CallToolResult]:
+            return handle.call_tool(tool_name, arguments, timeout=timeout, call_id=call_id)
+
+        return _Target(
+            name=self.name,
+            tool=tool_name,
+            server=self.connection.name,
+            timeout=self.timeout,
+            status=handle.status,
+            connect=handle.connect,
+            call=call,
+        )
+
+    async def call(self, params: Mapping[str, Any] | None = None) -> mcp_types.CallToolResult:
+        """Call the tool and return the raw MCP result; bounded and raising like :meth:`execute`."""
+        return await _call(self._target(), params)
+
+    async def execute(self, params: Mapping[str, Any] | None = None) -> str:
+        """Call the tool with the model's arguments; return the result as text.
+
+        Exactly the contract of :meth:`McpToolAdapter.execute`.
+        """
+        return flatten_result(await self.call(params))
+
+
+# ---------------------------------------------------------------------- names
+#
+# The naming rules live in mcp_actors.naming (one home per rule): the clean name, the
+# provider pattern and the 64-character cut are direct_tool_name's. Two pieces are not
+# public there yet; _hash_suffixed and _claim below restate them exactly as
+# naming.ToolIdMap applies them, and _unique_names is the one place to point at
+# naming's functions once it exports them.
+
+_HASH_LENGTH: Final = 8
+
+
+def _hash_suffixed(base: str, *parts: str) -> str:
+    """``base`` cut to leave room, then ``_`` and 8 hex digits of SHA-256 over ``parts``.
+
+    The suffix rule of :mod:`mcp_actors.naming` (its ``_digest`` and the collision
+    suffix of ``ToolIdMap.assign``): the parts are joined with NUL, the result is at
+    most 64 characters.
+    """
+    digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:_HASH_LENGTH]
+    return base[: MAX_TOOL_NAME_LENGTH - _HASH_LENGTH - 1] + "_" + digest
+
+
+def _claim(candidate: str, taken: Container[str], *parts: str) -> str:
+    """The collision policy of :class:`~mcp_actors.naming.ToolIdMap`: the first claim wins.
+
+    ``candidate`` if it is not in ``taken``; otherwise it with a hash suffix of
+    ``parts`` (the tool's original names, so the result is the same in every session);
+    should that be taken too (the same pair listed twice, or another tool's plain name
+    that happens to look like it), a counter joins the hashed parts until the name is
+    free. The caller records the name it gets.
+    """
+    name, n = candidate, 0
+    while name in taken:
+        name = _hash_suffixed(candidate, *parts) if n == 0 else _hash_suffixed(candidate, *parts, str(n))
+        n += 1
+    return name
+
+
+def _unique_names(pairs: Sequence[tuple[str, str]]) -> list[str]:
+    """``<server>__<tool>`` names for ``(server name, tool name)`` pairs, unique in the set.
+
+    Each base name is :func:`~mcp_actors.naming.direct_tool_name` (cleaned,
+    provider-safe, cut to 64 characters with a hash); collisions are resolved as the
+    registry resolves tool ids: in order, the first tool keeps the plain name and a
+    later one gets a deterministic hash suffix of its server and tool names. So a tool
+    whose name collides with nobody's keeps its plain name, and adding a server at the
+    end never renames a tool of the servers before it.
+    """
+    taken: set[str] = set()
+    names = []
+    for server, tool in pairs:
+        name = _claim(direct_tool_name(server, tool), taken, server, tool)
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+async def close_direct_mcp_connections(connections: Iterable[DirectMcpConnection], *, grace: float = 3.0) -> None:
+    """Close direct connections concurrently through the process tracker.
+
+    Each gets :meth:`ProcessTracker.close_connection`: a graceful close bounded by
+    ``grace``, then its process tree is killed, then it is untracked. Shielded from
+    cancellation, so a cancelled session still leaves no server behind.
+
+    Args:
+        connections: The connections (closed ones are fine).
+        grace: Seconds each graceful close may take.
+    """
+    tracker = ProcessTracker.get_instance()
+    with trio.CancelScope(shield=True):
+        async with trio.open_nursery() as nursery:
+            for connection in connections:
+                nursery.start_soon(functools.partial(tracker.close_connection, connection, grace=grace))
+
+
+async def load_direct_mcp_tools(
+    servers: Iterable[McpServerRecord],
+    *,
+    nursery: trio.Nursery,
+    timeout: float = DEFAULT_TOOL_TIMEOUT,
+    bus: events.EventBus | None = None,
+) -> tuple[LoadedTools[DirectMcpToolAdapter], list[DirectMcpConnection]]:
+    """Connect to built-in servers directly and wrap their tools.
+
+    For each server: a connection actor is started in ``nursery`` and tracked by the
+    process tracker, then the servers are connected and listed concurrently. A server
+    that fails (or is disabled) is closed at once, logged and reported in
+    ``tools.failures`` (keyed by server name); the others load. If this function itself
+    fails or is cancelled, every connection it started is closed before it returns.
+
+    The caller owns the connections: close them at the end of the session with
+    :func:`close_direct_mcp_connections` or ``ProcessTracker.close_connection`` — or
+    use :func:`open_direct_mcp_tools`, which does it for you. Cancelling ``nursery``
+    also stops every server (the kill ladder runs shielded).
+
+    Tool names are ``<server>__<tool>`` (provider-safe; see
+    :func:`~mcp_actors.naming.direct_tool_name`), unique within the set by the
+    registry's collision policy: when names collide after cleaning, the first server
+    in ``servers`` keeps the plain name and a later one gets a deterministic hash suffix.
+
+    Args:
+        servers: The servers' records (stdio, SSE or streamable HTTP).
+        nursery: Hosts the connection actors; must outlive the connections.
+        timeout: Each adapter's :attr:`~DirectMcpToolAdapter.timeout`.
+        bus: Where the connections emit their ``connection:state`` events (default: a
+            private bus nobody listens to).
+
+    Returns:
+        ``(tools, connections)``: the adapters (with ``failures``), and the open
+        connections of the servers that loaded, in the given order.
+
+    Raises:
+        TypeError: A server is not an :class:`~mcp_actors.records.McpServerRecord`.
+        ValueError: The same record id appears twice, or ``timeout`` is invalid.
+    """
+    _check_timeout(None, None, timeout)
+    records = list(servers)
+    seen: set[str] = set()
+    for record in records:
+        if not isinstance(record, McpServerRecord):
+            raise TypeError(f"servers must be McpServerRecord values, got {type(record).__name__}")
+        if record.id in seen:
+            raise ValueError(f"server {record.name!r} (id {record.id!r}) is listed twice")
+        seen.add(record.id)
+    bus = bus if bus is not None else events.EventBus()
+    tracker = ProcessTracker.get_instance()
+    failures: dict[str, McpActorsError] = {}
+    started: list[DirectMcpConnection] = []
+    listed: dict[str, tuple[mcp_types.Tool, ...]] = {}
+
+    async def load(connection: DirectMcpConnection) -> None:
+        try:
+            await connection.handle.connect()
+            tools = await connection.handle.list_tools()
+        except McpActorsError as exc:
+            logger.warning("load_direct_mcp_tools: skipping server %s: %s", connection.name, exc)
+            failures[connection.name] = exc
+            await tracker.close_connection(connection)
+            return
+        disabled = set(connection.record.disabled_tools)
+        listed[connection.record.id] = tuple(tool for tool in tools if tool.name not in disabled)
+
+    try:
+        for record in records:
+            if not record.is_active:
+                failures[record.name] = ServerInactive(
+                    f"server {record.name!r} is disabled (isActive: false); enable it to load its tools",
+                    server=record.name,
+                )
+                continue
+            handle, start = open_connection(settings_for(record), bus)
+            connection = DirectMcpConnection(record, handle)
+            tracker.track(connection)
+            started.append(connection)
+            await nursery.start(connection._host, start)
+        async with trio.open_nursery() as loaders:
+            for connection in started:
+                loaders.start_soon(load, connection)
+    except BaseException:
+        await close_direct_mcp_connections(started)
+        raise
+    connections = [c for c in started if c.record.id in listed]
+    pairs = [(c.name, tool.name) for c in connections for tool in listed[c.record.id]]
+    names = iter(_unique_names(pairs))
+    adapters = tuple(
+        DirectMcpToolAdapter(next(names), tool, connection, timeout=timeout)
+        for connection in connections
+        for tool in listed[connection.record.id]
+    )
+    ordered = {r.name: failures[r.name] for r in records if r.name in failures}
+    return LoadedTools(tools=adapters, failures=ordered), connections
+
+
+@contextlib.asynccontextmanager
+async def open_direct_mcp_tools(
+    servers: Iterable[McpServerRecord],
+    *,
+    timeout: float = DEFAULT_TOOL_TIMEOUT,
+    bus: events.EventBus | None = None,
+    grace: float = 3.0,
+) -> AsyncIterator[tuple[LoadedTools[DirectMcpToolAdapter], list[DirectMcpConnection]]]:
+    """A session's direct tools for the length of a block; every server is closed at exit.
+
+    :func:`load_direct_mcp_tools` with a nursery of its own; on exit (normal, error or
+    cancellation) :func:`close_direct_mcp_connections` closes every connection
+    concurrently, each bounded by ``grace`` before its tree is killed.
+
+    Args:
+        servers: The servers' records.
+        timeout: Each adapter's timeout, seconds.
+        bus: Where the connections emit their events (default: a private bus).
+        grace: Seconds each graceful close may take at exit.
+
+    Yields:
+        ``(tools, connections)`` as :func:`load_direct_mcp_tools` returns them.
+    """
+    async with trio.open_nursery() as nursery:
+        tools, connections = await load_direct_mcp_tools(servers, nursery=nursery, timeout=timeout, bus=bus)
+        try:
+            yield tools, connections
+        finally:
+            await close_direct_mcp_connections(connections, grace=grace)
