@@ -66,7 +66,7 @@ def test_sidecar_kills_tracked_trees_on_eof_and_deletes_the_ledger(
     ledger.write_text("{}")
     argv = None
     if launch == "module":
-        argv = [sys.executable, "-m", "mcp_actors._reaper", "--ledger", str(ledger), "--term-timeout", "0.3"]
+        argv = [sys.executable, "-m", "mcp_actors._reaper", "--ledger", str(ledger), "--term-grace", "0.3"]
     sidecar = start_sidecar(ledger, argv)
     (leader, grandchild), (other, _) = servers
     assert grandchild is not None
