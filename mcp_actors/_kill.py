@@ -86,6 +86,7 @@ __all__ = [
     "Target",
     "carries",
     "find_process",
+    "group_alive",
     "kill_trees",
     "marker_carriers",
     "marker_of",
@@ -433,6 +434,19 @@ def kill_trees(
             _signal(_Plan(plan.target, plan.victims, plan.signal_group and in_group), signal.SIGKILL, stubborn)
         _wait_gone([proc for proc in everyone if proc.pid in survivors], KILL_WAIT, reap=reap)
     return [plan.target for plan in live]
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process (a zombie too) is still in process group *pgid*."""
+    if not hasattr(os, "killpg"):
+        return True
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _in_group(proc: psutil.Process, pgid: int) -> bool:

@@ -230,6 +230,12 @@ async def stop_process(
     if process.returncode is None:
         with trio.move_on_after(close_grace):
             await process.wait()
+    elif not _kill.group_alive(target.pgid):
+        # The server had already exited (a crash) and left nothing in its group: return at
+        # once, so the connection's restart is not held up by a scan of the process table.
+        # A grandchild that escaped its group still carries the host's marker: the exit
+        # hook, the sidecar or the next start's sweep kills it.
+        return
     # reap=False: the server is trio's child and trio reaps it (its exit status intact).
     await trio.to_thread.run_sync(partial(kill_trees, [target], term_grace=term_grace, reap=False))
     if process.returncode is None:
