@@ -73,6 +73,7 @@ class Ledger:
     host: Target
     marker: str
     _warned: bool = attrs.field(default=False, init=False)
+    _written: bool = attrs.field(default=False, init=False)
 
     def write(self, entries: Iterable[Entry]) -> None:
         """Replace the file atomically (temp file, rename); log once if it cannot be written.
@@ -105,6 +106,7 @@ class Ledger:
                 os.close(fd)
             os.replace(tmp, self.path)
             self._warned = False
+            self._written = True
         except OSError as exc:
             if not self._warned:
                 self._warned = True
@@ -117,7 +119,10 @@ class Ledger:
                 )
 
     def remove(self) -> None:
-        """Delete the file (a clean exit that left nothing behind)."""
+        """Delete the file (a clean exit that left nothing behind), if it was ever written."""
+        if not self._written:
+            return
+        self._written = False
         try:
             self.path.unlink(missing_ok=True)
         except OSError as exc:
