@@ -71,7 +71,7 @@ def test_host_exit_without_close_leaves_no_process(tmp_path: Path, mode: str) ->
             pytest.fail(f"the host printed no report; stderr:\n{host.stderr.read().decode(errors='replace')}")
         report = json.loads(line)
         marker = report["marker"]
-        assert len(report["servers"]) == 4 and all(report["servers"])
+        assert len(report["servers"]) == 5 and all(report["servers"])
         _, err = host.communicate(timeout=REPORT_TIMEOUT)
         assert host.returncode == 0, err.decode(errors="replace")
         assert len(pidfile.read_text().splitlines()) >= 1  # the setsid grandchild did exist

@@ -2,12 +2,12 @@
 
 ``python portal_host.py CONFIG PIDFILE {sync,asyncio}``
 
-Starts a portal, adds four stdio servers — two plain fault servers, one with a grandchild
+Starts a portal, adds five stdio servers — two plain fault servers, one with a grandchild
 that ignores SIGTERM in the server's group, one whose grandchild escapes into its own
-session (``setsid_server.py``, appending to PIDFILE) — connects them all, keeps calling
-tools on them from daemon threads, prints one JSON line (the tracker's marker and the
-servers' PIDs), then returns from ``main`` with the portal still open: only the exit
-hooks stand between the servers and a leak.
+session (``setsid_server.py``, appending to PIDFILE), one like it that also ignores
+SIGTERM — connects them all, keeps calling tools on them from daemon threads, prints one
+JSON line (the tracker's marker and the servers' PIDs), then returns from ``main`` with
+the portal still open: only the exit hooks stand between the servers and a leak.
 """
 
 from __future__ import annotations
@@ -32,11 +32,16 @@ def specs(pidfile: str) -> list[dict[str, Any]]:
     def stdio(name: str, argv: list[str]) -> dict[str, Any]:
         return {"name": name, "type": "stdio", "config": {"command": argv[0], "args": argv[1:], "pingInterval": 0}}
 
+    # Ignores SIGTERM, so a kill at exit waits out the whole SIGTERM grace: time enough
+    # for a supervisor that still runs to restart the siblings it saw die.
+    stubborn = stdio("five", [sys.executable, str(SETSID_SERVER), pidfile])
+    stubborn["config"]["env"] = {"SETSID_SERVER_IGNORE_SIGTERM": "1"}
     return [
         stdio("one", fault_server_command()),
         stdio("two", fault_server_command()),
         stdio("three", fault_server_command("--spawn-grandchild")),
         stdio("four", [sys.executable, str(SETSID_SERVER), pidfile]),
+        stubborn,
     ]
 
 

@@ -7,7 +7,8 @@ group nor its session, and is reparented away from the server at once), ignores 
 and sleeps; appends the grandchild's ``<pid> <create_time>`` to PIDFILE; then execs the
 fault server (``mcp_actors.testing.fault_server``) with the remaining arguments, so the
 process the client talks to is a real MCP server. Only the environment, and with it the
-host's tracker marker, still ties the grandchild to its host.
+host's tracker marker, still ties the grandchild to its host. With
+``SETSID_SERVER_IGNORE_SIGTERM`` set in its environment the server ignores SIGTERM too.
 """
 
 from __future__ import annotations
@@ -48,6 +49,10 @@ def main() -> None:
 
     with open(sys.argv[1], "a") as out:
         out.write(f"{pid} {psutil.Process(pid).create_time()!r}\n")
+    if os.environ.get("SETSID_SERVER_IGNORE_SIGTERM"):
+        # An ignored disposition survives exec: the server then leaves only by SIGKILL,
+        # which makes every kill of it wait out its full SIGTERM grace.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     os.execv(sys.executable, [sys.executable, "-m", "mcp_actors.testing.fault_server", *sys.argv[2:]])
 
 
