@@ -388,6 +388,11 @@ class ProcessTracker:
         return None if sidecar is None else sidecar.pid
 
     @property
+    def marker(self) -> str:
+        """This host's marker: every tag :meth:`child_env` hands out is ``<marker>/<n>``. Not a secret."""
+        return self._marker
+
+    @property
     def closing(self) -> bool:
         """Whether the exit hook (:meth:`close_sync`) has begun: registrations are refused."""
         return self._closing

@@ -57,6 +57,7 @@ def test_host_exit_without_close_leaves_no_process(tmp_path: Path, mode: str) ->
     pidfile = tmp_path / "escaped.txt"
     host = subprocess.Popen(
         [sys.executable, str(HOST), str(tmp_path / "cfg.json"), str(pidfile), mode],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "MCP_ACTORS_STATE_DIR": str(tmp_path / "state")},
@@ -72,7 +73,8 @@ def test_host_exit_without_close_leaves_no_process(tmp_path: Path, mode: str) ->
         report = json.loads(line)
         marker = report["marker"]
         assert len(report["servers"]) == 5 and all(report["servers"])
-        _, err = host.communicate(timeout=REPORT_TIMEOUT)
+        assert len(carriers(marker)) >= 7  # five servers, two grandchildren at least: the marker is right
+        _, err = host.communicate(b"", timeout=REPORT_TIMEOUT)
         assert host.returncode == 0, err.decode(errors="replace")
         assert len(pidfile.read_text().splitlines()) >= 1  # the setsid grandchild did exist
         # The exit hooks are synchronous: nothing may be left once the host is gone. The

@@ -4,10 +4,10 @@
 
 Modes ``exit``, ``raise`` and ``wait`` start four tracked servers (one with a grandchild
 that ignores SIGTERM, one whose grandchild double-forks into a session of its own, all
-with ``pdeathsig_preexec``), print one JSON line describing every
-process, then respectively return normally, raise an unhandled exception, or block on
-stdin until killed. ``--forge PID`` also registers PID with a create_time that is wrong
-by seven seconds: the tracker must never touch that process.
+with ``pdeathsig_preexec``), print one JSON line describing every process, and wait for
+stdin to close; then ``exit`` returns normally, ``raise`` raises an unhandled exception,
+and ``wait`` (meant to be killed before) returns. ``--forge PID`` also registers PID with
+a create_time that is wrong by seven seconds: the tracker must never touch that process.
 
 Mode ``sweep`` only sweeps the ledger and prints the killed processes as JSON.
 The state directory comes from ``MCP_ACTORS_STATE_DIR``.
@@ -22,7 +22,6 @@ import sys
 
 from pt_support import spawn_server
 
-from mcp_actors._reaper import MARKER_ENV
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec
 
 
@@ -67,14 +66,13 @@ def main() -> None:
         "servers": [_pair(i) for i in servers],
         "grandchild": _pair(grandchild),
         "escapee": _pair(escapee),
-        "marker": tracker.child_env()[MARKER_ENV],
+        "marker": tracker.marker,
         "ledger": str(tracker.ledger_path),
     }
     print(json.dumps(report), flush=True)
+    sys.stdin.buffer.read()  # until the test closes it (or kills this host)
     if args.mode == "raise":
         raise RuntimeError("host_script: unhandled on purpose")
-    if args.mode == "wait":
-        sys.stdin.buffer.read()
 
 
 if __name__ == "__main__":

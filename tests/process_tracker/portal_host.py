@@ -6,8 +6,8 @@ Starts a portal, adds five stdio servers — two plain fault servers, one with a
 that ignores SIGTERM in the server's group, one whose grandchild escapes into its own
 session (``setsid_server.py``, appending to PIDFILE), one like it that also ignores
 SIGTERM — connects them all, keeps calling tools on them from daemon threads, prints one
-JSON line (the tracker's marker and the servers' PIDs), then returns from ``main`` with
-the portal still open: only the exit hooks stand between the servers and a leak.
+JSON line (the tracker's marker and the servers' PIDs), waits for its stdin to close, then
+returns from ``main`` with the portal still open: only the exit hooks stand between the servers and a leak.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mcp_actors._reaper import MARKER_ENV
 from mcp_actors.portal import RuntimePortal, start_portal
 from mcp_actors.process_tracker import ProcessTracker
 from mcp_actors.testing import fault_server_command
@@ -65,7 +64,7 @@ def keep_calling(portal: RuntimePortal) -> None:
 
 
 def report(pids: list[int | None]) -> None:
-    marker = ProcessTracker.get_instance().child_env()[MARKER_ENV]
+    marker = ProcessTracker.get_instance().marker
     print(json.dumps({"marker": marker, "servers": pids}), flush=True)
 
 
@@ -78,6 +77,7 @@ def run_sync(config: str, pidfile: str) -> None:
         service.connect(spec["name"])
     keep_calling(portal)
     report([service.status(spec["name"]).pid for spec in specs(pidfile)])
+    sys.stdin.read()
 
 
 async def run_asyncio(config: str, pidfile: str) -> None:
@@ -89,6 +89,7 @@ async def run_asyncio(config: str, pidfile: str) -> None:
     await asyncio.gather(*(service.connect(spec["name"]) for spec in specs(pidfile)))
     keep_calling(portal)
     report([service.status(spec["name"]).pid for spec in specs(pidfile)])
+    await asyncio.to_thread(sys.stdin.read)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ class Host:
         self.grandchild = _identity(self.report["grandchild"], "grandchild")
         self.escapee = _identity(self.report["escapee"], "escapee")
         self.marker: str = self.report["marker"]
+        # Every server and grandchild carries the marker: a wrong one would make the checks vacuous.
+        assert len(carriers(self.marker)) >= 6
         self.reaper = _identity(self.report["reaper"], "reaper")
         self.ledger = Path(self.report["ledger"])
 
