@@ -272,7 +272,7 @@ async def close_direct_mcp_connections(connections: Iterable[DirectMcpConnection
     with trio.CancelScope(shield=True):
         async with trio.open_nursery() as nursery:
             for connection in connections:
-                nursery.start_soon(functools.partial(tracker.close_connection, connection, grace=grace))
+                nursery.start_soon(functools.partial(tracker.close_connection, connection, close_grace=grace))
 
 
 async def load_direct_mcp_tools(

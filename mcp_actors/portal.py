@@ -19,15 +19,24 @@ running — they fail with :class:`~mcp_actors.errors.ActorStopped` — and shut
 runtime down the normal way: every server is closed and every process reaped before
 ``close`` returns. Every call submitted to a portal ends, whatever happens to the trio
 thread.
+
+A host that ends without ``close()`` is covered too: an exit hook closes every open
+portal the same way (bounded), and it runs before the process tracker's exit hook, so
+supervision has stopped — nothing is restarted or reconnected — before anything is
+killed; the tracker then kills whatever is left and refuses anything spawned after it
+began.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import inspect
 import logging
 import threading
+import time
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
@@ -37,6 +46,7 @@ import trio
 from mcp_actors.connection import ConnectionStatus
 from mcp_actors.errors import ActorStopped
 from mcp_actors.events import Event, Subscription
+from mcp_actors.process_tracker import ProcessTracker
 from mcp_actors.records import McpServerRecord
 from mcp_actors.registry import (
     AddJsonEntryResult,
@@ -66,6 +76,16 @@ T = TypeVar("T")
 
 _START_TIMEOUT: Final = 60.0
 _CLOSE_TIMEOUT: Final = 120.0
+# At interpreter exit every open portal gets this long, together, to close its runtime the
+# normal way (each server: close_grace + term_grace + reaping) before the process
+# tracker's own exit hook kills whatever is left.
+_EXIT_CLOSE_TIMEOUT: Final = 15.0
+
+# Portals not yet closed, for the exit hook; weak, so a portal dropped without close()
+# is still collected (its thread keeps it alive while it runs).
+_open_portals: weakref.WeakSet[RuntimePortal] = weakref.WeakSet()
+_exit_hook_lock = threading.Lock()
+_exit_hook_armed = False
 
 SyncApprover = Callable[[ApprovalRequest], bool]
 """An approver for thread hosts: a plain function, run in a worker thread (it may block)."""
@@ -110,6 +130,8 @@ class RuntimePortal:
         # Futures not yet resolved: failed with ActorStopped if the trio thread ends first,
         # so no caller waits forever on a runtime that is gone.
         self._pending: set[concurrent.futures.Future[Any]] = set()
+        _arm_exit_hook()
+        _open_portals.add(self)
         self._thread = threading.Thread(target=self._thread_main, name="mcp-actors-runtime", daemon=True)
         self._thread.start()
         if not self._ready.wait(_START_TIMEOUT):
@@ -131,6 +153,7 @@ class RuntimePortal:
             else:
                 logger.error("the mcp-actors runtime stopped with an error", exc_info=exc)
         finally:
+            _open_portals.discard(self)
             with self._lock:
                 self._closed = True
                 pending, self._pending = self._pending, set()
@@ -282,17 +305,22 @@ class RuntimePortal:
                 shutdown step is bounded on its own).
         """
         self._refuse_own_thread("RuntimePortal.close")
+        self._request_stop()
+        self._thread.join(_CLOSE_TIMEOUT)
+        if self._thread.is_alive():
+            raise TimeoutError(f"the mcp-actors runtime did not stop within {_CLOSE_TIMEOUT:g}s")
+
+    def _request_stop(self) -> None:
+        """Refuse new calls and ask the trio thread to shut the runtime down (no waiting)."""
         with self._lock:
             self._closed = True
+        _open_portals.discard(self)
         token, stop = self._token, self._stop
         if token is not None and stop is not None:
             try:
                 token.run_sync_soon(stop.set)
             except trio.RunFinishedError:
                 pass
-        self._thread.join(_CLOSE_TIMEOUT)
-        if self._thread.is_alive():
-            raise TimeoutError(f"the mcp-actors runtime did not stop within {_CLOSE_TIMEOUT:g}s")
 
     def __enter__(self) -> RuntimePortal:
         return self
@@ -307,6 +335,37 @@ class RuntimePortal:
     def asyncio_service(self) -> AsyncioMcpService:
         """An asyncio facade over this portal, for coroutines on any asyncio loop."""
         return AsyncioMcpService(self)
+
+
+def _arm_exit_hook() -> None:
+    """Register :func:`_close_portals_at_exit` once, after the process tracker's exit hook.
+
+    Exit hooks run last-registered first, so arming the tracker's hook before ours makes
+    ours run first: the runtimes close gracefully (supervision stops, servers are closed
+    and reaped) before the tracker kills what is left.
+    """
+    global _exit_hook_armed
+    with _exit_hook_lock:
+        if _exit_hook_armed:
+            return
+        ProcessTracker.get_instance().arm_exit_hook()
+        atexit.register(_close_portals_at_exit)
+        _exit_hook_armed = True
+
+
+def _close_portals_at_exit() -> None:
+    """Close every portal the host left open, together, within ``_EXIT_CLOSE_TIMEOUT``."""
+    portals = [portal for portal in list(_open_portals) if threading.current_thread() is not portal._thread]
+    for portal in portals:
+        portal._request_stop()
+    deadline = time.monotonic() + _EXIT_CLOSE_TIMEOUT
+    for portal in portals:
+        portal._thread.join(max(0.0, deadline - time.monotonic()))
+        if portal._thread.is_alive():
+            logger.warning(
+                "an mcp-actors runtime left open did not stop within %gs at exit; its servers are killed",
+                _EXIT_CLOSE_TIMEOUT,
+            )
 
 
 def start_portal(config_path: str | None = None, **runtime_options: Any) -> RuntimePortal:

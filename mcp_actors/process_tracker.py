@@ -2,36 +2,40 @@
 
 One :class:`ProcessTracker` per process (:meth:`ProcessTracker.get_instance`) knows every
 server it was told about by PID, create_time and process group — a PID is never used
-without its create_time, so a recycled PID is never mistaken for ours. It closes
-connections gracefully with a bound, then kills the whole process tree
-(:meth:`~ProcessTracker.close_connection`, :meth:`~ProcessTracker.close_all`).
+without its create_time, so a recycled PID is never mistaken for ours — and by the tag in
+its environment (:meth:`~ProcessTracker.child_env`), which every descendant inherits, so
+a grandchild that escaped into a session of its own is still known. It closes
+connections gracefully with a bound, then kills the whole process tree with the one kill
+ladder (:mod:`mcp_actors._kill`; :meth:`~ProcessTracker.close_connection`,
+:meth:`~ProcessTracker.close_all`, :func:`stop_process` for the stdio transport).
 
 The safety net has four layers, each catching what the one before cannot:
 
 1. ``PR_SET_PDEATHSIG`` in the child (:func:`pdeathsig_preexec`, Linux): the kernel kills
    a server the moment its parent dies. It reaches only the direct child, and only when
    the spawning thread lives as long as the host.
-2. An :mod:`atexit` hook: on a normal interpreter exit (including an unhandled
-   exception) every tracked tree is killed synchronously
-   (:meth:`~ProcessTracker.kill_all_sync`).
+2. An :mod:`atexit` hook (:meth:`~ProcessTracker.close_sync`): on a normal interpreter
+   exit (including an unhandled exception) it first refuses every later registration —
+   a server spawned after it began is killed on the spot — then kills every tracked tree
+   and everything carrying the host's marker, and dismisses the sidecar only once all of
+   it is gone. A portal (:mod:`mcp_actors.portal`) closes its runtime gracefully in an
+   exit hook that runs before this one.
 3. The reaper sidecar (:mod:`mcp_actors._reaper`): a tiny process in its own session that
    holds a pipe from the host. When the host dies in any way — SIGKILL, a segfault, the
-   OOM killer — the pipe reaches end-of-file and the sidecar kills every tracked tree.
-4. The ledger: one small JSON file per host under the state directory (``processes/``
-   below ``MCP_ACTORS_STATE_DIR``, else the user state directory), rewritten atomically
-   on every change. If host and sidecar both died, the next start's
+   OOM killer — the pipe reaches end-of-file and the sidecar kills every tracked tree and
+   everything carrying the host's marker.
+4. The ledger (:mod:`mcp_actors._ledger`): one small JSON file per host under the state
+   directory (``processes/`` below ``MCP_ACTORS_STATE_DIR``, else the user state
+   directory). If host and sidecar both died, the next start's
    :meth:`~ProcessTracker.sweep_ledger` kills what the dead host left behind.
-
-The ledger is not fsynced: it only has to survive the death of the host, not of the
-machine, and after a reboot every process it names is gone anyway.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import itertools
-import json
 import logging
 import math
 import os
@@ -39,20 +43,20 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from typing import ClassVar, Protocol, runtime_checkable
 
 import attrs
 import platformdirs
 import psutil
 import trio
 
-from mcp_actors import _reaper
-from mcp_actors._reaper import MARKER_ENV, Target, find_process, kill_trees
+from mcp_actors import _kill, _ledger, _reaper
+from mcp_actors._kill import KILL_WAIT, MARKER_ENV, TERM_GRACE, Target, find_process, kill_trees
+from mcp_actors.errors import ServerStartFailed
 
 __all__ = [
     "ProcessIdentity",
@@ -61,6 +65,7 @@ __all__ = [
     "TrackedConnection",
     "kill_process_tree",
     "pdeathsig_preexec",
+    "stop_process",
 ]
 
 logger = logging.getLogger(__name__)
@@ -68,10 +73,8 @@ logger = logging.getLogger(__name__)
 #: Environment variable naming the state directory (the ledger lives in ``processes/``).
 STATE_DIR_ENV = "MCP_ACTORS_STATE_DIR"
 
-_LEDGER_VERSION = 1
-_LEDGER_GLOB = "host-*.json"
-# A temporary ledger file older than this is debris of a host that died mid-write.
-_STALE_TMP_AGE = 60.0
+#: Default seconds a graceful close may take before the tree is killed.
+CLOSE_GRACE = 3.0
 # How long a clean shutdown waits for the sidecar to leave after "exit".
 _SIDECAR_EXIT_WAIT = 1.0
 _PR_SET_PDEATHSIG = 1
@@ -169,27 +172,77 @@ class TrackedConnection(Protocol):
         ...
 
 
-def kill_process_tree(identity: ProcessIdentity, *, term_timeout: float = 1.0) -> None:
+def kill_process_tree(identity: ProcessIdentity, *, term_grace: float = TERM_GRACE) -> None:
     """Kill a tracked process, its descendants and (if it leads one) its process group.
 
-    Synchronous, built on psutil: the descendants are snapshotted first
-    (``children(recursive=True)``, each checked against its create_time), then the group
-    and every descendant get SIGTERM, then at most *term_timeout* seconds pass, then the
-    survivors get SIGKILL. Dead children of the calling process are reaped. Orphans left
-    in the group by a leader that already exited are killed too. Nothing is signalled
-    unless its PID and create_time match, so a recycled PID is safe.
+    The kill ladder of :mod:`mcp_actors._kill` for one tree: snapshot, SIGTERM, at most
+    *term_grace* seconds, SIGKILL to the survivors, reap our own children. Orphans left in
+    the group by a leader that already exited are killed too. Nothing is signalled unless
+    its PID and create_time match, so a recycled PID is safe.
 
-    Blocks for up to ``term_timeout`` plus about two seconds; from trio, run it with
+    Blocks for up to ``term_grace`` plus about two seconds; from trio, run it with
     ``trio.to_thread.run_sync``.
 
     Args:
         identity: The process (usually a server's group leader).
-        term_timeout: Seconds between SIGTERM and SIGKILL.
+        term_grace: Seconds between SIGTERM and SIGKILL.
 
     Raises:
-        ValueError: ``term_timeout`` is negative.
+        ValueError: ``term_grace`` is negative.
     """
-    kill_trees([identity._target()], term_timeout=term_timeout)
+    kill_trees([identity._target()], term_grace=term_grace)
+
+
+async def stop_process(
+    process: trio.Process,
+    target: Target,
+    *,
+    close_grace: float,
+    term_grace: float,
+    label: str = "",
+) -> None:
+    """The kill ladder for a stdio server we spawned: close, wait, terminate, wait, kill, reap.
+
+    Closes the server's stdin (the MCP way to ask a stdio server to leave) and waits at
+    most *close_grace* seconds for it to exit; then kills whatever is left of its tree —
+    the server if it lingers, its group, its descendants, and every process carrying its
+    tag (a grandchild that escaped with ``setsid``) — with SIGTERM, at most *term_grace*
+    seconds, SIGKILL; then waits (bounded) until trio has reaped the server. Even a server
+    that exited on its own within the grace gets the kill: it may have left children.
+
+    Call it shielded (it is a cleanup); every wait in it is bounded, the whole takes at
+    most about ``close_grace + term_grace + 7`` seconds.
+
+    Args:
+        process: The server process.
+        target: Its identity for the ladder (with its tag, see :meth:`ProcessTracker.target_of`).
+        close_grace: Seconds the server gets to exit after its stdin closes.
+        term_grace: Seconds between SIGTERM and SIGKILL.
+        label: A name for logs (usually the server's name).
+    """
+    if target.tag is None and process.returncode is None:
+        # Not registered with this tracker: read the tag while the PID is surely the server's
+        # (an unreaped child's PID cannot be reused).
+        target = target._replace(tag=_kill.marker_of(process.pid))
+    if process.stdin is not None:
+        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
+            await process.stdin.aclose()
+    if process.returncode is None:
+        with trio.move_on_after(close_grace):
+            await process.wait()
+    elif not _kill.group_alive(target.pgid):
+        # The server had already exited (a crash) and left nothing in its group: return at
+        # once, so the connection's restart is not held up by a scan of the process table.
+        # A grandchild that escaped its group still carries the host's marker: the exit
+        # hook, the sidecar or the next start's sweep kills it.
+        return
+    # reap=False: the server is trio's child and trio reaps it (its exit status intact).
+    await trio.to_thread.run_sync(partial(kill_trees, [target], term_grace=term_grace, reap=False))
+    if process.returncode is None:
+        with trio.move_on_after(KILL_WAIT + 5.0):
+            await process.wait()
+        if process.returncode is None:
+            logger.error("server %s: pid %d survived SIGKILL; abandoning it", label or "?", process.pid)
 
 
 def pdeathsig_preexec() -> Callable[[], None] | None:
@@ -250,13 +303,15 @@ def _default_state_dir() -> Path:
     return Path(platformdirs.user_state_dir("mcp-actors", appauthor=False))
 
 
-def _sidecar_argv(ledger: Path, term_timeout: float) -> list[str]:
+def _sidecar_argv(ledger: Path, term_grace: float, *, marker: str | None = None) -> list[str]:
     script = _reaper.__file__
     psutil_home = os.path.dirname(os.path.dirname(os.path.abspath(psutil.__file__)))
-    options = ["--site", psutil_home, "--ledger", str(ledger), "--term-timeout", repr(term_timeout)]
+    options = ["--site", psutil_home, "--ledger", str(ledger), "--term-grace", repr(term_grace)]
+    if marker is not None:
+        options += ["--marker", marker]
     if script and os.path.isfile(script):
         # -I -S: no user site, no site-packages, no PYTHON* variables; the sidecar needs
-        # only the stdlib and psutil, and starts in a few tens of milliseconds.
+        # only the stdlib, psutil and _kill, and starts in a few tens of milliseconds.
         return [sys.executable, "-I", "-S", script, _reaper.SIDECAR_TAG, *options]
     return [sys.executable, "-I", "-m", "mcp_actors._reaper", *options]
 
@@ -265,40 +320,43 @@ class ProcessTracker:
     """Knows every stdio server process of this host and makes sure none outlives it.
 
     Use the per-process instance, :meth:`get_instance`. Separate instances (with their own
-    state directory) are for tests and embedding; each has its own ledger file and its
-    own reaper sidecar.
+    state directory) are for tests and embedding; each has its own marker, ledger file
+    and reaper sidecar.
 
     Thread safety: :meth:`register`, :meth:`unregister`, :meth:`track`, :meth:`tracked`,
-    :meth:`kill_all_sync` and :meth:`sweep_ledger` may be called from any thread; the
-    async methods from a trio task.
+    :meth:`kill_all_sync`, :meth:`close_sync` and :meth:`sweep_ledger` may be called from
+    any thread; the async methods from a trio task.
 
     Args:
         state_dir: Where the ledger directory ``processes/`` lives. Default:
             ``$MCP_ACTORS_STATE_DIR``, else the platform's user state directory.
-        term_timeout: Seconds between SIGTERM and SIGKILL whenever a tree is killed.
+        term_grace: Seconds between SIGTERM and SIGKILL whenever a tree is killed.
     """
 
     _instance: ClassVar[ProcessTracker | None] = None
     _instance_lock: ClassVar[threading.Lock] = threading.Lock()
     _all: ClassVar[weakref.WeakSet[ProcessTracker]] = weakref.WeakSet()
 
-    def __init__(self, *, state_dir: str | os.PathLike[str] | None = None, term_timeout: float = 1.0) -> None:
-        if not (math.isfinite(term_timeout) and term_timeout >= 0):
-            raise ValueError(f"term_timeout must be a finite number >= 0, got {term_timeout!r}")
-        self._term_timeout = term_timeout
+    def __init__(self, *, state_dir: str | os.PathLike[str] | None = None, term_grace: float = TERM_GRACE) -> None:
+        if not (math.isfinite(term_grace) and term_grace >= 0):
+            raise ValueError(f"term_grace must be a finite number >= 0, got {term_grace!r}")
+        self._term_grace = term_grace
         self._owner = os.getpid()
-        self._host = ProcessIdentity.of(self._owner, label="host")
-        self._marker = f"{self._owner}.{round(self._host.create_time * 100)}.{next(_serials)}"
+        host = ProcessIdentity.of(self._owner, label="host")
+        self._marker = f"{self._owner}.{round(host.create_time * 100)}.{next(_serials)}"
         root = Path(state_dir) if state_dir is not None else _default_state_dir()
-        self._ledger_dir = root / "processes"
-        self._ledger_path = self._ledger_dir / f"host-{self._marker}.json"
+        self._ledger = _ledger.Ledger(
+            path=root / "processes" / f"host-{self._marker}.json", host=host._target(), marker=self._marker
+        )
+        self._spawns = itertools.count(1)
         self._lock = threading.Lock()
         self._identities: dict[tuple[int, float], ProcessIdentity] = {}
+        self._tags: dict[tuple[int, float], str | None] = {}
         self._connections: dict[int, TrackedConnection] = {}
         self._sidecar: subprocess.Popen[bytes] | None = None
         self._sidecar_fd = -1
         self._atexit_armed = False
-        self._ledger_warned = False
+        self._closing = False
         ProcessTracker._all.add(self)
 
     # ------------------------------------------------------------------ instance
@@ -320,8 +378,8 @@ class ProcessTracker:
 
     @property
     def ledger_path(self) -> Path:
-        """This host's ledger file (it exists only while something is tracked)."""
-        return self._ledger_path
+        """This host's ledger file (it exists from the first registration to a clean exit)."""
+        return self._ledger.path
 
     @property
     def reaper_pid(self) -> int | None:
@@ -329,14 +387,47 @@ class ProcessTracker:
         sidecar = self._sidecar
         return None if sidecar is None else sidecar.pid
 
-    def child_env(self) -> dict[str, str]:
-        """Environment entries to add to every tracked server's environment.
+    @property
+    def marker(self) -> str:
+        """This host's marker: every tag :meth:`child_env` hands out is ``<marker>/<n>``. Not a secret."""
+        return self._marker
 
-        The value names this host. Descendants inherit it, which lets a later
-        :meth:`sweep_ledger` prove that an orphan left behind in a dead server's process
-        group is ours even days later (see :mod:`mcp_actors._reaper`). Not a secret.
+    @property
+    def closing(self) -> bool:
+        """Whether the exit hook (:meth:`close_sync`) has begun: registrations are refused."""
+        return self._closing
+
+    def child_env(self) -> dict[str, str]:
+        """Environment entries to add to a tracked server's environment; call once per spawn.
+
+        The value is this host's marker plus a spawn number, a *tag*. Descendants inherit
+        it wherever they move — another process group, another session, reparented to
+        init — so the kill ladder finds a server's whole tree by it, the exit hook and the
+        sidecar everything of this host, and a later :meth:`sweep_ledger` everything a
+        dead host left behind, even days later (see :mod:`mcp_actors._kill`). Not a secret.
         """
-        return {MARKER_ENV: self._marker}
+        return {MARKER_ENV: f"{self._marker}/{next(self._spawns)}"}
+
+    def arm_exit_hook(self) -> None:
+        """Register the :mod:`atexit` hook now (it is otherwise armed by the first registration).
+
+        Exit hooks run last-registered first: code that must run before the tracker kills
+        everything at exit (a portal closing its runtime gracefully) arms the tracker's
+        hook first, then registers its own.
+        """
+        with self._lock:
+            self._arm_locked()
+
+    def _arm_locked(self) -> None:
+        if not self._atexit_armed:
+            atexit.register(self._at_exit)
+            self._atexit_armed = True
+
+    def target_of(self, identity: ProcessIdentity) -> Target:
+        """The kill ladder's view of a tracked process: its identity and its tag."""
+        with self._lock:
+            tag = self._tags.get((identity.pid, identity.create_time))
+        return Target(identity.pid, identity.create_time, identity.pgid, tag)
 
     # ------------------------------------------------------------------ registration
 
@@ -344,9 +435,13 @@ class ProcessTracker:
         """Track a process: kill its tree on close, on exit, and if this host crashes.
 
         Cheap and synchronous — call it right after the spawn, before anything can fail.
-        It records the process in memory, rewrites the ledger and tells the sidecar
-        (started on the first call). Failures of the ledger or the sidecar are logged, never
-        raised: they weaken the safety net but must not stop a server from starting.
+        It records the process and its tag (read from its environment, see
+        :meth:`child_env`) in memory, rewrites the ledger and tells the sidecar (started on
+        the first call). Failures of the ledger or the sidecar are logged, never raised:
+        they weaken the safety net but must not stop a server from starting.
+
+        Once the exit hook has begun (:attr:`closing`) nothing new may live: the process
+        is killed at once, tree and all, and the registration fails.
 
         Args:
             identity: The process.
@@ -354,27 +449,40 @@ class ProcessTracker:
         Raises:
             TypeError: ``identity`` is not a :class:`ProcessIdentity`.
             RuntimeError: Called in a forked child on the parent's tracker.
+            ServerStartFailed: The host is exiting; the process was killed.
         """
         if not isinstance(identity, ProcessIdentity):
             raise TypeError(f"register takes a ProcessIdentity, got {type(identity).__name__}")
+        tag = _kill.marker_of(identity.pid)
+        key = (identity.pid, identity.create_time)
         with self._lock:
             self._check_owner()
-            key = (identity.pid, identity.create_time)
-            known = key in self._identities
-            self._identities[key] = identity
-            if not self._atexit_armed:
-                atexit.register(self._at_exit)
-                self._atexit_armed = True
-            self._write_ledger_locked()
-            if not known:
-                self._send_locked(_track_line(identity))
+            closing = self._closing
+            if not closing:
+                known = key in self._identities
+                self._identities[key] = identity
+                self._tags[key] = tag
+                self._arm_locked()
+                self._write_ledger_locked()
+                if not known:
+                    self._send_locked(_track_line(identity, tag))
+        if closing:
+            target = Target(identity.pid, identity.create_time, identity.pgid, tag)
+            kill_trees([target], term_grace=0.0, reap=False)
+            name = identity.label or f"pid {identity.pid}"
+            raise ServerStartFailed(
+                f"server {name!r}: not started because the host is exiting; start it again in a new run",
+                server=identity.label or None,
+            )
 
     def unregister(self, identity: ProcessIdentity) -> None:
         """Stop tracking a process (after it was reaped normally). Unknown ones are ignored."""
         with self._lock:
             self._check_owner()
-            if self._identities.pop((identity.pid, identity.create_time), None) is None:
+            key = (identity.pid, identity.create_time)
+            if self._identities.pop(key, None) is None:
                 return
+            self._tags.pop(key, None)
             self._write_ledger_locked()
             self._send_locked(f"untrack {identity.pid} {identity.create_time!r}\n")
 
@@ -401,29 +509,29 @@ class ProcessTracker:
 
     # ------------------------------------------------------------------ closing
 
-    async def close_connection(self, connection: TrackedConnection, *, grace: float = 3.0) -> None:
-        """Close a connection gracefully within *grace* seconds, then kill its process tree.
+    async def close_connection(self, connection: TrackedConnection, *, close_grace: float = CLOSE_GRACE) -> None:
+        """Close a connection gracefully within *close_grace* seconds, then kill its process tree.
 
         The tree is killed after the graceful close in every case: a server that exited
         on its own may still have left children in its group. The connection is untracked
         however this ends. An exception from ``aclose`` is logged, not raised — the
         connection is closed either way. If the caller is cancelled, the kill still runs
-        (shielded, bounded by ``term_timeout`` plus about two seconds) before
+        (shielded, bounded by ``term_grace`` plus about two seconds) before
         ``Cancelled`` propagates.
 
         Args:
             connection: The connection (it need not have been tracked).
-            grace: Seconds the graceful close may take.
+            close_grace: Seconds the graceful close may take.
 
         Raises:
-            ValueError: ``grace`` is negative or not finite.
+            ValueError: ``close_grace`` is negative or not finite.
         """
-        if not (math.isfinite(grace) and grace >= 0):
-            raise ValueError(f"grace must be a finite number >= 0, got {grace!r}")
+        if not (math.isfinite(close_grace) and close_grace >= 0):
+            raise ValueError(f"close_grace must be a finite number >= 0, got {close_grace!r}")
         identity = connection.process
         label = identity.label if identity is not None and identity.label else type(connection).__name__
         try:
-            with trio.move_on_after(grace) as scope:
+            with trio.move_on_after(close_grace) as scope:
                 try:
                     await connection.aclose()
                 except Exception as exc:
@@ -431,20 +539,21 @@ class ProcessTracker:
                         "graceful close of %s failed (%s); killing its process tree", label, type(exc).__name__
                     )
             if scope.cancelled_caught:
-                logger.info("%s did not close within %.1f s; killing its process tree", label, grace)
+                logger.info("%s did not close within %.1f s; killing its process tree", label, close_grace)
         finally:
             with trio.CancelScope(shield=True):
                 if identity is not None:
-                    await trio.to_thread.run_sync(partial(kill_process_tree, identity, term_timeout=self._term_timeout))
+                    target = self.target_of(identity)
+                    await trio.to_thread.run_sync(partial(kill_trees, [target], term_grace=self._term_grace))
                 self._forget(connection)
 
-    async def close_all(self, *, grace: float = 3.0) -> None:
+    async def close_all(self, *, close_grace: float = CLOSE_GRACE) -> None:
         """Close every tracked connection concurrently (as :meth:`close_connection`).
 
         Processes registered without a connection are killed at the same time.
 
         Args:
-            grace: Seconds each graceful close may take.
+            close_grace: Seconds each graceful close may take.
         """
         with self._lock:
             connections = list(self._connections.values())
@@ -452,23 +561,26 @@ class ProcessTracker:
             bare = [ident for key, ident in self._identities.items() if key not in owned]
         async with trio.open_nursery() as nursery:
             for connection in connections:
-                nursery.start_soon(partial(self.close_connection, connection, grace=grace))
+                nursery.start_soon(partial(self.close_connection, connection, close_grace=close_grace))
             if bare:
                 nursery.start_soon(self._kill_bare, bare)
 
     async def _kill_bare(self, identities: list[ProcessIdentity]) -> None:
         with trio.CancelScope(shield=True):
-            targets = [identity._target() for identity in identities]
-            await trio.to_thread.run_sync(partial(kill_trees, targets, term_timeout=self._term_timeout))
+            targets = [self.target_of(identity) for identity in identities]
+            await trio.to_thread.run_sync(partial(kill_trees, targets, term_grace=self._term_grace))
             for identity in identities:
                 self.unregister(identity)
 
     def kill_all_sync(self) -> None:
-        """Kill every tracked tree now, then dismiss the sidecar without it killing anything.
+        """Kill everything of this host now; once all of it is gone, dismiss the sidecar.
 
-        The :mod:`atexit` path (also usable directly, from any thread). All trees get
-        SIGTERM together and share one ``term_timeout``. The ledger file is removed. A
-        later :meth:`register` starts over with a new sidecar.
+        Every tracked tree, and every process that carries this host's marker (what
+        escaped the trees), gets SIGTERM together and shares one ``term_grace``. Only when
+        nothing of the host is left is the sidecar told to leave without killing and the
+        ledger removed; otherwise the sidecar keeps its list (it acts when this process
+        ends) and the ledger stays for the next start. A later :meth:`register` starts
+        over. Usable from any thread.
 
         In a child created by ``os.fork()`` (which inherits the parent's atexit hooks) it
         does nothing: those servers are the parent's.
@@ -477,41 +589,50 @@ class ProcessTracker:
             return
         with self._lock:
             identities = list(self._identities.values())
-        if identities:
-            kill_trees([identity._target() for identity in identities], term_timeout=self._term_timeout)
+            targets = [Target(i.pid, i.create_time, i.pgid, self._tags.get((i.pid, i.create_time))) for i in identities]
+        kill_trees(targets, term_grace=self._term_grace, marker=self._marker)
+        left = [identity for identity in identities if identity.is_alive()]
+        escaped = _kill.marker_carriers(self._marker)
         with self._lock:
-            killed = set()
             for identity in identities:
-                key = (identity.pid, identity.create_time)
-                self._identities.pop(key, None)
-                killed.add(key)
+                if identity not in left:
+                    key = (identity.pid, identity.create_time)
+                    self._identities.pop(key, None)
+                    self._tags.pop(key, None)
             for ref, connection in list(self._connections.items()):
                 process = connection.process
-                if process is not None and (process.pid, process.create_time) in killed:
+                if process is not None and (process.pid, process.create_time) not in self._identities:
                     del self._connections[ref]
-            self._write_ledger_locked()
+            survivors = sorted({i.pid for i in left} | {p.pid for p in escaped})
+            if survivors:
+                logger.error(
+                    "%d process(es) of this host survived SIGKILL (pids %s); the reaper and the ledger keep them",
+                    len(survivors),
+                    ", ".join(map(str, survivors)),
+                )
+            if survivors or self._identities:  # stuck in the kernel, or registered meanwhile
+                self._write_ledger_locked()
+                return
+            self._ledger.remove()
             self._stop_sidecar_locked()
+
+    def close_sync(self) -> None:
+        """The exit hook: refuse every later registration, then kill everything of this host.
+
+        First the tracker turns :attr:`closing` — from then on a process registered
+        (spawned by a runtime still running in another thread, say) is killed on the spot —
+        then :meth:`kill_all_sync` runs. Runs by itself at interpreter exit; a tracker that
+        is closing stays closing.
+        """
+        with self._lock:
+            self._closing = True
+        self.kill_all_sync()
 
     def _at_exit(self) -> None:
         try:
-            self.kill_all_sync()
+            self.close_sync()
         except Exception:
             logger.exception("killing the tracked servers at exit failed")
-
-    async def run(self, *, task_status: trio.TaskStatus[ProcessTracker] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve as a supervised child: sweep the ledger, then close everything on stop.
-
-        Sweeps leftovers of crashed earlier runs (in a worker thread), reports itself as
-        started, and sleeps until cancelled; then closes every tracked connection
-        (shielded, each bounded as in :meth:`close_connection`).
-        """
-        await trio.to_thread.run_sync(self.sweep_ledger)
-        task_status.started(self)
-        try:
-            await trio.sleep_forever()
-        finally:
-            with trio.CancelScope(shield=True):
-                await self.close_all()
 
     # ------------------------------------------------------------------ ledger
 
@@ -519,94 +640,34 @@ class ProcessTracker:
         """Kill what crashed earlier hosts left behind; return the processes killed.
 
         For every ledger of a host that is no longer alive (PID and create_time), each
-        recorded process whose PID and create_time still match is killed with its tree;
-        orphans in its group are killed only if they carry that host's marker (see
-        :meth:`child_env`). Then the stale ledger is deleted. Ledgers of live hosts are
-        left alone. Synchronous and possibly slow (up to ``term_timeout`` plus about two
-        seconds when it kills); from trio, run it with ``trio.to_thread.run_sync``.
+        recorded process whose PID and create_time still match is killed with its tree,
+        and so is every process carrying that host's marker (see :meth:`child_env`); the
+        ledger is deleted once nothing of that host is left. Ledgers of live hosts (another
+        copy of the program, another test run) are left alone. Synchronous and possibly
+        slow (up to ``term_grace`` plus about two seconds when it kills); from trio, run it
+        with ``trio.to_thread.run_sync``.
 
         Returns:
             The recorded processes whose trees had something alive to kill.
         """
-        killed: list[ProcessIdentity] = []
-        try:
-            paths = sorted(self._ledger_dir.glob(_LEDGER_GLOB))
-        except OSError:
-            return killed
-        for path in paths:
-            if path == self._ledger_path:
-                continue
-            ledger = _read_ledger(path)
-            if ledger is None:
-                continue
-            host, marker, identities = ledger
-            if host.is_alive():
-                continue
-            by_target = {identity._target(): identity for identity in identities}
-            for target in kill_trees(by_target, term_timeout=self._term_timeout, marker=marker, reap=False):
-                killed.append(by_target[target])
-            try:
-                path.unlink()
-            except FileNotFoundError:
-                pass  # a concurrent sweep or the dead host's sidecar got there first
-            except OSError as exc:
-                logger.warning("could not delete the stale ledger %s: %s", path, exc.strerror)
+        entries = _ledger.sweep(self._ledger.path.parent, own=self._ledger.path, term_grace=self._term_grace)
+        killed = [
+            ProcessIdentity(pid=e.target.pid, create_time=e.target.create_time, pgid=e.target.pgid, label=e.label)
+            for e in entries
+        ]
         if killed:
             logger.warning(
                 "killed %d server process(es) left behind by crashed earlier runs: %s",
                 len(killed),
                 ", ".join(f"{i.label or 'unnamed'} (pid {i.pid})" for i in killed),
             )
-        self._remove_stale_temporaries()
         return killed
 
-    def _remove_stale_temporaries(self) -> None:
-        now = time.time()
-        try:
-            for tmp in self._ledger_dir.glob(".host-*.tmp"):
-                try:
-                    if now - tmp.stat().st_mtime > _STALE_TMP_AGE:
-                        tmp.unlink()
-                except OSError:
-                    continue
-        except OSError:
-            pass
-
     def _write_ledger_locked(self) -> None:
-        try:
-            if not self._identities:
-                self._ledger_path.unlink(missing_ok=True)
-                return
-            self._ledger_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            payload = {
-                "version": _LEDGER_VERSION,
-                "host": {"pid": self._host.pid, "create_time": self._host.create_time, "pgid": self._host.pgid},
-                "marker": self._marker,
-                "processes": [
-                    {"pid": i.pid, "create_time": i.create_time, "pgid": i.pgid, "label": i.label}
-                    for i in self._identities.values()
-                ],
-            }
-            data = json.dumps(payload, separators=(",", ":")).encode()
-            tmp = self._ledger_path.with_name(f".{self._ledger_path.name}.{threading.get_ident()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
-            try:
-                os.write(fd, data)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self._ledger_path)
-            self._ledger_warned = False
-        except OSError as exc:
-            if not self._ledger_warned:
-                self._ledger_warned = True
-                logger.warning(
-                    "cannot write the process ledger %s (%s); servers of this run may outlive a "
-                    "crash of both this process and its reaper; check that the directory is writable "
-                    "or set %s",
-                    self._ledger_path,
-                    exc.strerror or exc,
-                    STATE_DIR_ENV,
-                )
+        self._ledger.write(
+            _ledger.Entry(target=Target(i.pid, i.create_time, i.pgid, self._tags.get(key)), label=i.label)
+            for key, i in self._identities.items()
+        )
 
     # ------------------------------------------------------------------ sidecar
 
@@ -614,7 +675,7 @@ class ProcessTracker:
         read_end, write_end = os.pipe()  # both non-inheritable: no server ever holds them
         try:
             self._sidecar = subprocess.Popen(
-                _sidecar_argv(self._ledger_path, self._term_timeout),
+                _sidecar_argv(self._ledger.path, self._term_grace, marker=self._marker),
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -646,8 +707,8 @@ class ProcessTracker:
         if not self._start_sidecar_locked():
             return
         try:
-            for identity in self._identities.values():
-                os.write(self._sidecar_fd, _track_line(identity).encode())
+            for key, identity in self._identities.items():
+                os.write(self._sidecar_fd, _track_line(identity, self._tags.get(key)).encode())
         except OSError as exc:
             logger.warning("the reaper sidecar does not accept lines (%s); relying on the ledger", exc)
             self._discard_sidecar_locked()
@@ -710,47 +771,9 @@ class ProcessTracker:
         self._sidecar = None
 
 
-def _track_line(identity: ProcessIdentity) -> str:
-    return f"track {identity.pid} {identity.create_time!r} {identity.pgid}\n"
-
-
-def _read_ledger(path: Path) -> tuple[ProcessIdentity, str, list[ProcessIdentity]] | None:
-    """Parse a ledger file; ``None`` (after a warning, or deleting it if corrupt) if unusable."""
-    try:
-        raw: Any = json.loads(path.read_bytes())
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        logger.warning("cannot read the process ledger %s: %s", path, exc.strerror or exc)
-        return None
-    except ValueError:
-        raw = None
-    if isinstance(raw, dict) and raw.get("version") not in (None, _LEDGER_VERSION):
-        logger.warning("process ledger %s has unknown version %r; left alone", path, raw.get("version"))
-        return None
-    try:
-        host = _identity_from(raw["host"], label="host")
-        marker = str(raw["marker"])
-        identities = [_identity_from(entry) for entry in raw["processes"]]
-    except (TypeError, KeyError, ValueError):
-        logger.warning("process ledger %s is corrupt; deleting it (nothing in it can be trusted)", path)
-        try:
-            path.unlink()
-        except OSError:
-            pass
-        return None
-    return host, marker, identities
-
-
-def _identity_from(entry: Any, *, label: str | None = None) -> ProcessIdentity:
-    if not isinstance(entry, dict):
-        raise TypeError("ledger entry is not an object")
-    return ProcessIdentity(
-        pid=int(entry["pid"]),
-        create_time=float(entry["create_time"]),
-        pgid=int(entry["pgid"]),
-        label=label if label is not None else str(entry.get("label", "")),
-    )
+def _track_line(identity: ProcessIdentity, tag: str | None) -> str:
+    suffix = f" {tag}" if tag is not None and tag.isprintable() and " " not in tag else ""
+    return f"track {identity.pid} {identity.create_time!r} {identity.pgid}{suffix}\n"
 
 
 def _reset_after_fork() -> None:

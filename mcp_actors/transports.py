@@ -36,7 +36,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from mcp_actors.errors import CommandNotFound, ServerStartFailed
-from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec
+from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec, stop_process
 
 __all__ = [
     "HttpParams",
@@ -356,41 +356,20 @@ async def _wait_until(predicate: Any, timeout: float, *, step: float = 0.01) -> 
 async def _stop_process(
     process: trio.Process, identity: ProcessIdentity, params: StdioParams, link: TransportLink
 ) -> None:
-    """The kill ladder: close stdin → bounded wait → SIGTERM the group → SIGKILL → reap.
+    """The one kill ladder (:func:`mcp_actors.process_tracker.stop_process`) for this server.
 
-    Runs shielded with every wait bounded. Descendants are snapshotted first, so a
-    grandchild that left our process group (or outlived the server) is killed too.
+    Close stdin → at most ``close_grace`` → SIGTERM the whole tree (group, descendants, and
+    every process carrying the server's tag, so a grandchild that escaped with setsid too)
+    → at most ``term_grace`` → SIGKILL → reap. Runs shielded with every wait bounded.
     """
-    descendants = _snapshot_descendants(identity)
-    if process.stdin is not None:
-        with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError, OSError):
-            await process.stdin.aclose()
-    if process.returncode is None:
-        with trio.move_on_after(params.close_grace):
-            await process.wait()
-    if process.returncode is None:
-        _signal_group(identity.pgid, signal.SIGTERM)
-        with trio.move_on_after(params.term_grace):
-            await process.wait()
-    # The leader is gone (or stubborn); anything left in its group is an orphan of ours.
-    # Liveness is judged on the snapshot (zombies excluded): an orphan's zombie lingers
-    # until init reaps it, and some container inits never do.
-    if _group_alive(identity.pgid):
-        _signal_group(identity.pgid, signal.SIGTERM)
-        await _wait_until(lambda: not any(_alive(c) for c in descendants), min(params.term_grace, 0.5))
-        _signal_group(identity.pgid, signal.SIGKILL)  # what ignored SIGTERM, and members outside the snapshot
-    for child in descendants:
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-    # SIGKILL is asynchronous: return only when the tree is really gone (bounded), so that
-    # "disconnected" means no process of this server is left.
-    await _wait_until(lambda: not any(_alive(c) for c in descendants), 2.0)
-    if process.returncode is None:
-        process.kill()
-        with trio.move_on_after(5.0):
-            await process.wait()
-        if process.returncode is None:
-            logger.error("server %s: pid %d survived SIGKILL; abandoning it", link.label, identity.pid)
+    tracker = ProcessTracker.get_instance()
+    await stop_process(
+        process,
+        tracker.target_of(identity),
+        close_grace=params.close_grace,
+        term_grace=params.term_grace,
+        label=link.label,
+    )
 
 
 @contextlib.asynccontextmanager

@@ -21,6 +21,6 @@ def state_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def tracker(state_dir: Path) -> Iterator[ProcessTracker]:
     """A tracker with its own ledger and sidecar; whatever it still tracks is killed after."""
-    instance = ProcessTracker(state_dir=state_dir, term_timeout=0.3)
+    instance = ProcessTracker(state_dir=state_dir, term_grace=0.3)
     yield instance
     instance.kill_all_sync()

@@ -7,6 +7,7 @@ grandchild that ignores SIGTERM, so only a SIGKILL escalation can end it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -14,6 +15,9 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 
+import psutil
+
+from mcp_actors._reaper import MARKER_ENV
 from mcp_actors.process_tracker import ProcessIdentity
 
 # Every process here ends by itself after ten minutes, so a broken test cannot leak
@@ -43,20 +47,44 @@ SERVER_WITH_GRANDCHILD_CODE = (
     f"    time.sleep({LIFETIME})\n"
 )
 
+# Double-forks a grandchild that calls setsid (it leaves the server's process group and
+# session, and is reparented to init at once), ignores SIGTERM and sleeps; prints its PID,
+# then sleeps. Only the inherited environment still ties the grandchild to the host.
+SERVER_WITH_ESCAPEE_CODE = (
+    "import os, signal, sys, time\n"
+    "r, w = os.pipe()\n"
+    "if os.fork() == 0:\n"
+    "    os.setsid()\n"
+    "    if os.fork() == 0:\n"
+    "        signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "        os.write(w, f'{os.getpid()}\\n'.encode())\n"
+    f"        time.sleep({LIFETIME})\n"
+    "    os._exit(0)\n"
+    "os.close(w)\n"
+    "os.wait()\n"
+    "print(os.read(r, 64).decode().strip(), flush=True)\n"
+    f"time.sleep({LIFETIME})\n"
+)
+
 
 def spawn_server(
     *,
     grandchild: bool = False,
+    escapee: bool = False,
     env: Mapping[str, str] | None = None,
     preexec_fn: Callable[[], None] | None = None,
     label: str = "server",
 ) -> tuple[subprocess.Popen[bytes], ProcessIdentity, ProcessIdentity | None]:
-    """Start a server in its own session; return it, its identity and its grandchild's."""
-    code = SERVER_WITH_GRANDCHILD_CODE if grandchild else SERVER_CODE
+    """Start a server in its own session; return it, its identity and its grandchild's.
+
+    ``grandchild``: the grandchild stays in the server's group and ignores SIGTERM.
+    ``escapee``: the grandchild double-forks into a session of its own (see above).
+    """
+    code = SERVER_WITH_GRANDCHILD_CODE if grandchild else SERVER_WITH_ESCAPEE_CODE if escapee else SERVER_CODE
     proc = subprocess.Popen(
         [sys.executable, "-c", code],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE if grandchild else subprocess.DEVNULL,
+        stdout=subprocess.PIPE if grandchild or escapee else subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         preexec_fn=preexec_fn,
@@ -64,7 +92,7 @@ def spawn_server(
     )
     identity = ProcessIdentity.of(proc.pid, label=label)
     grand = None
-    if grandchild:
+    if grandchild or escapee:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         proc.stdout.close()
@@ -98,3 +126,42 @@ def force_kill(identities: Iterable[ProcessIdentity | None]) -> None:
                 os.kill(identity.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+def carriers(marker: str) -> list[psutil.Process]:
+    """Every live process (zombies excluded) whose environment carries this tracker marker.
+
+    A tracked server's descendants all inherit the marker, wherever they moved (another
+    process group, another session, reparented to init), so this finds everything a host
+    started, and nothing any other host (another copy of the suite) started.
+    """
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            value = proc.environ().get(MARKER_ENV)
+            if value is not None and value.split("/")[0] == marker and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_no_carriers(marker: str, *, timeout: float = 10.0) -> float:
+    """Poll (bounded) until no process carries *marker*; return the seconds it took.
+
+    Raises:
+        AssertionError: Some are still alive after *timeout* seconds (they are killed
+            then, so a failed test leaks nothing).
+    """
+    start = time.monotonic()
+    while True:
+        left = carriers(marker)
+        if not left:
+            return time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            description = [(p.pid, " ".join(p.cmdline())[:80]) for p in left if p.is_running()]
+            for proc in left:
+                with contextlib.suppress(psutil.Error):
+                    proc.kill()
+            raise AssertionError(f"{len(left)} process(es) outlived their host: {description}")
+        time.sleep(0.02)

@@ -1,7 +1,10 @@
-"""A host that runs the real runtime with three stdio servers, for the kill-on-exit tests.
+"""A host that runs the real runtime with four stdio servers, for the kill-on-exit tests.
+
+One server's grandchild ignores SIGTERM; another's double-forks into a session of its own
+(``setsid_server.py``).
 
 Usage: runtime_host.py CONFIG MODE, MODE in {exit, raise, wait}. Prints one JSON line with
-the servers' and the grandchild's (pid, create_time), then: ``exit`` returns normally
+the servers', the grandchild's and the escaped grandchild's (pid, create_time), then: ``exit`` returns normally
 after stdin closes, ``raise`` raises an unhandled error from inside the runtime after
 stdin closes, ``wait`` blocks until killed.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+from pathlib import Path
 
 import psutil
 import trio
@@ -18,9 +22,11 @@ import trio
 from mcp_actors.runtime import open_runtime
 from mcp_actors.testing import fault_server_command
 
+SETSID_SERVER = Path(__file__).with_name("setsid_server.py")
 
-def server(name: str, *flags: str) -> dict[str, object]:
-    argv = fault_server_command(*flags)
+
+def server(name: str, *flags: str, argv: list[str] | None = None) -> dict[str, object]:
+    argv = argv or fault_server_command(*flags)
     return {"name": name, "type": "stdio", "config": {"command": argv[0], "args": argv[1:], "pingInterval": 0}}
 
 
@@ -28,17 +34,21 @@ async def main(config: str, mode: str) -> None:
     async with open_runtime(config, connect_on_add=False) as rt:
         svc = rt.service
         await svc.update("demo", is_active=False)
-        for spec in (server("one"), server("two"), server("three", "--spawn-grandchild")):
+        pidfile = Path(config).with_name("escapee.txt")
+        escaping = server("four", argv=[sys.executable, str(SETSID_SERVER), str(pidfile)])
+        for spec in (server("one"), server("two"), server("three", "--spawn-grandchild"), escaping):
             await svc.add(spec)
             await svc.connect(spec["name"])  # type: ignore[arg-type]
         handle = svc._registry.snapshot.handles[svc.get("three").id]
         with trio.fail_after(20):
             line = await handle.wait_for_stderr(lambda text: "fault: grandchild" in text)
         grandchild = int(re.search(r"grandchild (\d+)", line).group(1))  # type: ignore[union-attr]
-        pids = [svc.status(name).pid for name in ("one", "two", "three")]
+        pids = [svc.status(name).pid for name in ("one", "two", "three", "four")]
+        escapee, escapee_ctime = pidfile.read_text().split()
         report = {
             "servers": [[pid, psutil.Process(pid).create_time()] for pid in pids],
             "grandchild": [grandchild, psutil.Process(grandchild).create_time()],
+            "escapee": [int(escapee), float(escapee_ctime)],
         }
         print(json.dumps(report), flush=True)
         if mode == "wait":

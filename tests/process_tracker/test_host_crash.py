@@ -1,9 +1,10 @@
 """Kill-on-exit with real host processes: normal exit, unhandled exception, SIGKILL, and
 SIGKILL of host and sidecar together followed by a sweep from the next host.
 
-Each host (``host_script.py``) starts three servers — one with a grandchild that ignores
-SIGTERM — and also registers an unrelated process under a wrong create_time, which must
-survive every scenario.
+Each host (``host_script.py``) starts four servers — one with a grandchild that ignores
+SIGTERM, one whose grandchild double-forks into a session of its own (only the host's
+marker in its environment ties it to the host) — and also registers an unrelated process
+under a wrong create_time, which must survive every scenario.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pt_support import force_kill, spawn_server, wait_gone
+from pt_support import carriers, force_kill, spawn_server, wait_gone, wait_no_carriers
 
 from mcp_actors.process_tracker import ProcessIdentity
 
@@ -45,6 +46,10 @@ class Host:
         self.report: dict[str, Any] = json.loads(self._read_line())
         self.servers = [_identity(pair, f"server{n}") for n, pair in enumerate(self.report["servers"])]
         self.grandchild = _identity(self.report["grandchild"], "grandchild")
+        self.escapee = _identity(self.report["escapee"], "escapee")
+        self.marker: str = self.report["marker"]
+        # Every server and grandchild carries the marker: a wrong one would make the checks vacuous.
+        assert len(carriers(self.marker)) >= 6
         self.reaper = _identity(self.report["reaper"], "reaper")
         self.ledger = Path(self.report["ledger"])
 
@@ -72,7 +77,7 @@ class Host:
 
     @property
     def tree(self) -> list[ProcessIdentity]:
-        return [*self.servers, self.grandchild]
+        return [*self.servers, self.grandchild, self.escapee]
 
 
 def _identity(pair: list[float], label: str) -> ProcessIdentity:
@@ -123,7 +128,7 @@ def hosts() -> Iterator[list[Host]]:
 def test_host_exit_kills_every_tree_and_dismisses_the_sidecar(
     mode: str, status: int, state_dir: Path, unrelated: ProcessIdentity, hosts: list[Host]
 ) -> None:
-    """A host that exits normally or by an unhandled exception kills every tree at exit."""
+    """A host that exits normally or by an unhandled exception kills every tree at exit, escapees too."""
     host = Host(mode, state_dir, forge=unrelated.pid)
     hosts.append(host)
     returncode, stderr = host.finish()
@@ -132,6 +137,7 @@ def test_host_exit_kills_every_tree_and_dismisses_the_sidecar(
         assert "unhandled on purpose" in stderr
     # The atexit hook is synchronous: the trees are dead by the time the host has exited.
     assert not any(identity.is_alive() for identity in host.tree)
+    assert not carriers(host.marker)
     wait_gone([host.reaper])
     assert not host.ledger.exists()
     assert unrelated.is_alive()
@@ -140,7 +146,7 @@ def test_host_exit_kills_every_tree_and_dismisses_the_sidecar(
 def test_host_sigkill_the_sidecar_kills_every_tree(
     state_dir: Path, unrelated: ProcessIdentity, hosts: list[Host]
 ) -> None:
-    """A SIGKILLed host's sidecar kills every tree (grandchild included) and deletes the ledger."""
+    """A SIGKILLed host's sidecar kills every tree (grandchildren, escaped ones too) and deletes the ledger."""
     host = Host("wait", state_dir, forge=unrelated.pid)
     hosts.append(host)
     assert host.ledger.exists() and all(identity.is_alive() for identity in host.tree)
@@ -148,6 +154,7 @@ def test_host_sigkill_the_sidecar_kills_every_tree(
     wait_gone(host.tree)
     elapsed = time.monotonic() - killed_at
     print(f"host SIGKILL -> last server process gone: {elapsed * 1000:.0f} ms")
+    wait_no_carriers(host.marker)
     wait_gone([host.reaper])
     assert not host.ledger.exists()
     assert unrelated.is_alive()
@@ -156,7 +163,7 @@ def test_host_sigkill_the_sidecar_kills_every_tree(
 def test_host_and_sidecar_sigkill_next_host_sweeps_the_ledger(
     state_dir: Path, unrelated: ProcessIdentity, hosts: list[Host]
 ) -> None:
-    """With host and sidecar both SIGKILLed, the ledger lets the next host kill the leftovers."""
+    """With host and sidecar both SIGKILLed, the next host's sweep kills the leftovers, escapees too."""
     host = Host("wait", state_dir, forge=unrelated.pid)
     hosts.append(host)
     os.kill(host.reaper.pid, signal.SIGKILL)
@@ -165,12 +172,14 @@ def test_host_and_sidecar_sigkill_next_host_sweeps_the_ledger(
     # PR_SET_PDEATHSIG takes the servers down with the host; the grandchild ignores
     # SIGTERM, is no direct child, and nobody is left to kill it but the ledger.
     wait_gone(host.servers)
-    assert host.grandchild.is_alive()
+    assert host.grandchild.is_alive() and host.escapee.is_alive()
     assert host.ledger.exists()
 
     killed = run_sweep_host(state_dir)
 
-    assert not host.grandchild.is_alive()
-    assert killed == [[host.servers[0].pid, host.servers[0].create_time]]
+    assert not host.grandchild.is_alive() and not host.escapee.is_alive()
+    assert not carriers(host.marker)
+    # The trees that still had something alive: the grandchild's, and (by its tag) the escapee's.
+    assert killed == [[s.pid, s.create_time] for s in (host.servers[0], host.servers[3])]
     assert not host.ledger.exists()
     assert unrelated.is_alive()

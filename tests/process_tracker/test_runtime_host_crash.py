@@ -1,5 +1,6 @@
-"""Kill-on-exit with the real runtime: a host running three stdio servers through
-``open_runtime`` (one with a grandchild that ignores SIGTERM) exits normally, raises, or
+"""Kill-on-exit with the real runtime: a host running four stdio servers through
+``open_runtime`` (one with a grandchild that ignores SIGTERM, one whose grandchild escapes
+with setsid) exits normally, raises, or
 is SIGKILLed — and no server process or grandchild survives it."""
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def wait_all_gone(pairs: list[list[float]], timeout: float) -> float:
 
 @pytest.mark.parametrize("mode", ["exit", "raise", "sigkill"])
 def test_no_server_outlives_its_host(tmp_path: Path, mode: str) -> None:
-    """Normal exit, unhandled exception or SIGKILL of the host: every server and grandchild is gone within 5 s."""
+    """Exit, unhandled exception or SIGKILL of the host: every server and grandchild (escaped too) is gone in 5 s."""
     host = subprocess.Popen(
         [sys.executable, str(HOST), str(tmp_path / "cfg.json"), "wait" if mode == "sigkill" else mode],
         stdin=subprocess.PIPE,
@@ -55,7 +56,7 @@ def test_no_server_outlives_its_host(tmp_path: Path, mode: str) -> None:
         line = host.stdout.readline() if ready else b""  # type: ignore[union-attr]
         assert line, host.stderr.read().decode(errors="replace") if host.poll() is not None else "no report"  # type: ignore[union-attr]
         report = json.loads(line)
-        pairs = [*report["servers"], report["grandchild"]]
+        pairs = [*report["servers"], report["grandchild"], report["escapee"]]
         assert all(alive(int(pid), ctime) for pid, ctime in pairs)
         if mode == "sigkill":
             host.kill()

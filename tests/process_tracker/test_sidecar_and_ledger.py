@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+import psutil
 import pytest
-from pt_support import LIFETIME, force_kill, spawn_server
+from pt_support import LIFETIME, force_kill, spawn_server, wait_gone
 
 from mcp_actors._reaper import MARKER_ENV, SIDECAR_TAG
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, _sidecar_argv
@@ -66,7 +68,7 @@ def test_sidecar_kills_tracked_trees_on_eof_and_deletes_the_ledger(
     ledger.write_text("{}")
     argv = None
     if launch == "module":
-        argv = [sys.executable, "-m", "mcp_actors._reaper", "--ledger", str(ledger), "--term-timeout", "0.3"]
+        argv = [sys.executable, "-m", "mcp_actors._reaper", "--ledger", str(ledger), "--term-grace", "0.3"]
     sidecar = start_sidecar(ledger, argv)
     (leader, grandchild), (other, _) = servers
     assert grandchild is not None
@@ -106,6 +108,44 @@ def test_sidecar_ignores_untracked_forged_and_malformed_lines(
     )
     close_and_wait(sidecar)
     assert leader.is_alive() and grandchild.is_alive() and other.is_alive()
+
+
+def spawn_marked_escapee(value: str) -> tuple[subprocess.Popen[bytes], ProcessIdentity, ProcessIdentity]:
+    """A server whose setsid grandchild carries MARKER_ENV=value; return server, its identity, the escapee."""
+    env = {**os.environ, MARKER_ENV: value}
+    proc, identity, escapee = spawn_server(escapee=True, env=env, label=f"server {value}")
+    assert escapee is not None
+    return proc, identity, escapee
+
+
+@pytest.fixture
+def marked() -> Iterator[list[tuple[ProcessIdentity, ProcessIdentity]]]:
+    """Servers with escaped grandchildren under three markers of this test's own; killed after."""
+    unique = f"test-{os.getpid()}-{time.monotonic_ns()}"
+    spawned = [spawn_marked_escapee(value) for value in (f"{unique}/1", f"{unique}/2", f"{unique}-other/1")]
+    yield [(identity, escapee) for _, identity, escapee in spawned]
+    for proc, identity, escapee in spawned:
+        force_kill([identity, escapee])
+        proc.wait(timeout=10)
+
+
+def test_sidecar_kills_tagged_trees_and_every_carrier_of_the_hosts_marker_on_eof(
+    marked: list[tuple[ProcessIdentity, ProcessIdentity]], tmp_path: Path
+) -> None:
+    """At EOF the sidecar kills escaped grandchildren by tag and by marker, and no other host's."""
+    (tracked, tracked_escapee), (closed, closed_escapee), (stranger, stranger_escapee) = marked
+    marker = str(psutil.Process(tracked.pid).environ()[MARKER_ENV]).split("/")[0]
+    ledger = tmp_path / "host-x.json"
+    ledger.write_text("{}")
+    sidecar = start_sidecar(ledger, _sidecar_argv(ledger, 0.3, marker=marker))
+    send(sidecar, track(tracked).replace("\n", f" {marker}/1\n"))
+    os.kill(closed.pid, signal.SIGKILL)  # a server closed earlier, its escapee left behind
+    wait_gone([closed])
+    close_and_wait(sidecar)
+    assert not tracked.is_alive() and not tracked_escapee.is_alive()
+    assert not closed_escapee.is_alive()
+    assert stranger.is_alive() and stranger_escapee.is_alive()  # another host's marker
+    assert not ledger.exists()
 
 
 def test_sidecar_carries_its_tag_on_the_command_line(tmp_path: Path) -> None:
@@ -176,6 +216,24 @@ def test_sweep_leaves_ledgers_of_live_hosts_alone(
     assert tracker.sweep_ledger() == []
     assert leader.is_alive()
     assert path.exists()
+
+
+def test_sweep_kills_carriers_of_a_dead_hosts_marker_and_keeps_the_ledger_of_a_live_host(
+    tracker: ProcessTracker, state_dir: Path, marked: list[tuple[ProcessIdentity, ProcessIdentity]]
+) -> None:
+    """A dead host's escaped grandchildren die by its marker, ledger or not; a live host's stay."""
+    (server, escapee), (other_server, other_escapee), (stranger, stranger_escapee) = marked
+    marker = str(psutil.Process(server.pid).environ()[MARKER_ENV]).split("/")[0]
+    stranger_marker = str(psutil.Process(stranger.pid).environ()[MARKER_ENV]).split("/")[0]
+    os.kill(server.pid, signal.SIGKILL)  # closed long ago: nothing recorded but the marker
+    wait_gone([server])
+    dead = write_ledger(state_dir, dead_host(), [other_server], marker=marker)
+    live = write_ledger(state_dir, ProcessIdentity.of(os.getpid()), [stranger], marker=stranger_marker)
+    killed = tracker.sweep_ledger()
+    assert [i.pid for i in killed] == [other_server.pid]
+    assert not any(i.is_alive() for i in (escapee, other_server, other_escapee))
+    assert not dead.exists()
+    assert stranger.is_alive() and stranger_escapee.is_alive() and live.exists()
 
 
 ORPHAN_MAKER = (

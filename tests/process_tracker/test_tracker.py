@@ -16,6 +16,7 @@ import trio
 from pt_support import SERVER_WITH_GRANDCHILD_CODE, force_kill, spawn_server, wait_gone
 
 from mcp_actors import process_tracker
+from mcp_actors.errors import ServerStartFailed
 from mcp_actors.process_tracker import (
     ProcessIdentity,
     ProcessTracker,
@@ -91,7 +92,7 @@ def test_identity_with_another_create_time_is_not_the_process() -> None:
     try:
         impostor = attrs.evolve(identity, create_time=identity.create_time - 1.0)
         assert not impostor.is_alive()
-        kill_process_tree(impostor, term_timeout=0.1)
+        kill_process_tree(impostor, term_grace=0.1)
         assert identity.is_alive()
     finally:
         proc.kill()
@@ -114,8 +115,8 @@ def test_identity_of_a_missing_pid_and_bad_fields_are_rejected() -> None:
 # ----------------------------------------------------------------------------- registration
 
 
-def test_register_records_the_ledger_and_unregister_removes_it(tracker: ProcessTracker) -> None:
-    """register/unregister keep memory and the on-disk ledger (mode 0600) in step."""
+def test_register_records_the_ledger_and_unregister_removes_the_entry(tracker: ProcessTracker) -> None:
+    """register/unregister keep memory and the on-disk ledger (mode 0600) in step; the file stays."""
     procs = [spawn_server(label=f"s{n}") for n in range(2)]
     try:
         a, b = (identity for _, identity, _ in procs)
@@ -132,7 +133,9 @@ def test_register_records_the_ledger_and_unregister_removes_it(tracker: ProcessT
         assert ledger_pids(tracker) == [b.pid]
         tracker.unregister(b)
         assert tracker.tracked() == ()
-        assert not tracker.ledger_path.exists()
+        # The ledger outlives the last registration: its marker is what a later sweep
+        # needs to find an escaped grandchild of a server closed long ago.
+        assert ledger_pids(tracker) == []
         assert all(identity.is_alive() for identity in (a, b))
     finally:
         for proc, _, _ in procs:
@@ -144,7 +147,7 @@ def test_register_survives_an_unwritable_ledger(tmp_path: Path, caplog: pytest.L
     """A ledger that cannot be written is reported once; registration and the sidecar still work."""
     blocker = tmp_path / "not-a-directory"
     blocker.write_text("")
-    tracker = ProcessTracker(state_dir=blocker, term_timeout=0.3)
+    tracker = ProcessTracker(state_dir=blocker, term_grace=0.3)
     proc, identity, _ = spawn_server()
     try:
         with caplog.at_level("WARNING", logger="mcp_actors.process_tracker"):
@@ -214,6 +217,55 @@ def test_a_dead_sidecar_is_replaced_and_told_everything(tracker: ProcessTracker)
             proc.wait()
 
 
+def test_a_registration_after_the_exit_hook_began_is_killed_and_refused(tracker: ProcessTracker) -> None:
+    """Once close_sync (the exit hook) began, a newly spawned server is killed with its tree and refused."""
+    tracker.close_sync()
+    assert tracker.closing
+    proc, leader, grandchild = spawn_server(grandchild=True, env={**os.environ, **tracker.child_env()})
+    assert grandchild is not None
+    try:
+        with pytest.raises(ServerStartFailed, match="not started because the host is exiting"):
+            tracker.register(leader)
+        proc.wait(timeout=10)
+        wait_gone([leader, grandchild])
+        assert tracker.tracked() == ()
+    finally:
+        force_kill([leader, grandchild])
+
+
+def test_kill_all_sync_kills_a_grandchild_that_escaped_into_its_own_session(tracker: ProcessTracker) -> None:
+    """A double-forked setsid grandchild is found by the marker it inherited and killed."""
+    proc, leader, escapee = spawn_server(escapee=True, env={**os.environ, **tracker.child_env()})
+    assert escapee is not None
+    try:
+        assert os.getsid(escapee.pid) != os.getsid(leader.pid) and os.getpgid(escapee.pid) != leader.pid
+        tracker.register(leader)
+        tracker.kill_all_sync()
+        assert not leader.is_alive() and not escapee.is_alive()
+        assert not tracker.ledger_path.exists()
+        assert tracker.reaper_pid is None
+    finally:
+        force_kill([leader, escapee])
+        proc.wait(timeout=10)
+
+
+async def test_close_connection_kills_only_its_own_servers_escaped_grandchild(tracker: ProcessTracker) -> None:
+    """Closing one connection kills its server's setsid grandchild (by tag), not another server's."""
+    spawned = [spawn_server(escapee=True, env={**os.environ, **tracker.child_env()}, label=f"s{n}") for n in range(2)]
+    (proc_a, a, escapee_a), (proc_b, b, escapee_b) = spawned
+    assert escapee_a is not None and escapee_b is not None
+    try:
+        for identity in (a, b):
+            tracker.register(identity)
+        await tracker.close_connection(FailingConnection(a), close_grace=1)
+        assert not a.is_alive() and not escapee_a.is_alive()
+        assert b.is_alive() and escapee_b.is_alive()
+    finally:
+        force_kill([a, escapee_a, b, escapee_b])
+        proc_a.wait(timeout=10)
+        proc_b.wait(timeout=10)
+
+
 # ----------------------------------------------------------------------------- closing
 
 
@@ -228,12 +280,12 @@ async def test_close_connection_kills_the_tree_after_grace_when_aclose_hangs(
         tracker.track(connection)
         assert tracker.tracked() == (leader,)
         start = trio.current_time()
-        await tracker.close_connection(connection, grace=0.5)
+        await tracker.close_connection(connection, close_grace=0.5)
         assert trio.current_time() - start == pytest.approx(0.5)
         assert connection.close_started and connection.close_cancelled
         assert not leader.is_alive() and not grandchild.is_alive()
         assert tracker.tracked() == ()
-        assert not tracker.ledger_path.exists()
+        assert ledger_pids(tracker) == []
     finally:
         force_kill([leader, grandchild])
         proc.wait()
@@ -260,7 +312,7 @@ async def test_close_connection_after_a_graceful_close_still_kills_orphans(
         grandchild = ProcessIdentity.of(int(line))
         connection = StdinConnection(proc, leader)
         tracker.track(connection)
-        await tracker.close_connection(connection, grace=30)
+        await tracker.close_connection(connection, close_grace=30)
         assert proc.returncode == 0  # it left by itself; nothing signalled it
         assert not grandchild.is_alive()
         assert tracker.tracked() == ()
@@ -297,7 +349,7 @@ async def test_close_connection_cancelled_still_kills_the_tree(
     try:
         tracker.track(connection)
         with trio.move_on_after(0.2) as scope:
-            await tracker.close_connection(connection, grace=60)
+            await tracker.close_connection(connection, close_grace=60)
         assert scope.cancelled_caught
         assert trio.current_time() == pytest.approx(0.2)
         assert not leader.is_alive() and not grandchild.is_alive()
@@ -321,8 +373,8 @@ async def test_close_connection_without_a_process_only_closes(tracker: ProcessTr
     connection = HttpConnection()
     assert isinstance(connection, TrackedConnection)
     tracker.track(connection)
-    with pytest.raises(ValueError, match="grace must be a finite number >= 0, got -1"):
-        await tracker.close_connection(connection, grace=-1)
+    with pytest.raises(ValueError, match="close_grace must be a finite number >= 0, got -1"):
+        await tracker.close_connection(connection, close_grace=-1)
     await tracker.close_connection(connection)
     assert closed.is_set()
     assert tracker._connections == {}
@@ -342,51 +394,16 @@ async def test_close_all_closes_everything_concurrently(
             tracker.track(connection)
         tracker.register(identities[3])  # tracked without a connection
         start = trio.current_time()
-        await tracker.close_all(grace=0.5)
+        await tracker.close_all(close_grace=0.5)
         assert trio.current_time() - start == pytest.approx(0.5)  # not 3 x 0.5
         assert all(connection.close_cancelled for connection in connections)
         assert not any(identity.is_alive() for identity in [*identities, grandchild])
         assert tracker.tracked() == ()
-        assert not tracker.ledger_path.exists()
+        assert ledger_pids(tracker) == []
     finally:
         force_kill([*identities, grandchild])
         for proc, _, _ in spawned:
             proc.wait()
-
-
-async def test_run_sweeps_before_started_and_closes_all_when_cancelled(
-    tracker: ProcessTracker, state_dir: Path, autojump_clock: trio.testing.MockClock
-) -> None:
-    """run() sweeps stale ledgers before it reports started, and closes everything when cancelled."""
-    leftover_proc, leftover, _ = spawn_server(label="leftover")
-    proc, leader, _ = spawn_server()
-    me = ProcessIdentity.of(os.getpid())
-    (state_dir / "processes").mkdir()
-    (state_dir / "processes" / "host-dead.json").write_text(
-        json.dumps(
-            {
-                "version": 1,
-                "host": {"pid": me.pid, "create_time": me.create_time - 100.0, "pgid": me.pgid},
-                "marker": "dead",
-                "processes": [{"pid": leftover.pid, "create_time": leftover.create_time, "pgid": leftover.pgid}],
-            }
-        )
-    )
-    try:
-        async with trio.open_nursery() as nursery:
-            started = await nursery.start(tracker.run)
-            assert started is tracker
-            assert not leftover.is_alive()
-            tracker.track(HangingConnection(leader))
-            start = trio.current_time()
-            nursery.cancel_scope.cancel()
-        assert trio.current_time() - start == pytest.approx(3.0)
-        assert not leader.is_alive()
-        assert tracker.tracked() == ()
-    finally:
-        force_kill([leader, leftover])
-        proc.wait()
-        leftover_proc.wait()
 
 
 # ----------------------------------------------------------------------------- pdeathsig

@@ -1,0 +1,243 @@
+"""The PID ledger: what a host has started, on disk, for the next start to clean up.
+
+One small JSON file per host (per tracker) under ``<state dir>/processes/``, rewritten
+atomically on every change: the host's own identity, its marker, and every tracked
+process (PID, create_time, process group, tag, label). If host and reaper sidecar both
+die, the next start's :func:`sweep` kills what the dead host left behind — the recorded
+trees, and every process carrying the dead host's marker (an escaped grandchild, say) —
+and deletes the file only once nothing of that host is left.
+
+The file exists from a host's first registration until its clean exit (or its sidecar's
+clean-up), even while nothing is tracked: a server that was closed may have left an
+escaped grandchild behind, and the marker in the ledger is the only way to find it.
+
+The ledger is not fsynced: it only has to survive the death of the host, not of the
+machine, and after a reboot every process it names is gone anyway.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psutil
+
+from mcp_actors import _kill
+from mcp_actors._kill import Target
+
+__all__ = ["LEDGER_GLOB", "Contents", "Entry", "Ledger", "read_ledger", "sweep"]
+
+logger = logging.getLogger(__name__)
+
+LEDGER_VERSION = 1
+LEDGER_GLOB = "host-*.json"
+# A temporary ledger file older than this is debris of a host that died mid-write.
+_STALE_TMP_AGE = 60.0
+
+
+@attrs.frozen(kw_only=True)
+class Entry:
+    """One process as the ledger records it."""
+
+    target: Target
+    label: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class Contents:
+    """A parsed ledger file."""
+
+    host: Target
+    marker: str
+    entries: tuple[Entry, ...]
+
+
+@attrs.define(eq=False)
+class Ledger:
+    """This host's ledger file; written by the tracker (under its lock), read by sweeps.
+
+    Args:
+        path: The file.
+        host: The host process.
+        marker: The host's marker (see :mod:`mcp_actors._kill`).
+    """
+
+    path: Path
+    host: Target
+    marker: str
+    _warned: bool = attrs.field(default=False, init=False)
+    _written: bool = attrs.field(default=False, init=False)
+
+    def write(self, entries: Iterable[Entry]) -> None:
+        """Replace the file atomically (temp file, rename); log once if it cannot be written.
+
+        A failure never raises: it only weakens the last of three safety nets.
+        """
+        payload = {
+            "version": LEDGER_VERSION,
+            "host": {"pid": self.host.pid, "create_time": self.host.create_time, "pgid": self.host.pgid},
+            "marker": self.marker,
+            "processes": [
+                {
+                    "pid": e.target.pid,
+                    "create_time": e.target.create_time,
+                    "pgid": e.target.pgid,
+                    "tag": e.target.tag,
+                    "label": e.label,
+                }
+                for e in entries
+            ],
+        }
+        data = json.dumps(payload, separators=(",", ":")).encode()
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{threading.get_ident()}.tmp")
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+            self._warned = False
+            self._written = True
+        except OSError as exc:
+            if not self._warned:
+                self._warned = True
+                logger.warning(
+                    "cannot write the process ledger %s (%s); servers of this run may outlive a "
+                    "crash of both this process and its reaper; check that the directory is writable "
+                    "or set MCP_ACTORS_STATE_DIR",
+                    self.path,
+                    exc.strerror or exc,
+                )
+
+    def remove(self) -> None:
+        """Delete the file (a clean exit that left nothing behind), if it was ever written."""
+        if not self._written:
+            return
+        self._written = False
+        try:
+            self.path.unlink(missing_ok=True)
+        except OSError as exc:
+            logger.warning("could not delete the process ledger %s: %s", self.path, exc.strerror or exc)
+
+
+def read_ledger(path: Path) -> Contents | None:
+    """Parse a ledger file; ``None`` (after a warning, or deleting it if corrupt) if unusable."""
+    try:
+        raw: Any = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        logger.warning("cannot read the process ledger %s: %s", path, exc.strerror or exc)
+        return None
+    except ValueError:
+        raw = None
+    if isinstance(raw, dict) and raw.get("version") not in (None, LEDGER_VERSION):
+        logger.warning("process ledger %s has unknown version %r; left alone", path, raw.get("version"))
+        return None
+    try:
+        host = _target_from(raw["host"])
+        marker = str(raw["marker"])
+        entries = tuple(Entry(target=_target_from(e), label=str(e.get("label", ""))) for e in raw["processes"])
+    except (TypeError, KeyError, ValueError, AttributeError):
+        logger.warning("process ledger %s is corrupt; deleting it (nothing in it can be trusted)", path)
+        try:
+            path.unlink()
+        except OSError:
+            pass
+        return None
+    return Contents(host=host, marker=marker, entries=entries)
+
+
+def _target_from(entry: Any) -> Target:
+    if not isinstance(entry, dict):
+        raise TypeError("ledger entry is not an object")
+    pid, create_time, pgid = int(entry["pid"]), float(entry["create_time"]), int(entry["pgid"])
+    if pid <= 0 or pgid <= 0 or not create_time >= 0:
+        raise ValueError("ledger entry has a bad pid, pgid or create_time")
+    tag = entry.get("tag")
+    return Target(pid, create_time, pgid, None if tag is None else str(tag))
+
+
+def _alive(target: Target) -> bool:
+    proc = _kill.find_process(target.pid, target.create_time)
+    if proc is None:
+        return False
+    try:
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
+def sweep(directory: Path, *, own: Path | None, term_grace: float) -> list[Entry]:
+    """Kill what dead hosts left behind; return the recorded processes whose trees were killed.
+
+    For every ledger of a host that is no longer alive (PID and create_time), each recorded
+    process whose PID and create_time still match is killed with its tree, and so is every
+    process that carries the dead host's marker. A dead leader's process group is not
+    trusted (days may have passed). The file is deleted once nothing of that host is left.
+    Ledgers of live hosts — another copy of the program, another test run — are never
+    touched. Synchronous and possibly slow (up to ``term_grace`` plus a few seconds when
+    it kills).
+
+    Args:
+        directory: The ledger directory.
+        own: This host's own ledger, skipped.
+        term_grace: Seconds between SIGTERM and SIGKILL.
+    """
+    killed: list[Entry] = []
+    try:
+        paths = sorted(directory.glob(LEDGER_GLOB))
+    except OSError:
+        return killed
+    for path in paths:
+        if path == own:
+            continue
+        contents = read_ledger(path)
+        if contents is None or _alive(contents.host):
+            continue
+        by_target = {entry.target: entry for entry in contents.entries}
+        marker = contents.marker
+        for target in _kill.kill_trees(by_target, term_grace=term_grace, marker=marker, stale=True, reap=False):
+            if target in by_target:
+                killed.append(by_target[target])
+        left = _kill.marker_carriers(contents.marker)
+        if left:
+            logger.warning(
+                "%d process(es) of a dead host survived SIGKILL (pids %s); keeping its ledger %s for the next start",
+                len(left),
+                ", ".join(str(p.pid) for p in left),
+                path,
+            )
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass  # a concurrent sweep or the dead host's sidecar got there first
+        except OSError as exc:
+            logger.warning("could not delete the stale ledger %s: %s", path, exc.strerror)
+    _remove_stale_temporaries(directory)
+    return killed
+
+
+def _remove_stale_temporaries(directory: Path) -> None:
+    now = time.time()
+    try:
+        for tmp in directory.glob(".host-*.tmp"):
+            try:
+                if now - tmp.stat().st_mtime > _STALE_TMP_AGE:
+                    tmp.unlink()
+            except OSError:
+                continue
+    except OSError:
+        pass

@@ -1,0 +1,60 @@
+"""A real stdio MCP server whose grandchild escapes into a session of its own.
+
+``python setsid_server.py PIDFILE [fault-server flags...]``
+
+Double-forks a grandchild that calls ``setsid`` (so it is in neither the server's process
+group nor its session, and is reparented away from the server at once), ignores SIGTERM
+and sleeps; appends the grandchild's ``<pid> <create_time>`` to PIDFILE; then execs the
+fault server (``mcp_actors.testing.fault_server``) with the remaining arguments, so the
+process the client talks to is a real MCP server. Only the environment, and with it the
+host's tracker marker, still ties the grandchild to its host. With
+``SETSID_SERVER_IGNORE_SIGTERM`` set in its environment the server ignores SIGTERM too.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+LIFETIME = 600  # the grandchild ends by itself, so a broken test cannot leak forever
+
+
+def escape() -> int:
+    """Fork twice; the grandchild runs in a new session, ignoring SIGTERM, with no stdio."""
+    read_end, write_end = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(read_end)
+        os.setsid()
+        if os.fork() == 0:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            null = os.open(os.devnull, os.O_RDWR)
+            for fd in (0, 1, 2):
+                os.dup2(null, fd)
+            os.write(write_end, f"{os.getpid()}\n".encode())
+            os.close(write_end)
+            time.sleep(LIFETIME)
+        os._exit(0)
+    os.close(write_end)
+    os.waitpid(first, 0)
+    with os.fdopen(read_end, "rb") as pipe:
+        return int(pipe.readline())
+
+
+def main() -> None:
+    pid = escape()
+    import psutil  # after the fork: the grandchild stays a lean copy
+
+    with open(sys.argv[1], "a") as out:
+        out.write(f"{pid} {psutil.Process(pid).create_time()!r}\n")
+    if os.environ.get("SETSID_SERVER_IGNORE_SIGTERM"):
+        # An ignored disposition survives exec: the server then leaves only by SIGKILL,
+        # which makes every kill of it wait out its full SIGTERM grace.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    os.execv(sys.executable, [sys.executable, "-m", "mcp_actors.testing.fault_server", *sys.argv[2:]])
+
+
+if __name__ == "__main__":
+    main()
