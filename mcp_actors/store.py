@@ -282,6 +282,10 @@ class ConfigStore:
                 line=exc.lineno,
                 column=exc.colno,
             ) from None
+        except (ValueError, RecursionError) as exc:
+            # Valid syntax the decoder still refuses: a 4300+ digit integer, absurd nesting.
+            problem = "nests too deeply" if isinstance(exc, RecursionError) else "holds a number too long to read"
+            raise self._corrupt(problem) from None
         try:
             records = records_from_document(document)
         except ConfigError as exc:
