@@ -212,6 +212,8 @@ def test_desktop_import_is_total_and_keeps_good_entries(bad: list[Any], containe
         if entry.error is not None:
             _check_error(entry.error, name=entry.name)
             assert entry.error.server == entry.name
+            if isinstance(servers[entry.name], dict):
+                assert entry.error.field, str(entry.error)  # an object entry: the bad field is named
     good = report.entries[-1]
     assert good.record is not None and good.record.name == "good"
     assert dict(good.record.config.env) == {"TOKEN": "t"}
