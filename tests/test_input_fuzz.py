@@ -317,11 +317,15 @@ _fuzz_counter = iter(range(10**9))
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(fuzzed_desktop_entries(), min_size=1, max_size=4), st.lists(json_values, min_size=1, max_size=4))
-@example(bad=[{"url": 5}], raw_inputs=[5])  # the issue's input
-@example(bad=[{"url": [1]}, {"command": "npx", "timeout": 10**400}], raw_inputs=[{"url": {}}])
+@given(
+    st.lists(fuzzed_desktop_entries(), min_size=1, max_size=4),
+    st.lists(json_values, min_size=1, max_size=4),
+    st.lists(fuzzed_records(), max_size=3),
+)
+@example(bad=[{"url": 5}], raw_inputs=[5], records=[])  # the issue's input
+@example(bad=[{"url": [1]}, {"command": "npx", "timeout": 10**400}], raw_inputs=[{"url": {}}], records=[])
 def test_service_add_json_and_add_raise_only_typed_errors_and_keep_good_entries(
-    tmp_path: Path, bad: list[Any], raw_inputs: list[Any]
+    tmp_path: Path, bad: list[Any], raw_inputs: list[Any], records: list[dict[str, Any]]
 ) -> None:
     """Through a real runtime: add_json keeps the good entry beside fuzzed ones; add() raises only McpActorsError."""
     run_dir = tmp_path / f"run{next(_fuzz_counter)}"
@@ -337,12 +341,14 @@ def test_service_add_json_and_add_raise_only_typed_errors_and_keep_good_entries(
         for result in results:
             if result.error is not None:
                 assert isinstance(result.error, McpActorsError)
+        candidates: list[Any] = [{key: v for key, v in record.items() if key != "id"} for record in records]
         for value in [*raw_inputs, *bad]:
-            for candidate in (value, {"name": "x", "type": "stdio", "config": value}):
-                try:
-                    await svc.add(candidate)
-                except McpActorsError:
-                    pass
+            candidates += [value, {"name": "x", "type": "stdio", "config": value}]
+        for candidate in candidates:
+            try:
+                await svc.add(candidate)
+            except McpActorsError:
+                pass
         return {record.name for record in await _maybe_await(svc.list())}
 
     listed = _run(run_dir, body)
