@@ -107,3 +107,19 @@ def test_a_link_retargeted_between_writes_is_followed_anew(tmp_path: Path) -> No
     assert _names(ConfigStore(first)) == ["demo", "to-first"]
     assert _names(ConfigStore(second)) == ["to-second"]
     assert link.is_symlink()
+
+
+def test_a_link_loop_is_a_typed_write_error_and_nothing_is_created(tmp_path: Path) -> None:
+    """Two links naming each other: modify() raises ConfigWriteFailed with the OS reason; both stay links."""
+    import pytest
+
+    from mcp_actors.errors import ConfigWriteFailed
+
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.symlink_to(second)
+    second.symlink_to(first)
+    with pytest.raises(ConfigWriteFailed, match="symbolic links") as caught:
+        ConfigStore(first).modify(lambda records: records.append(_record("never")))
+    assert caught.value.path == str(first)
+    assert first.is_symlink() and second.is_symlink()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "a.json.lock", "b.json"]  # no temp file
