@@ -16,6 +16,7 @@ Start here:
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
 
 __all__ = [
@@ -33,6 +34,17 @@ __all__ = [
     "open_runtime",
     "start_portal",
 ]
+
+# A library never decides where its logs go: without a handler anywhere up the tree, Python's
+# "last resort" handler would print every WARNING (a crashing server's restarts, say) to the
+# stderr of a host that never configured logging. The host's own configuration (basicConfig,
+# dictConfig, a root handler) still sees everything. ``supervisors`` is our own engine and
+# logs each restart, so it is silenced the same way.
+for _name in ("mcp_actors", "supervisors"):
+    _logger = logging.getLogger(_name)
+    if not any(isinstance(handler, logging.NullHandler) for handler in _logger.handlers):
+        _logger.addHandler(logging.NullHandler())
+del _name, _logger
 
 _LAZY = {
     "ConnectionState": "mcp_actors.connection",

@@ -55,6 +55,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import json
+import math
 import re
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
@@ -70,6 +71,7 @@ from mcp_actors.records import (
     InstallSource,
     McpServerRecord,
     ServerType,
+    _FieldProblem,
     converter,
     new_server_id,
     record_from_json_dict,
@@ -219,6 +221,11 @@ def _loads(text: str) -> tuple[Any, list[str]]:
             f"the server configs are not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}; "
             "fix the JSON and retry"
         ) from None
+    except (ValueError, RecursionError) as exc:
+        # Valid syntax the decoder still refuses: an integer of more than 4300 digits, or
+        # nesting deeper than Python's recursion limit.
+        problem = "nest too deeply" if isinstance(exc, RecursionError) else "hold a number too long to read"
+        raise ConfigError(f"the server configs {problem}; fix the JSON and retry") from None
     if stripped != text:
         notes.append("comments or trailing commas (JSONC) were ignored")
     for key in dict.fromkeys(duplicates):
@@ -268,15 +275,6 @@ _KNOWN_KEYS: Final = frozenset(
 _PLACEHOLDER_RE: Final = re.compile(r"\$\{[^}]*\}|^\$[A-Za-z_][A-Za-z0-9_]*$")
 
 
-class _EntryError(Exception):
-    """A problem with one source key, before a record can be built."""
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(problem)
-        self.field = field
-        self.problem = problem
-
-
 def _transport(value: Any, key: str) -> ServerType:
     if isinstance(value, str):
         normalised = re.sub(r"[-_\s]", "", value).lower()
@@ -285,7 +283,7 @@ def _transport(value: Any, key: str) -> ServerType:
         shown = repr(value)
     else:
         shown = _json_type(value)
-    raise _EntryError(key, f"must be one of {_TRANSPORT_SPELLINGS}, got {shown}")
+    raise _FieldProblem(key, f"must be one of {_TRANSPORT_SPELLINGS}, got {shown}")
 
 
 def _first_of(config: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, Any] | None:
@@ -293,14 +291,14 @@ def _first_of(config: Mapping[str, Any], keys: Sequence[str]) -> tuple[str, Any]
     present = [(key, config[key]) for key in keys if key in config]
     for key, value in present[1:]:
         if value != present[0][1]:
-            raise _EntryError(present[0][0], f"conflicts with {key}; keep only one of them")
+            raise _FieldProblem(present[0][0], f"conflicts with {key}; keep only one of them")
     return present[0] if present else None
 
 
 def _infer_type(config: Mapping[str, Any], url: str | None, url_key: str | None, notes: list[str]) -> ServerType:
     has_command = "command" in config
     if has_command and url is not None:
-        raise _EntryError("type", f'is needed: the entry has both command and {url_key}; add "type"')
+        raise _FieldProblem("type", f'is needed: the entry has both command and {url_key}; add "type"')
     if has_command:
         return ServerType.STDIO
     if url is not None:
@@ -315,13 +313,19 @@ def _infer_type(config: Mapping[str, Any], url: str | None, url_key: str | None,
             return ServerType.SSE
         notes.append(f"no type given; inferred 'http' (streamable HTTP) from {url_key}")
         return ServerType.HTTP
-    raise _EntryError("command", "or url is required: give command (a local stdio server) or url (a remote server)")
+    raise _FieldProblem("command", "or url is required: give command (a local stdio server) or url (a remote server)")
 
 
 def _seconds(value: Any, key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise _EntryError(key, f"must be a number, got {_json_type(value)}")
-    return float(value)
+        raise _FieldProblem(key, f"must be a number, got {_json_type(value)}")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an integer beyond any float
+        seconds = math.inf
+    if not math.isfinite(seconds):
+        raise _FieldProblem(key, "must be a finite number, got a number out of range")
+    return seconds
 
 
 def _env(value: Any, notes: list[str]) -> Any:
@@ -342,19 +346,21 @@ def _env(value: Any, notes: list[str]) -> Any:
 
 def _tool_names(value: Any, key: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise _EntryError(key, f"must be a list of tool names, got {_json_type(value)}")
+        raise _FieldProblem(key, f"must be a list of tool names, got {_json_type(value)}")
     return list(value)
 
 
 def _strings_in(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str):
-        yield path, value
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            yield from _strings_in(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _strings_in(item, f"{path}[{index}]")
+    # Iterative: JSON may nest as deep as the decoder allows, deeper than Python's recursion limit.
+    stack = [(path, value)]
+    while stack:
+        here, item = stack.pop()
+        if isinstance(item, str):
+            yield here, item
+        elif isinstance(item, Mapping):
+            stack.extend((f"{here}.{key}", sub) for key, sub in reversed(list(item.items())))
+        elif isinstance(item, list):
+            stack.extend((f"{here}[{index}]", sub) for index, sub in reversed(list(enumerate(item))))
 
 
 def _placeholder_note(config: Mapping[str, Any]) -> str | None:
@@ -394,11 +400,11 @@ def _desktop_entry(name: str, config: Any, install_source: InstallSource) -> Imp
     notes.extend(text for key, text in _UNSUPPORTED.items() if key in config)
     try:
         record = _translate(name, config, install_source, notes)
-    except _EntryError as exc:
+    except _FieldProblem as exc:  # a translation problem (before any record was built)
         error = InvalidServerConfig(
-            f"invalid server {name!r}: {exc.field} {exc.problem}; fix the entry and retry",
+            f"invalid server {name!r}: {exc.path} {exc.problem}; fix the entry and retry",
             server=name,
-            field=exc.field,
+            field=exc.path,
         )
         return ImportEntry(name=name, error=error, unknown_keys=unknown, notes=tuple(notes))
     except InvalidServerConfig as exc:
@@ -411,13 +417,15 @@ def _translate(
 ) -> McpServerRecord:
     url_item = _first_of(config, _URL_KEYS)
     url_key, url = url_item if url_item else (None, None)
+    if url_key is not None and not isinstance(url, str):
+        raise _FieldProblem(url_key, f"must be a string (an http:// or https:// URL), got {_json_type(url)}")
     type_item = _first_of(config, _TYPE_KEYS)
     if type_item is not None:
         server_type = _transport(type_item[1], type_item[0])
     else:
         server_type = _infer_type(config, url, url_key, notes)
     if url_key == "httpUrl" and server_type is not ServerType.HTTP:
-        raise _EntryError("httpUrl", f"is a streamable-HTTP endpoint, but type says {server_type.value!r}")
+        raise _FieldProblem("httpUrl", f"is a streamable-HTTP endpoint, but type says {server_type.value!r}")
 
     record_config: dict[str, Any] = {}
     # Keys that only the other kind of transport uses are harmless leftovers: left out, noted.
@@ -451,10 +459,10 @@ def _translate(
 
     disabled = config.get("disabled", False)
     if not isinstance(disabled, bool):
-        raise _EntryError("disabled", f"must be true or false, got {_json_type(disabled)}")
+        raise _FieldProblem("disabled", f"must be true or false, got {_json_type(disabled)}")
     trust = config.get("trust", False)
     if not isinstance(trust, bool):
-        raise _EntryError("trust", f"must be true or false, got {_json_type(trust)}")
+        raise _FieldProblem("trust", f"must be true or false, got {_json_type(trust)}")
     disabled_item = _first_of(config, ("disabledTools", "excludeTools"))
     disabled_tools = _tool_names(disabled_item[1], disabled_item[0]) if disabled_item else []
     approve_item = _first_of(config, ("autoApprove", "alwaysAllow"))

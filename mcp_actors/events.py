@@ -3,12 +3,27 @@
 Emitting never blocks and never fails: every subscriber has its own bounded buffer, and a
 subscriber that does not keep up loses its *oldest* events (counted in
 :attr:`Subscription.dropped`). A slow UI can therefore never slow down tool calls.
+
+A subscription lives as long as someone holds it. The bus keeps only a weak reference, so a
+subscription that is dropped — forgotten, or abandoned by breaking out of
+``async for event in service.subscribe(): ...`` — leaves the bus by itself and costs nothing
+afterwards. (trio closes an abandoned ``async for`` iterator in a system task at the next
+scheduling point; the subscription goes with it.) :meth:`Subscription.close` and the ``with``
+block end one at once, for code that wants that stated. A held subscription survives leaving a
+loop: iterating it again continues where the last loop stopped.
+
+The number of live subscriptions is bounded (``max_subscribers``, default
+:data:`DEFAULT_MAX_SUBSCRIBERS`): past it, :meth:`EventBus.subscribe` raises a
+:class:`RuntimeError` rather than silently ending someone else's stream. Hitting the bound
+means a host holds subscriptions it no longer reads; close them.
 """
 
 from __future__ import annotations
 
 import collections
+import enum
 import time
+import weakref
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, Final
 
@@ -17,8 +32,11 @@ import trio
 
 __all__ = [
     "CONNECTION_STATE",
+    "DEFAULT_MAX_SUBSCRIBERS",
     "Event",
     "EventBus",
+    "EventBusStatistics",
+    "EventType",
     "SERVERS_CHANGED",
     "SERVER_CONNECTED",
     "Subscription",
@@ -26,11 +44,40 @@ __all__ = [
     "TOOL_CALLED",
 ]
 
-SERVER_CONNECTED: Final = "server:connected"
-CONNECTION_STATE: Final = "connection:state"
-SERVERS_CHANGED: Final = "servers:changed"
-TOOL_CALLED: Final = "tool:called"
-TOOLS_CHANGED: Final = "tools:changed"
+
+class EventType(enum.StrEnum):
+    """The kinds of event; each value is the string written in JSON (``"tool:called"``)."""
+
+    SERVER_CONNECTED = "server:connected"
+    """A server reached ``connected`` (``serverId``, ``serverName``)."""
+    CONNECTION_STATE = "connection:state"
+    """A server's connection state changed (``previous``, ``state``, ``error``, ``circuitOpen``)."""
+    SERVERS_CHANGED = "servers:changed"
+    """A record was added, updated or removed (``action``, ``serverId``, ``serverName``)."""
+    TOOL_CALLED = "tool:called"
+    """A tool call finished (``serverId``, ``toolName``, ``duration``, ``success``)."""
+    TOOLS_CHANGED = "tools:changed"
+    """A server's tool list changed (``notifications/tools/list_changed``)."""
+
+
+# Aliases of the members, so that emitters and readers written against the constants keep working.
+SERVER_CONNECTED: Final = EventType.SERVER_CONNECTED
+CONNECTION_STATE: Final = EventType.CONNECTION_STATE
+SERVERS_CHANGED: Final = EventType.SERVERS_CHANGED
+TOOL_CALLED: Final = EventType.TOOL_CALLED
+TOOLS_CHANGED: Final = EventType.TOOLS_CHANGED
+
+DEFAULT_MAX_SUBSCRIBERS: Final = 1024
+"""Live subscriptions one bus allows by default: far more than any host reads at once."""
+
+
+def _to_event_type(value: EventType | str) -> EventType:
+    """An attrs converter: the wire string becomes the member; anything else is refused by name."""
+    try:
+        return EventType(value)
+    except ValueError:
+        allowed = ", ".join(member.value for member in EventType)
+        raise ValueError(f"event type must be one of {allowed}, got {value!r}") from None
 
 
 @attrs.frozen(kw_only=True)
@@ -38,32 +85,51 @@ class Event:
     """One event.
 
     Attributes:
-        type: One of the event type constants of this module.
+        type: Its kind; a str enum, so ``event.type == "tool:called"`` also works.
         data: The payload (camelCase keys, JSON-serialisable, never secrets).
         seq: Emission order across the whole bus, starting at 1.
         timestamp: Wall-clock time of emission (``time.time()``).
+
+    Raises:
+        ValueError: ``type`` is not an :class:`EventType` (or its string).
     """
 
-    type: str
+    type: EventType = attrs.field(converter=_to_event_type)
     data: Mapping[str, Any] = attrs.field(factory=dict)
     seq: int = 0
     timestamp: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
-        """The event as a JSON-ready dict."""
+        """The event as a JSON-ready dict (``type`` is the plain string)."""
         return {
-            "type": self.type,
+            "type": self.type.value,
             "seq": self.seq,
             "timestamp": self.timestamp,
             "data": dict(self.data),
         }
 
 
-@attrs.define(eq=False)
+@attrs.frozen(kw_only=True)
+class EventBusStatistics:
+    """A snapshot of an :class:`EventBus` (see :meth:`EventBus.statistics`).
+
+    Attributes:
+        subscribers: Live subscriptions; each emit costs one buffer append per subscriber.
+        max_subscribers: The bound on live subscriptions.
+        emitted: Events emitted so far.
+    """
+
+    subscribers: int
+    max_subscribers: int
+    emitted: int
+
+
+@attrs.define(eq=False, weakref_slot=True)
 class Subscription:
     """One subscriber's bounded view of the bus; iterate it with ``async for``.
 
-    Close it (or leave its ``with`` block) to stop receiving.
+    It receives events for as long as it is referenced (by you, or by a running ``async
+    for``); drop it, or close it (or leave its ``with`` block), to stop receiving.
     """
 
     _bus: EventBus
@@ -134,38 +200,78 @@ class Subscription:
 
 @attrs.define(eq=False)
 class EventBus:
-    """Fan-out of events to any number of subscribers; emitting is synchronous and O(subscribers)."""
+    """Fan-out of events to any number of subscribers; emitting is synchronous and O(subscribers).
 
-    _subscribers: list[Subscription] = attrs.field(factory=list)
-    _seq: int = 0
+    Args:
+        max_subscribers: The bound on live subscriptions (>= 1).
+
+    Raises:
+        ValueError: ``max_subscribers`` < 1.
+    """
+
+    max_subscribers: int = attrs.field(default=DEFAULT_MAX_SUBSCRIBERS, kw_only=True)
+    # Weak references only: a subscription nobody holds any more must not be fed forever.
+    # The dict is the membership; the tuple is what emit iterates (rebuilt on every change, so
+    # a reference dying during an emit never mutates what is being iterated).
+    _refs: dict[int, weakref.ref[Subscription]] = attrs.field(factory=dict, init=False)
+    _fanout: tuple[weakref.ref[Subscription], ...] = attrs.field(default=(), init=False)
+    _seq: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.max_subscribers < 1:
+            raise ValueError(f"max_subscribers must be >= 1, got {self.max_subscribers}")
 
     def subscribe(self, *, buffer: int = 1024) -> Subscription:
-        """A new subscription that sees every event emitted from now on.
+        """A new subscription that sees every event emitted from now on, while it is held.
 
         Args:
             buffer: How many unread events it keeps before dropping the oldest.
+
+        Raises:
+            ValueError: ``buffer`` < 1.
+            RuntimeError: ``max_subscribers`` subscriptions are live already; close some.
         """
         if buffer < 1:
             raise ValueError(f"buffer must be >= 1, got {buffer}")
+        if len(self._refs) >= self.max_subscribers:
+            raise RuntimeError(
+                f"{len(self._refs)} live event subscriptions already (max_subscribers={self.max_subscribers}); "
+                "close subscriptions you no longer read (close() or a with block)"
+            )
         sub = Subscription(self, collections.deque(maxlen=buffer))
-        self._subscribers.append(sub)
+        key = id(sub)
+        self._refs[key] = weakref.ref(sub, lambda _ref: self._forget(key))
+        self._fanout = tuple(self._refs.values())
         return sub
 
-    def emit(self, type: str, **data: Any) -> Event:
-        """Deliver an event to every subscriber without blocking."""
+    def emit(self, type: EventType | str, **data: Any) -> Event:
+        """Deliver an event to every live subscriber without blocking.
+
+        Raises:
+            ValueError: ``type`` is not an :class:`EventType` (a programming error).
+        """
+        event = Event(type=type, data=data, seq=self._seq + 1, timestamp=time.time())
         self._seq += 1
-        event = Event(type=type, data=data, seq=self._seq, timestamp=time.time())
-        for sub in self._subscribers:
-            sub._push(event)
+        for ref in self._fanout:
+            sub = ref()
+            if sub is not None:
+                sub._push(event)
         return event
+
+    def statistics(self) -> EventBusStatistics:
+        """A snapshot: live subscribers, the bound, events emitted."""
+        return EventBusStatistics(subscribers=len(self._refs), max_subscribers=self.max_subscribers, emitted=self._seq)
 
     def close(self) -> None:
         """End every subscription (their iterators finish after draining)."""
-        for sub in list(self._subscribers):
-            sub.close()
+        for ref in self._fanout:
+            sub = ref()
+            if sub is not None:
+                sub.close()
 
     def _unsubscribe(self, sub: Subscription) -> None:
-        try:
-            self._subscribers.remove(sub)
-        except ValueError:
-            pass
+        self._forget(id(sub))
+
+    def _forget(self, key: int) -> None:
+        if self._refs.pop(key, None) is not None:
+            self._fanout = tuple(self._refs.values())

@@ -20,6 +20,11 @@ Guarantees:
   or has a newer ``version`` raises :class:`~mcp_actors.errors.ConfigFileCorrupt` (with the
   path and the line/column, or the entry index and field) on every read *and* every write,
   and is left untouched until a person fixes or moves it.
+* **Writes through links.** When the config path is a symlink (a dotfile manager's link into
+  a repository, possibly a chain of links), the lock, the temporary file and the rename are
+  beside the link's final target, resolved afresh for every write: the link stays a link and
+  its target receives every change. Opening the store by the link or by the target shares
+  one lock.
 * **Keeps what it does not know.** Top-level keys other than ``version`` and ``mcpServers``
   are written back unchanged.
 
@@ -113,8 +118,17 @@ class ConfigStore:
 
     @property
     def lock_path(self) -> Path:
-        """The lock file beside the config file (``mcp-config.json.lock``)."""
-        return self.path.with_name(self.path.name + ".lock")
+        """The lock file beside the config file's real target (``mcp-config.json.lock``)."""
+        return _lock_path(self.target_path)
+
+    @property
+    def target_path(self) -> Path:
+        """The file :attr:`path` finally names, every symlink followed (itself when it is no link).
+
+        Resolved on every access: a link re-pointed between two writes redirects the second.
+        A dangling link resolves to the file it names, which the first write creates.
+        """
+        return Path(os.path.realpath(self.path))
 
     # ------------------------------------------------------------------ public API
 
@@ -160,14 +174,16 @@ class ConfigStore:
                 read-only, permissions, a size limit); the old file is intact.
         """
         try:
-            with self._locked():
-                self._remove_stale_temp_files()
+            # Resolved once, so the lock, the read and the rename all concern the same file.
+            target = self.target_path
+            with self._locked(target):
+                self._remove_stale_temp_files(target)
                 records, extras, _exists = self._read()
                 working = list(records)
                 result = fn(working)
                 _check_records(working)
                 if working != records:
-                    self._write(working, extras)
+                    self._write(working, extras, target)
                 return result
         except McpActorsError:
             raise
@@ -227,16 +243,17 @@ class ConfigStore:
     # ------------------------------------------------------------------ internals
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+    def _locked(self, target: Path) -> Iterator[None]:
+        target.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
+        lock_path = _lock_path(target)
         # filelock polls a non-blocking flock; a short interval keeps queued writers snappy.
-        lock = filelock.FileLock(self.lock_path, timeout=self.lock_timeout, mode=_FILE_MODE, poll_interval=0.01)
+        lock = filelock.FileLock(lock_path, timeout=self.lock_timeout, mode=_FILE_MODE, poll_interval=0.01)
         try:
             lock.acquire()
         except filelock.Timeout:
             raise ConfigFileLocked(
                 f"the config file {self.path} is being written by another process and its lock "
-                f"({self.lock_path}) was not released within {self.lock_timeout:g} s; retry, or stop "
+                f"({lock_path}) was not released within {self.lock_timeout:g} s; retry, or stop "
                 "the process that holds it",
                 path=str(self.path),
             ) from None
@@ -265,6 +282,10 @@ class ConfigStore:
                 line=exc.lineno,
                 column=exc.colno,
             ) from None
+        except (ValueError, RecursionError) as exc:
+            # Valid syntax the decoder still refuses: a 4300+ digit integer, absurd nesting.
+            problem = "nests too deeply" if isinstance(exc, RecursionError) else "holds a number too long to read"
+            raise self._corrupt(problem) from None
         try:
             records = records_from_document(document)
         except ConfigError as exc:
@@ -299,11 +320,13 @@ class ConfigStore:
             column=column,
         )
 
-    def _write(self, records: list[McpServerRecord], extras: dict[str, Any]) -> None:
+    def _write(self, records: list[McpServerRecord], extras: dict[str, Any], target: Path) -> None:
         payload = _encode({**document_from_records(records), **extras})
-        directory = self.path.parent
+        # Beside the real file, never beside a link to it: os.replace over a link would swap
+        # the link for a regular file and its target would silently stop receiving changes.
+        directory = target.parent
         # mkstemp creates the file with O_EXCL and mode 0600 before anything is written.
-        fd, temp_name = tempfile.mkstemp(prefix=self._temp_prefix, suffix=".tmp", dir=directory)
+        fd, temp_name = tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp", dir=directory)
         try:
             try:
                 if hasattr(os, "fchmod"):
@@ -315,7 +338,7 @@ class ConfigStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(temp_name, self.path)
+            os.replace(temp_name, target)
         except BaseException as exc:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(temp_name)
@@ -324,15 +347,19 @@ class ConfigStore:
             raise
         _fsync_directory(directory)
 
-    @property
-    def _temp_prefix(self) -> str:
-        return f".{self.path.name}."
-
-    def _remove_stale_temp_files(self) -> None:
+    def _remove_stale_temp_files(self, target: Path) -> None:
         """Delete temp files of writers that crashed; only ever called under the lock."""
-        for stale in self.path.parent.glob(f"{self._temp_prefix}*.tmp"):
+        for stale in target.parent.glob(f"{_temp_prefix(target)}*.tmp"):
             with contextlib.suppress(FileNotFoundError):
                 stale.unlink()
+
+
+def _lock_path(target: Path) -> Path:
+    return target.with_name(target.name + ".lock")
+
+
+def _temp_prefix(target: Path) -> str:
+    return f".{target.name}."
 
 
 def _encode(document: dict[str, Any]) -> bytes:

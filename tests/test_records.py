@@ -466,3 +466,36 @@ def test_public_names_are_exported_sorted() -> None:
     assert records_module.__all__ == sorted(records_module.__all__)
     for name in records_module.__all__:
         assert hasattr(records_module, name)
+
+
+def test_the_codec_names_are_the_records_module_names_whichever_is_imported_first() -> None:
+    """The private codec module and records export the same objects, and either may be imported first."""
+    import subprocess
+
+    from mcp_actors import _record_codec
+
+    for name in _record_codec.__all__:
+        assert getattr(records_module, name) is getattr(_record_codec, name)
+        assert name in records_module.__all__
+    for first in ("mcp_actors._record_codec", "mcp_actors.records"):
+        code = f"import {first}; from mcp_actors.records import converter, record_from_json_dict; print('ok')"
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+        assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_field_problems_from_validators_hooks_and_imports_share_one_shape() -> None:
+    """A constructor validator, a JSON hook and an import translation all report InvalidServerConfig with the field."""
+    from mcp_actors.config_import import parse_server_configs
+
+    with pytest.raises(InvalidServerConfig) as built:
+        ServerConfig(connect_timeout=-1.0)
+    with pytest.raises(InvalidServerConfig) as decoded:
+        record_from_json_dict({"id": "x", "name": "n", "type": "stdio", "config": {"command": 5}})
+    imported = parse_server_configs('{"n": {"command": "npx", "timeout": "soon"}}').entries[0].error
+    assert (built.value.field, decoded.value.field, imported.field if imported else None) == (
+        "connectTimeout",
+        "config.command",
+        "timeout",
+    )
+    for error in (built.value, decoded.value, imported):
+        assert isinstance(error, InvalidServerConfig)
