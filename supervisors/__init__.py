@@ -22,6 +22,8 @@ Example::
         assert await mailbox.ask(lambda reply: Get(reply=reply)) == 1
 """
 
+import logging as _logging
+
 from ._errors import ChildStartFailed as ChildStartFailed
 from ._errors import MailboxClosed as MailboxClosed
 from ._errors import NoReply as NoReply
@@ -73,3 +75,6 @@ __all__ = [
     "run_supervisor",
     "should_restart",
 ]
+
+# A library never writes to an unconfigured host's stderr (logging's last resort).
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
