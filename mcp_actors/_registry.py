@@ -554,8 +554,13 @@ class _RegistryActor:
 
     # --------------------------------------------------------------- start: rebuild
 
-    async def rebuild(self) -> None:
-        """Build the view from the store and the slots still alive; start missing slots, stop orphans."""
+    async def rebuild(self) -> list[tuple[str, ConnectionHandle | None]]:
+        """Build the view from the store and the slots still alive; start missing slots.
+
+        Returns:
+            The orphan slots (of servers no longer configured, or with changed settings),
+            for the caller to stop once the registry serves again.
+        """
         records: list[McpServerRecord]
         fingerprint: object = _UNKNOWN
         if self.ref.initial_records is not None:
@@ -596,10 +601,7 @@ class _RegistryActor:
                 self.slots[record.id], self.handles[record.id] = await start_slot(self.connections, record, self.bus)
         self.ref.fingerprint = fingerprint
         self.publish()
-        if orphans:
-            async with trio.open_nursery() as nursery:
-                for child_id, handle in orphans:
-                    nursery.start_soon(stop_slot, self.connections, child_id, handle)
+        return orphans
 
     # --------------------------------------------------------------- applying a new list of records
 
@@ -944,7 +946,7 @@ async def run_registry(
             misses still check).
     """
     actor = _RegistryActor(ref, connections, connect_on_add=connect_on_add, poll_interval=config_poll_interval)
-    await actor.rebuild()
+    orphans = await actor.rebuild()
     mailbox, inbox = open_mailbox[RegistryMessage](REGISTRY_MAILBOX)
     why = "the registry stopped while handling this request (the runtime is closing); retry if it is not"
     try:
@@ -953,6 +955,8 @@ async def run_registry(
             nursery.start_soon(actor.mutation_worker)
             if config_poll_interval > 0:
                 nursery.start_soon(actor.poll_config)
+            for child_id, handle in orphans:  # in the background: serving does not wait for them
+                nursery.start_soon(stop_slot, connections, child_id, handle)
             ref.attach(mailbox)
             task_status.started(ref)
             await actor.serve(inbox)

@@ -142,10 +142,10 @@ async def open_runtime(
     # The registry's first start reuses that read; a restart reads afresh.
     ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records)
     ref.fingerprint = fingerprint
-    root_holder: list[Supervisor] = []
 
     async def start_registry(*, task_status: trio.TaskStatus[RegistryRef] = trio.TASK_STATUS_IGNORED) -> None:
-        connections: Supervisor = root_holder[0].child_value("connections")
+        # Looked up at every (re)start: a restarted connections supervisor is a new object.
+        connections: Supervisor = root.child_value("connections")
         await run_registry(
             ref,
             connections,
@@ -159,8 +159,8 @@ async def open_runtime(
         ChildSpec(id="connections", start=_run_connections, restart=Restart.PERMANENT, shutdown=Shutdown.after(60.0)),
         ChildSpec(id="registry", start=start_registry, restart=Restart.PERMANENT, shutdown=Shutdown.after(10.0)),
     ]
+    # Started one by one once the root exists, so the registry's start can reach its sibling.
     async with open_supervisor(ROOT_SPEC, children=[], name="root") as root:
-        root_holder.append(root)
         for spec in children:
             await root.start_child(spec)
         runtime = Runtime(bus=bus, tracker=tracker, root=root, service=McpService(ref))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import filelock
+import psutil
 import pytest
 import trio
 
@@ -395,3 +396,26 @@ def _drain(sub: events.Subscription) -> list[events.Event]:
             out.append(sub.receive_nowait())
         except trio.WouldBlock:
             return out
+
+
+async def test_a_restarted_registry_rebuilds_from_the_store_and_the_live_slots(tmp_path: Path) -> None:
+    """After a crash the registry adopts live slots of configured servers and stops those the file no longer has."""
+    cfg = tmp_path / "cfg.json"
+    async with open_runtime(cfg, connect_on_add=False, config_poll_interval=0) as rt:
+        svc = rt.service
+        await svc.add(fault_input("keep"))
+        await svc.add(fault_input("gone"))
+        await svc.connect("keep")
+        await svc.connect("gone")
+        keep_pid, gone_pid = svc.status("keep").pid, svc.status("gone").pid
+        assert keep_pid is not None and gone_pid is not None
+        other = ConfigStore(cfg)
+        await trio.to_thread.run_sync(other.modify, lambda rs: rs.__setitem__(slice(None), rs[:2]))
+        await crash_registry(rt)
+        await wait_registry_restarts(rt, 1)
+        assert [r.name for r in svc._registry.snapshot.records.values()] == ["demo", "keep"]
+        assert svc.status("keep").pid == keep_pid
+        with trio.fail_after(30):
+            while len(rt.connections.which_children()) > 2:  # noqa: ASYNC110 - bounded poll of another tree
+                await trio.sleep(0.05)
+        assert not psutil.pid_exists(gone_pid) or psutil.Process(gone_pid).status() == psutil.STATUS_ZOMBIE
