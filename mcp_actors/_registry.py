@@ -53,6 +53,7 @@ from mcp_actors.errors import (
     ServerConnectionLost,
     ServerInactive,
     ServerNotFound,
+    ToolDisabled,
 )
 from mcp_actors.naming import ToolIdMap, clean_name
 from mcp_actors.records import (
@@ -142,6 +143,20 @@ def enabled_tools(record: McpServerRecord, tools: Iterable[mcp_types.Tool]) -> l
     """The tools a record lets through (``disabledTools`` filtered out; the one place it is)."""
     disabled = set(record.disabled_tools)
     return [tool for tool in tools if tool.name not in disabled]
+
+
+def check_tool_enabled(record: McpServerRecord, tool_name: str) -> None:
+    """Refuse a call to a tool in ``disabledTools`` (the other half of :func:`enabled_tools`).
+
+    Raises:
+        ToolDisabled: Names the tool and the server and says how to enable it.
+    """
+    if tool_name in record.disabled_tools:
+        raise ToolDisabled(
+            f"tool {tool_name!r} of server {record.name!r} is disabled (disabledTools); enable it to call it",
+            server=record.name,
+            tool=tool_name,
+        )
 
 
 def normalise_changes(changes: Mapping[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from mcp_actors._registry import (
     SyncConfig,
     ToolView,
     UpdateServer,
+    check_tool_enabled,
     normalise_changes,
     server_inactive,
     server_not_found,
@@ -47,7 +48,6 @@ from mcp_actors.errors import (
     ActorStopped,
     McpActorsError,
     ToolCallDenied,
-    ToolDisabled,
     ToolNotFound,
 )
 from mcp_actors.records import McpServerRecord
@@ -445,12 +445,7 @@ class McpService:
         """
         await trio.lowlevel.checkpoint_if_cancelled()
         record, handle = await self._active(server)
-        if tool_name in record.disabled_tools:
-            raise ToolDisabled(
-                f"tool {tool_name!r} of server {record.name!r} is disabled (disabledTools); enable it to call it",
-                server=record.name,
-                tool=tool_name,
-            )
+        check_tool_enabled(record, tool_name)
         call_id = call_id or _new_call_id()
         args = dict(arguments or {})
         if self._approver is not None and not (
