@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from typing import Final
 
 import attrs
@@ -96,6 +97,20 @@ class ToolIdMap:
         self._by_id[candidate] = key
         self._by_tool[key] = candidate
         return candidate
+
+    def assign_server(self, server_id: str, server_name: str, tool_names: Sequence[str]) -> dict[str, str]:
+        """Ids for a server's current tools; ids of its tools that are gone are dropped.
+
+        A server whose tool names keep changing therefore holds only its current ids, and
+        an id of a tool it no longer has stops resolving.
+        """
+        keep = set(tool_names)
+        for key in [k for k in self._by_tool if k[0] == server_id and k[1] not in keep]:
+            del self._by_id[self._by_tool.pop(key)]
+        return {name: self.assign(server_id, server_name, name) for name in tool_names}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
 
     def resolve(self, tool_id: str) -> tuple[str, str] | None:
         """``(server_id, tool_name)`` for an id, or ``None`` when unknown."""
