@@ -35,7 +35,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from mcp_actors.errors import CommandNotFound, ServerStartFailed
+from mcp_actors.errors import CommandNotFound, ServerStartFailed, WorkingDirectoryNotFound
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "StderrTail",
     "StdioParams",
     "TransportLink",
+    "check_cwd",
     "open_http_transport",
     "open_stdio_transport",
     "open_transport",
@@ -209,6 +210,26 @@ def resolve_command(command: str, env: Mapping[str, str], *, server: str) -> str
             command=command,
         )
     return found
+
+
+def check_cwd(cwd: str | None, *, server: str) -> None:
+    """Refuse a working directory that cannot work, before anything is spawned.
+
+    A missing cwd is a configuration error no retry can fix: raising the
+    :class:`ServerMisconfigured` kind lets the connection actor open the circuit at once
+    instead of spending its restarts on it.
+
+    Raises:
+        WorkingDirectoryNotFound: ``cwd`` does not exist or is not a directory.
+    """
+    if cwd is None or os.path.isdir(cwd):
+        return
+    what = "is not a directory" if os.path.exists(cwd) else "does not exist"
+    raise WorkingDirectoryNotFound(
+        f"server {server!r}: working directory {cwd!r} {what}; create it or fix config.cwd",
+        server=server,
+        cwd=cwd,
+    )
 
 
 def _merged_env(overrides: Mapping[str, str]) -> dict[str, str]:
@@ -411,11 +432,7 @@ async def open_stdio_transport(
     # The host's marker lets a later ledger sweep prove an orphan in this server's group is ours.
     env = {**_merged_env(params.env), **tracker.child_env()}
     executable = resolve_command(params.command, env, server=label)
-    if params.cwd is not None and not os.path.isdir(params.cwd):  # noqa: ASYNC240 - one stat, before a spawn
-        raise ServerStartFailed(
-            f"server {label!r}: working directory {params.cwd!r} does not exist; fix config.cwd",
-            server=label,
-        )
+    check_cwd(params.cwd, server=label)
     try:
         process = await trio.lowlevel.open_process(
             [executable, *params.args],
