@@ -16,7 +16,6 @@ fatal, and death observed directly rather than when a request times out.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import errno
 import logging
@@ -24,7 +23,7 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final, Literal
 
 import anyio
@@ -35,26 +34,38 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from mcp_actors.errors import CommandNotFound, ServerStartFailed, WorkingDirectoryNotFound
+from mcp_actors._transport_base import STREAM_BUFFER
+from mcp_actors._transport_base import StderrTail as StderrTail
+from mcp_actors._transport_base import TransportLink as TransportLink
+from mcp_actors._transport_base import TransportParams as TransportParams
+from mcp_actors._transport_base import params_for_record as params_for_record
+from mcp_actors._transport_base import register_transport_kind as register_transport_kind
+from mcp_actors._transport_memory import MemoryParams as MemoryParams
+from mcp_actors._transport_memory import open_memory_transport as open_memory_transport
+from mcp_actors.errors import CommandNotFound, InvalidServerConfig, ServerStartFailed, WorkingDirectoryNotFound
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec
+from mcp_actors.records import McpServerRecord, ServerType
 
 __all__ = [
     "HttpParams",
+    "MemoryParams",
     "StderrTail",
     "StdioParams",
     "TransportLink",
+    "TransportParams",
     "check_cwd",
     "open_http_transport",
+    "open_memory_transport",
     "open_stdio_transport",
     "open_transport",
+    "params_for_record",
+    "register_transport_kind",
     "resolve_command",
 ]
 
 logger = logging.getLogger(__name__)
 
 _READ_CHUNK: Final = 1 << 16
-_STREAM_BUFFER: Final = 64
-_STDERR_LINES: Final = 200
 _STDERR_LINE_MAX: Final = 2000
 _GARBAGE_SAMPLE_MAX: Final = 200
 _EXIT_STATUS_GRACE: Final = 0.2
@@ -82,6 +93,24 @@ class StdioParams:
     term_grace: float = 2.0
     max_message_bytes: int = 256 * 1024 * 1024
 
+    @classmethod
+    def from_record(cls, record: McpServerRecord) -> StdioParams:
+        """The params a validated ``stdio`` record implies."""
+        config = record.config
+        if config.command is None:
+            raise InvalidServerConfig(
+                f"server {record.name!r} has no command; set config.command", server=record.name, field="command"
+            )
+        return cls(command=config.command, args=tuple(config.args), env=dict(config.env), cwd=config.cwd)
+
+    def open(self, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
+        """Spawn the server (see :func:`open_stdio_transport`)."""
+        return open_stdio_transport(self, label=label)
+
+    def secret_values(self) -> tuple[str, ...]:
+        """The env values: API keys and tokens, as far as we can tell."""
+        return tuple(self.env.values())
+
 
 @attrs.frozen(kw_only=True)
 class HttpParams:
@@ -105,87 +134,28 @@ class HttpParams:
     read_timeout: float = 300.0
     max_message_bytes: int = 256 * 1024 * 1024
 
-
-@attrs.define(eq=False)
-class StderrTail:
-    """The last lines a server wrote to stderr, bounded in count and length."""
-
-    _lines: collections.deque[str] = attrs.field(factory=lambda: collections.deque(maxlen=_STDERR_LINES))
-    _changed: trio.Event = attrs.field(factory=trio.Event)
-    total_bytes: int = 0
-
-    def add(self, line: str) -> None:
-        """Keep one line (cut to a sane length) and wake waiters."""
-        if len(line) > _STDERR_LINE_MAX:
-            line = line[:_STDERR_LINE_MAX] + "…"
-        self._lines.append(line)
-        self._changed.set()
-
-    async def wait_for(self, predicate: Callable[[str], bool]) -> str:
-        """Wait until a kept line satisfies ``predicate``; return it.
-
-        Unbounded by design: callers bound it (``trio.fail_after``). Fault-injection tests
-        use it to wait for a server's own report ("fault: cancelled 7") without polling.
-        """
-        while True:
-            for line in self._lines:
-                if predicate(line):
-                    return line
-            self._changed = trio.Event()
-            await self._changed.wait()
-
-    def lines(self, n: int = 20) -> tuple[str, ...]:
-        """The last ``n`` non-empty lines, oldest first."""
-        return tuple(line for line in self._lines if line.strip())[-n:]
-
-
-@attrs.define(eq=False)
-class TransportLink:
-    """An open transport: the SDK stream pair and the signals the actor watches.
-
-    Attributes:
-        read_stream: Messages (or transport exceptions) from the server, for ``ClientSession``.
-        write_stream: Messages to the server, for ``ClientSession``.
-        dead: Set once the transport is observed dead; :attr:`death_reason` says why.
-        process: The stdio server's process identity (``None`` for HTTP).
-        stderr: The stdio server's stderr tail (``None`` for HTTP).
-        garbage_lines: Non-JSON lines the server wrote to stdout (skipped, not fatal).
-        garbage_sample: The first such line, shortened, for error messages.
-    """
-
-    read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
-    write_stream: MemoryObjectSendStream[SessionMessage]
-    label: str
-    dead: trio.Event = attrs.field(factory=trio.Event)
-    exited: trio.Event = attrs.field(factory=trio.Event)
-    death_reason: str | None = None
-    process: ProcessIdentity | None = None
-    stderr: StderrTail | None = None
-    garbage_lines: int = 0
-    garbage_sample: str | None = None
-    _closers: list[MemoryObjectSendStream[Any]] = attrs.field(factory=list)
-
-    def die(self, reason: str) -> None:
-        """Record the first death reason, wake watchers, end the session's read stream."""
-        if self.death_reason is None:
-            self.death_reason = reason
-            logger.info("server %s: transport closed: %s", self.label, reason)
-        self.dead.set()
-        for stream in self._closers:
-            stream.close()
-
-    def stderr_tail(self, n: int = 20) -> tuple[str, ...]:
-        """The last stderr lines (empty for HTTP)."""
-        return self.stderr.lines(n) if self.stderr is not None else ()
-
-    def describe_garbage(self) -> str:
-        """A note about non-JSON stdout output, or ``""`` when there was none."""
-        if not self.garbage_lines:
-            return ""
-        return (
-            f"the server wrote {self.garbage_lines} non-JSON line(s) to stdout "
-            f"(first: {self.garbage_sample!r}); stdout must carry only JSON-RPC — log to stderr"
+    @classmethod
+    def from_record(cls, record: McpServerRecord) -> HttpParams:
+        """The params a validated ``sse`` or ``http`` record implies."""
+        config = record.config
+        if config.url is None:
+            raise InvalidServerConfig(
+                f"server {record.name!r} has no url; set config.url", server=record.name, field="url"
+            )
+        return cls(
+            url=config.url,
+            kind="sse" if record.type is ServerType.SSE else "http",
+            headers=dict(config.headers),
+            connect_timeout=config.connect_timeout,
         )
+
+    def open(self, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
+        """Connect to the server (see :func:`open_http_transport`)."""
+        return open_http_transport(self, label=label)
+
+    def secret_values(self) -> tuple[str, ...]:
+        """The header values (bearer tokens, API keys)."""
+        return tuple(self.headers.values())
 
 
 def resolve_command(command: str, env: Mapping[str, str], *, server: str) -> str:
@@ -458,8 +428,8 @@ async def open_stdio_transport(
         create_time = 0.0
     identity = ProcessIdentity(pid=process.pid, create_time=create_time, pgid=process.pid, label=label)
     tracker.register(identity)
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](_STREAM_BUFFER)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](_STREAM_BUFFER)
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
     tail = StderrTail()
     link = TransportLink(
         read_stream=read_stream,
@@ -528,7 +498,7 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client
 
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](_STREAM_BUFFER)
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
     async with contextlib.AsyncExitStack() as stack:
         if params.kind == "sse":
             sdk_read, sdk_write = await stack.enter_async_context(
@@ -559,10 +529,11 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
                 nursery.cancel_scope.cancel()
 
 
-def open_transport(
-    params: StdioParams | HttpParams, *, label: str
-) -> contextlib.AbstractAsyncContextManager[TransportLink]:
-    """Open whichever transport ``params`` describes."""
-    if isinstance(params, StdioParams):
-        return open_stdio_transport(params, label=label)
-    return open_http_transport(params, label=label)
+def open_transport(params: TransportParams, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
+    """Open whichever transport ``params`` describes (each kind knows how to open itself)."""
+    return params.open(label=label)
+
+
+register_transport_kind(ServerType.STDIO, StdioParams.from_record)
+register_transport_kind(ServerType.SSE, HttpParams.from_record)
+register_transport_kind(ServerType.HTTP, HttpParams.from_record)
