@@ -19,6 +19,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from mcp_actors._redact import redact_text
 from mcp_actors.errors import InvalidServerConfig
 from mcp_actors.process_tracker import ProcessIdentity
 
@@ -66,13 +67,20 @@ class StderrTail:
     _lines: collections.deque[str] = attrs.field(factory=lambda: collections.deque(maxlen=_STDERR_LINES))
     _changed: trio.Event = attrs.field(factory=trio.Event)
     total_bytes: int = 0
+    secrets: tuple[str, ...] = attrs.field(default=(), repr=False)
 
-    def add(self, line: str) -> None:
-        """Keep one line (cut to a sane length) and wake waiters."""
+    def add(self, line: str) -> str:
+        """Keep one line (cut to a sane length, secrets redacted), wake waiters, return it.
+
+        Redacted here, once, because the tail is quoted by error messages, statuses and logs:
+        a server that prints its own API key must not get it copied into ours.
+        """
         if len(line) > _STDERR_LINE_MAX:
             line = line[:_STDERR_LINE_MAX] + "…"
+        line = redact_text(line, self.secrets)
         self._lines.append(line)
         self._changed.set()
+        return line
 
     async def wait_for(self, predicate: Callable[[str], bool]) -> str:
         """Wait until a kept line satisfies ``predicate``; return it.
@@ -103,7 +111,8 @@ class TransportLink:
         process: The stdio server's process identity (``None`` for HTTP).
         stderr: The stdio server's stderr tail (``None`` for HTTP).
         garbage_lines: Non-JSON lines the server wrote to stdout (skipped, not fatal).
-        garbage_sample: The first such line, shortened, for error messages.
+        garbage_sample: The first such line, shortened (and redacted), for error messages.
+        secrets: The params' known secret values, redacted from every text the link produces.
     """
 
     read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
@@ -116,16 +125,22 @@ class TransportLink:
     stderr: StderrTail | None = None
     garbage_lines: int = 0
     garbage_sample: str | None = None
+    secrets: tuple[str, ...] = attrs.field(default=(), repr=False)
     _closers: list[MemoryObjectSendStream[Any]] = attrs.field(factory=list)
 
     def die(self, reason: str) -> None:
-        """Record the first death reason, wake watchers, end the session's read stream."""
+        """Record the first death reason (secrets redacted), wake watchers, end the session's read stream."""
         if self.death_reason is None:
+            reason = redact_text(reason, self.secrets)
             self.death_reason = reason
             logger.info("server %s: transport closed: %s", self.label, reason)
         self.dead.set()
         for stream in self._closers:
             stream.close()
+
+    def redact(self, text: str) -> str:
+        """``text`` with this link's secrets (and secret-looking parts) replaced by ``***``."""
+        return redact_text(text, self.secrets)
 
     def stderr_tail(self, n: int = 20) -> tuple[str, ...]:
         """The last stderr lines (empty for HTTP)."""

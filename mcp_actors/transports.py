@@ -24,7 +24,7 @@ import shutil
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import anyio
 import attrs
@@ -34,12 +34,15 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from mcp_actors._redact import install_log_filter, registered_secrets
 from mcp_actors._transport_base import STREAM_BUFFER
 from mcp_actors._transport_base import StderrTail as StderrTail
 from mcp_actors._transport_base import TransportLink as TransportLink
 from mcp_actors._transport_base import TransportParams as TransportParams
 from mcp_actors._transport_base import params_for_record as params_for_record
 from mcp_actors._transport_base import register_transport_kind as register_transport_kind
+from mcp_actors._transport_http import HttpParams as HttpParams
+from mcp_actors._transport_http import open_http_transport as open_http_transport
 from mcp_actors._transport_memory import MemoryParams as MemoryParams
 from mcp_actors._transport_memory import open_memory_transport as open_memory_transport
 from mcp_actors.errors import CommandNotFound, InvalidServerConfig, ServerStartFailed, WorkingDirectoryNotFound
@@ -110,52 +113,6 @@ class StdioParams:
     def secret_values(self) -> tuple[str, ...]:
         """The env values: API keys and tokens, as far as we can tell."""
         return tuple(self.env.values())
-
-
-@attrs.frozen(kw_only=True)
-class HttpParams:
-    """How to reach an SSE or streamable HTTP server.
-
-    Attributes:
-        url: The endpoint (``.../sse`` for SSE, ``.../mcp`` for streamable HTTP, usually).
-        kind: ``"sse"`` or ``"http"`` (streamable HTTP).
-        headers: Sent with every request (values are secrets).
-        connect_timeout: Bound for connecting and for each HTTP write, in seconds.
-        read_timeout: Bound for silence on a long-lived stream, in seconds.
-        max_message_bytes: Largest single message (SSE event) accepted from a streamable
-            HTTP server; as for stdio. The SDK's own default (1 MiB) would fail every
-            larger tool result.
-    """
-
-    url: str
-    kind: Literal["sse", "http"] = "http"
-    headers: Mapping[str, str] = attrs.field(factory=dict, repr=lambda h: repr(sorted(h)))
-    connect_timeout: float = 30.0
-    read_timeout: float = 300.0
-    max_message_bytes: int = 256 * 1024 * 1024
-
-    @classmethod
-    def from_record(cls, record: McpServerRecord) -> HttpParams:
-        """The params a validated ``sse`` or ``http`` record implies."""
-        config = record.config
-        if config.url is None:
-            raise InvalidServerConfig(
-                f"server {record.name!r} has no url; set config.url", server=record.name, field="url"
-            )
-        return cls(
-            url=config.url,
-            kind="sse" if record.type is ServerType.SSE else "http",
-            headers=dict(config.headers),
-            connect_timeout=config.connect_timeout,
-        )
-
-    def open(self, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
-        """Connect to the server (see :func:`open_http_transport`)."""
-        return open_http_transport(self, label=label)
-
-    def secret_values(self) -> tuple[str, ...]:
-        """The header values (bearer tokens, API keys)."""
-        return tuple(self.headers.values())
 
 
 def resolve_command(command: str, env: Mapping[str, str], *, server: str) -> str:
@@ -255,7 +212,7 @@ async def _forward_line(
     except ValueError:
         link.garbage_lines += 1
         if link.garbage_sample is None:
-            link.garbage_sample = line[:_GARBAGE_SAMPLE_MAX].decode("utf-8", "replace")
+            link.garbage_sample = link.redact(line[:_GARBAGE_SAMPLE_MAX].decode("utf-8", "replace"))
         logger.warning("server %s: skipped a non-JSON line on stdout (%d bytes)", link.label, len(line))
         return
     await sink.send(SessionMessage(message))
@@ -285,8 +242,7 @@ async def _drain_stderr(stream: trio.abc.ReceiveStream, link: TransportLink, tai
             *lines, pending = pending.split(b"\n")
             for raw in lines:
                 text = raw.decode("utf-8", "replace").rstrip("\r")
-                tail.add(text)
-                server_log.debug("%s", text)
+                server_log.debug("%s", tail.add(text))
             if len(pending) > _STDERR_LINE_MAX * 4:
                 tail.add(pending.decode("utf-8", "replace"))
                 pending = b""
@@ -430,8 +386,10 @@ async def open_stdio_transport(
     tracker.register(identity)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
-    tail = StderrTail()
+    secrets = params.secret_values()
+    tail = StderrTail(secrets=secrets)
     link = TransportLink(
+        secrets=secrets,
         read_stream=read_stream,
         write_stream=write_stream,
         label=label,
@@ -468,70 +426,17 @@ async def open_stdio_transport(
             tracker.unregister(identity)
 
 
-async def _relay_http(
-    source: Any, sink: MemoryObjectSendStream[SessionMessage | Exception], link: TransportLink
-) -> None:
-    """Forward the SDK transport's items; a network-level failure means the server is gone."""
-    import httpx2
-
-    try:
-        async for item in source:
-            if isinstance(item, Exception):
-                if isinstance(item, httpx2.TransportError | OSError):
-                    link.die(f"the HTTP connection failed: {type(item).__name__}: {item}")
-                    return
-                logger.warning("server %s: transport reported %s: %s", link.label, type(item).__name__, item)
-            await sink.send(item)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-        pass
-    link.die("the HTTP stream closed")
-
-
 @contextlib.asynccontextmanager
-async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterator[TransportLink]:
-    """Open an SSE or streamable HTTP transport through the SDK and yield its link.
+async def open_transport(params: TransportParams, *, label: str) -> AsyncIterator[TransportLink]:
+    """Open whichever transport ``params`` describes (each kind knows how to open itself).
 
-    Proxy settings come from the environment (``HTTP_PROXY``, ``NO_PROXY``, ...).
+    While it is open, the params' secrets are redacted from the log records of the SDK,
+    the HTTP stack and our own loggers (see :mod:`mcp_actors._redact`).
     """
-    import httpx2
-    from mcp.client.sse import sse_client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
-    async with contextlib.AsyncExitStack() as stack:
-        if params.kind == "sse":
-            sdk_read, sdk_write = await stack.enter_async_context(
-                sse_client(
-                    params.url,
-                    headers=dict(params.headers),
-                    timeout=params.connect_timeout,
-                    sse_read_timeout=params.read_timeout,
-                )
-            )
-        else:
-            client = create_mcp_http_client(
-                headers=dict(params.headers),
-                timeout=httpx2.Timeout(params.connect_timeout, read=params.read_timeout),
-            )
-            await stack.enter_async_context(client)
-            sdk_read, sdk_write = await stack.enter_async_context(
-                streamable_http_client(params.url, http_client=client, max_sse_event_size=params.max_message_bytes)
-            )
-        link = TransportLink(read_stream=read_stream, write_stream=sdk_write, label=label)
-        link._closers.append(read_writer)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_relay_http, sdk_read, read_writer, link)
-            try:
-                yield link
-            finally:
-                link.die(link.death_reason or "closed by the client")
-                nursery.cancel_scope.cancel()
-
-
-def open_transport(params: TransportParams, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
-    """Open whichever transport ``params`` describes (each kind knows how to open itself)."""
-    return params.open(label=label)
+    install_log_filter()
+    with registered_secrets(params.secret_values()):
+        async with params.open(label=label) as link:
+            yield link
 
 
 register_transport_kind(ServerType.STDIO, StdioParams.from_record)
