@@ -11,7 +11,7 @@ import trio
 
 from mcp_actors import events
 from mcp_actors.connection import ConnectionSettings, ConnectionState, open_connection
-from mcp_actors.errors import ConnectionFailed, ServerConnectionLost, ToolCallTimeout
+from mcp_actors.errors import ConnectionFailed, ServerConnectionLost, ToolCallFailed, ToolCallTimeout
 from mcp_actors.testing import demo_server_command, fault_server_command, serve_http
 from mcp_actors.transports import HttpParams
 from supervisors import Backoff, Intensity
@@ -230,3 +230,45 @@ async def test_http_status_is_named_in_the_connect_error(
     for part in expected:
         assert part in message, message
     assert "closed" not in message and "pa55word" not in message and "t0ken" not in message
+
+
+async def test_idle_http_server_death_is_an_error_event_without_a_request() -> None:
+    """An idle streamable HTTP server killed: state error (with its event) before any request is made."""
+    async with serve_http(fault_server_command("--transport", "streamable-http", "--port", "0")) as server:
+        bus = events.EventBus()
+        sub = bus.subscribe()
+        handle, start = open_connection(
+            http_settings(server.url, "http", intensity=Intensity(max_restarts=0, period=60)), bus
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(start)
+            try:
+                await handle.connect()
+                os.kill(server.pid, signal.SIGKILL)
+                # The GET stream breaks at once; 10 s is > 10x what it takes on a loaded machine.
+                with trio.fail_after(10):
+                    event = await wait_for_state(sub, ConnectionState.ERROR)
+                assert "HTTP" in event.data["error"], event.data
+                with pytest.raises(ConnectionFailed):
+                    await handle.call_tool("echo", {"text": "x"})
+            finally:
+                await handle.aclose()
+
+
+async def test_http_500_on_one_call_names_the_status_and_the_session_lives_on() -> None:
+    """A 500 answered to one tools/call fails that call with the status named; the next call works."""
+    argv = fault_server_command("--transport", "streamable-http", "--port", "0", "--http-error-on-call", "1")
+    async with serve_http(argv) as server:
+        handle, start = open_connection(http_settings(server.url, "http"), events.EventBus())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(start)
+            try:
+                with trio.fail_after(30), pytest.raises(ToolCallFailed) as info:
+                    await handle.call_tool("echo", {"text": "first"})
+                assert "HTTP 500 Internal Server Error" in str(info.value), str(info.value)
+                assert "fault: http error 500 on call 1" in server.stderr_lines
+                with trio.fail_after(30):
+                    assert text_of(await handle.call_tool("echo", {"text": "second"})) == "second"
+                assert handle.status().state is ConnectionState.CONNECTED
+            finally:
+                await handle.aclose()
