@@ -164,7 +164,7 @@ class SecretFilter(logging.Filter):
     """A logging filter that redacts every record's message (never drops a record).
 
     The message is formatted once, redacted with the secrets of every open transport, and
-    stored back without arguments.
+    stored back without arguments; a traceback (``exc_info``) is formatted and redacted too.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
@@ -179,7 +179,13 @@ class SecretFilter(logging.Filter):
         if redacted != message:
             record.msg = redacted
             record.args = ()
+        if record.exc_info and not record.exc_text:
+            # Formatters reuse a cached exc_text: fill it, redacted, so tracebacks are covered too.
+            record.exc_text = redact_text(_FORMATTER.formatException(record.exc_info), secrets)
         return True
+
+
+_FORMATTER: Final = logging.Formatter()
 
 
 _FILTER: Final = SecretFilter()

@@ -170,3 +170,29 @@ def test_secret_filter_redacts_registered_secrets_only_while_registered() -> Non
         assert record.getMessage() == "sending ***"
     later = logging.LogRecord("mcp.client", logging.DEBUG, __file__, 1, "sending %s", ("plain-value-1",), None)
     assert SecretFilter().filter(later) and later.getMessage() == "sending plain-value-1"
+
+
+def test_secret_filter_redacts_a_logged_traceback() -> None:
+    """A traceback logged with exc_info carries no registered secret and no URL credentials."""
+    logger = logging.getLogger("mcp_actors.test_secrets")
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep()
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.addFilter(SecretFilter())
+    try:
+        with registered_secrets([ENV_SECRET]):
+            try:
+                raise RuntimeError(f"failed with {ENV_SECRET} at {SECRET_URL}")
+            except RuntimeError:
+                logger.debug("connection failed", exc_info=True)
+    finally:
+        logger.removeHandler(handler)
+    text = logging.Formatter().format(records[0])
+    assert "RuntimeError: failed with *** at http://***@127.0.0.1:9/mcp?***" in text, text
+    assert_clean(text)
