@@ -35,7 +35,7 @@ from mcp.shared.message import SessionMessage
 
 from mcp_actors._redact import install_log_filter, redact_text, redact_url
 from mcp_actors._transport_base import STREAM_BUFFER, TransportLink, logger
-from mcp_actors.errors import InvalidServerConfig
+from mcp_actors.errors import InvalidServerConfig, ServerStartFailed
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -120,25 +120,33 @@ def _rpc_of(request: httpx2.Request) -> tuple[Any, str | None]:
 
 @attrs.define(eq=False)
 class _HttpWatch:
-    """What our httpx client saw, and the link it kills when the server is gone."""
+    """What our httpx client saw, and the link it kills when the server is gone.
+
+    ``statuses`` maps a JSON-RPC request id to the error status its POST got, for the relay
+    to name; ``pending`` is a death reason seen before the link existed (the SSE stream is
+    opened while the SDK's transport starts).
+    """
 
     label: str
     secrets: tuple[str, ...]
+    # Streamable HTTP's GET stream is optional (a 405 or a redirect just means none);
+    # SSE's GET stream is the connection itself.
+    optional_get: bool = True
     link: TransportLink | None = None
     statuses: dict[Any, str] = attrs.field(factory=dict)
-    _pending: str | None = None
+    pending: str | None = None
 
     def attach(self, link: TransportLink) -> None:
         self.link = link
-        if self._pending is not None:
-            link.die(self._pending)
+        if self.pending is not None:
+            link.die(self.pending)
 
     def die(self, reason: str) -> None:
         reason = redact_text(reason, self.secrets)
         if self.link is not None:
             self.link.die(reason)
-        elif self._pending is None:
-            self._pending = reason
+        elif self.pending is None:
+            self.pending = reason
 
     def failed(self, request: httpx2.Request, exc: httpx2.TransportError, *, streaming: bool) -> None:
         if isinstance(exc, httpx2.TimeoutException):
@@ -159,6 +167,8 @@ class _HttpWatch:
                 f"the server answered {status}: {need}; put the credentials in config.headers"
                 " (an Authorization header, for example)"
             )
+        elif request.method == "GET" and self.optional_get:
+            return  # streamable HTTP's GET stream is optional: the SDK carries on without it
         elif 300 <= code < 400:
             from mcp.shared._httpx_utils import next_request_within_origin
 
@@ -168,8 +178,10 @@ class _HttpWatch:
                     f"the server answered {status}, a redirect to {redact_url(location)!r} that is not followed;"
                     " set config.url to that address if it is the intended server"
                 )
+        elif request.method == "GET":
+            self.die(f"the server answered the SSE stream's GET with {status}")
         elif request.method != "POST":
-            return  # a GET stream the server does not offer (405) is optional in the protocol
+            return
         elif code == 404 and _SESSION_HEADER in request.headers:
             self.die(f"the server answered {status}: it no longer knows this session (did it restart?)")
         elif method == "initialize":
@@ -280,19 +292,25 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
 
     install_log_filter()  # again: the SDK's loggers exist only once its modules are imported
     secrets = params.secret_values()
-    watch = _HttpWatch(label=label, secrets=secrets)
+    watch = _HttpWatch(label=label, secrets=secrets, optional_get=params.kind == "http")
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
     async with contextlib.AsyncExitStack() as stack:
         if params.kind == "sse":
-            sdk_read, sdk_write = await stack.enter_async_context(
-                sse_client(
-                    params.url,
-                    headers=dict(params.headers),
-                    timeout=params.connect_timeout,
-                    sse_read_timeout=params.read_timeout,
-                    httpx_client_factory=_client_factory(watch),
+            try:
+                sdk_read, sdk_write = await stack.enter_async_context(
+                    sse_client(
+                        params.url,
+                        headers=dict(params.headers),
+                        timeout=params.connect_timeout,
+                        sse_read_timeout=params.read_timeout,
+                        httpx_client_factory=_client_factory(watch),
+                    )
                 )
-            )
+            except Exception as exc:
+                # The SSE stream is opened before there is a link: say what our client saw.
+                if watch.pending is None:
+                    raise
+                raise ServerStartFailed(f"server {label!r} failed to connect: {watch.pending}", server=label) from exc
         else:
             client = _WatchedClient(
                 watch,

@@ -1,10 +1,18 @@
-"""Transports: stdio with our own spawn, SSE and streamable HTTP through the SDK.
+"""Transports: stdio with our own spawn, SSE and streamable HTTP through the SDK, in-memory.
 
-Every transport is an async context manager yielding a :class:`TransportLink`: the pair of
-streams an SDK ``ClientSession`` runs on, plus what the connection actor needs to fail
-fast — :attr:`TransportLink.dead` is set the moment the transport is seen to die (stdout
-EOF, process exit, broken stdin, HTTP stream error), with a human reason and, for stdio,
-the tail of the server's stderr.
+Every transport kind is a frozen params class (:class:`StdioParams`, :class:`HttpParams`,
+:class:`MemoryParams`) satisfying :class:`TransportParams`: its ``open(label=...)`` is an
+async context manager yielding a :class:`TransportLink`, the pair of streams an SDK
+``ClientSession`` runs on plus what the connection actor needs to fail fast —
+:attr:`TransportLink.dead` is set the moment the transport is seen to die (stdout EOF,
+process exit, broken stdin, HTTP stream error, HTTP status that no request can get past),
+with a human reason and, for stdio, the tail of the server's stderr. A server record maps
+to its params through :func:`params_for_record` (a registry keyed by the record's type, see
+:func:`register_transport_kind`), so nothing else switches on the kind.
+
+Every text a link produces (death reasons, stderr lines) has the params' secrets and
+secret-looking parts redacted (:mod:`mcp_actors._redact`), and while a transport is open
+through :func:`open_transport` the SDK's and httpx's log records are redacted as well.
 
 Why our own stdio spawn instead of the SDK's ``stdio_client``: we need the PID and its
 create_time registered with the process tracker before anything else can fail, the process

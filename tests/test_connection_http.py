@@ -194,6 +194,7 @@ async def _answer_with_status(status: str, headers: dict[str, str], stream: trio
     await stream.aclose()
 
 
+@pytest.mark.parametrize("kind", ["http", "sse"])
 @pytest.mark.parametrize(
     ("status", "headers", "expected"),
     [
@@ -207,7 +208,7 @@ async def _answer_with_status(status: str, headers: dict[str, str], stream: trio
     ],
 )
 async def test_http_status_is_named_in_the_connect_error(
-    status: str, headers: dict[str, str], expected: list[str]
+    status: str, headers: dict[str, str], expected: list[str], kind: str
 ) -> None:
     """A server answering 401, 302 or 500 yields a connect error that says the status (and for 401: authorization)."""
     async with trio.open_nursery() as nursery:
@@ -217,7 +218,7 @@ async def test_http_status_is_named_in_the_connect_error(
             )
         )
         port = listeners[0].socket.getsockname()[1]
-        settings = http_settings(f"http://127.0.0.1:{port}/mcp", "http", intensity=Intensity(max_restarts=0, period=60))
+        settings = http_settings(f"http://127.0.0.1:{port}/mcp", kind, intensity=Intensity(max_restarts=0, period=60))
         handle, start = open_connection(settings, events.EventBus())
         await nursery.start(start)
         try:
