@@ -58,14 +58,13 @@ from mcp_actors.errors import (
 from mcp_actors.naming import ToolIdMap, clean_name
 from mcp_actors.records import (
     McpServerRecord,
-    ServerType,
     new_server_id,
     record_from_json_dict,
     record_to_json_dict,
 )
 from mcp_actors.store import ConfigStore
 from mcp_actors.tools import MCPTool
-from mcp_actors.transports import HttpParams, StdioParams
+from mcp_actors.transports import params_for_record
 from supervisors import ChildSpec, Mailbox, Reply, Restart, Shutdown, Supervisor, open_mailbox
 
 logger = logging.getLogger("mcp_actors.registry")
@@ -180,22 +179,10 @@ def normalise_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
 def settings_for(record: McpServerRecord) -> ConnectionSettings:
     """The connection settings a record implies."""
     config = record.config
-    transport: StdioParams | HttpParams
-    if record.type is ServerType.STDIO:
-        assert config.command is not None
-        transport = StdioParams(command=config.command, args=tuple(config.args), env=dict(config.env), cwd=config.cwd)
-    else:
-        assert config.url is not None
-        transport = HttpParams(
-            url=config.url,
-            kind="sse" if record.type is ServerType.SSE else "http",
-            headers=dict(config.headers),
-            connect_timeout=config.connect_timeout,
-        )
     return ConnectionSettings(
         server_id=record.id,
         server_name=record.name,
-        transport=transport,
+        transport=params_for_record(record),
         connect_timeout=config.connect_timeout,
         call_timeout=config.call_timeout,
         ping_interval=config.ping_interval,
