@@ -233,3 +233,73 @@ async def test_reconnect_after_a_crash_event() -> None:
         await wait_event(sub, state_is("error"))
         await wait_event(sub, state_is("connected"))
         assert text_of(await handle.call_tool("echo", {"text": "again"})) == "again"
+
+
+async def test_unanswered_health_ping_publishes_the_death_before_failing() -> None:
+    """health() on a server that ignores pings fails only after the state is error, naming the ping."""
+    async with running(stdio_settings(fault_server_command("--no-ping"), intensity=NO_RESTART)) as ([handle], sub):
+        await handle.connect()
+        drain(sub)
+        with pytest.raises(ServerConnectionLost, match="did not answer a ping") as info:
+            await handle.health(timeout=0.5)
+        assert handle.status().state is ConnectionState.ERROR
+        assert "error" in states(sub)
+        assert info.value.server == "srv"
+
+
+async def test_disconnect_fails_calls_in_flight_and_reconnects_lazily() -> None:
+    """Disconnect fails the calls running on the session, ends in disconnected, and the next call reconnects."""
+    async with running(stdio_settings(fault_server_command())) as ([handle], _sub):
+        await handle.connect()
+        first = handle.status().pid
+        failures: list[BaseException] = []
+
+        async def doomed() -> None:
+            try:
+                await handle.call_tool("sleep", {"seconds": 600})
+            except ServerConnectionLost as exc:
+                failures.append(exc)
+
+        with trio.fail_after(BOUND):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(doomed)
+                await wait_in_flight(handle, 1)
+                await handle.disconnect()
+        assert len(failures) == 1 and "disconnect requested" in str(failures[0])
+        assert handle.status().state is ConnectionState.DISCONNECTED and handle.status().pid is None
+        assert text_of(await handle.call_tool("echo", {"text": "lazy"})) == "lazy"
+        assert handle.status().pid not in (None, first)
+
+
+async def test_disconnect_while_connecting_abandons_the_attempt() -> None:
+    """A disconnect during a connect attempt answers its waiters at once and leaves the server disconnected."""
+    settings = stdio_settings(fault_server_command("--slow-start", "600"), connect_timeout=600.0)
+    async with running(settings) as ([handle], _sub):
+        outcomes: list[BaseException] = []
+
+        async def waiter() -> None:
+            try:
+                await handle.connect()
+            except ConnectionFailed as exc:
+                outcomes.append(exc)
+
+        with trio.fail_after(BOUND):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(waiter)
+                await wait_stderr(handle, "fault: slow start")
+                await handle.disconnect()
+        assert len(outcomes) == 1 and "abandoned" in str(outcomes[0])
+        assert handle.status().state is ConnectionState.DISCONNECTED
+        assert handle.status().restarts == 0
+
+
+async def test_reconnect_replaces_the_process_without_passing_through_disconnected() -> None:
+    """reconnect() closes the session and connects a new process: connecting then connected, no disconnected."""
+    async with running(stdio_settings(fault_server_command())) as ([handle], sub):
+        await handle.connect()
+        first = handle.status().pid
+        drain(sub)
+        await handle.reconnect()
+        assert states(sub) == ["connecting", "connected"]
+        assert handle.status().pid not in (None, first)
+        assert text_of(await handle.call_tool("echo", {"text": "new"})) == "new"
