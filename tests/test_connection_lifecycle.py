@@ -17,7 +17,7 @@ from test_connection import FAST_BACKOFF, drain, running, state_is, stdio_settin
 
 from mcp_actors import events
 from mcp_actors.connection import CLIENT_INFO, ConnectionState, open_connection
-from mcp_actors.errors import ActorStopped, ConnectionFailed, ServerConnectionLost
+from mcp_actors.errors import ActorStopped, ConnectionFailed, ServerCircuitOpen, ServerConnectionLost
 from mcp_actors.process_tracker import ProcessIdentity
 from mcp_actors.testing import fault_server_command
 from supervisors import Backoff, Intensity
@@ -303,3 +303,26 @@ async def test_reconnect_replaces_the_process_without_passing_through_disconnect
         assert states(sub) == ["connecting", "connected"]
         assert handle.status().pid not in (None, first)
         assert text_of(await handle.call_tool("echo", {"text": "new"})) == "new"
+
+
+async def test_call_right_after_the_last_allowed_crash_gets_circuit_open() -> None:
+    """With no restarts left, a call issued right after the crash is answered ServerCircuitOpen, not left waiting."""
+    async with running(stdio_settings(fault_server_command(), intensity=NO_RESTART)) as ([handle], _sub):
+        await handle.connect()
+        outcomes: list[BaseException] = []
+
+        async def doomed() -> None:
+            with pytest.raises(ServerConnectionLost):
+                await handle.call_tool("sleep", {"seconds": 600})
+            try:
+                await handle.call_tool("echo", {"text": "x"})
+            except ServerCircuitOpen as exc:
+                outcomes.append(exc)
+
+        with trio.fail_after(BOUND):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(doomed)
+                await wait_in_flight(handle, 1)
+                os.kill(handle.status().pid, signal.SIGKILL)
+        assert len(outcomes) == 1 and "SIGKILL" in str(outcomes[0])
+        assert handle.status().circuit_open
