@@ -12,6 +12,7 @@ import attrs
 import psutil
 import pytest
 import trio
+from testkit import drain, text_of
 
 from mcp_actors import events
 from mcp_actors.connection import ConnectionHandle, ConnectionSettings, ConnectionState, open_connection
@@ -76,19 +77,6 @@ def state_is(state: str, **data: object):
         and e.data["state"] == state
         and all(e.data.get(k) == v for k, v in data.items())
     )
-
-
-def drain(sub: events.Subscription) -> list[events.Event]:
-    out = []
-    while True:
-        try:
-            out.append(sub.receive_nowait())
-        except trio.WouldBlock:
-            return out
-
-
-def text_of(result) -> str:
-    return "".join(getattr(item, "text", "") for item in result.content)
 
 
 async def test_connect_is_lazy(no_leaked_tasks: None) -> None:
