@@ -246,6 +246,10 @@ class ConfigStore:
     def _locked(self, target: Path) -> Iterator[None]:
         target.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
         lock_path = _lock_path(target)
+        # filelock retries every failure to open its file as "held by another process"; a
+        # directory that refuses the file (read-only, /proc, no permission) must fail at
+        # once instead, as the OSError it is (modify turns it into ConfigWriteFailed).
+        os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, _FILE_MODE))
         # filelock polls a non-blocking flock; a short interval keeps queued writers snappy.
         lock = filelock.FileLock(lock_path, timeout=self.lock_timeout, mode=_FILE_MODE, poll_interval=0.01)
         try:
