@@ -84,7 +84,7 @@ def test_fingerprint_changes_when_another_writer_replaces_the_file(tmp_path: Pat
 
 
 def test_a_lock_file_that_cannot_be_created_fails_at_once_not_as_a_held_lock() -> None:
-    """A directory that refuses the lock file is ConfigWriteFailed at once, not ConfigFileLocked after the lock timeout."""
+    """A directory refusing the lock file is ConfigWriteFailed at once, not ConfigFileLocked after the timeout."""
     store = ConfigStore("/proc/self/mcp-config.json", lock_timeout=30.0)
     started = time.monotonic()
     with pytest.raises(ConfigWriteFailed) as caught:
