@@ -53,6 +53,7 @@ from mcp_actors.errors import ConfigError, ConfigFileCorrupt, ConfigFileLocked, 
 from mcp_actors.records import (
     McpServerRecord,
     builtin_demo_record,
+    check_record_set,
     document_from_records,
     records_from_document,
 )
@@ -181,7 +182,7 @@ class ConfigStore:
                 records, extras, _exists = self._read()
                 working = list(records)
                 result = fn(working)
-                _check_records(working)
+                check_record_set(working)
                 if working != records:
                     self._write(working, extras, target)
                 return result
@@ -233,7 +234,7 @@ class ConfigStore:
             ConfigWriteFailed: The write failed; the old file is intact.
         """
         new_records = list(records)
-        _check_records(new_records)
+        check_record_set(new_records)
 
         def replace_all(current: list[McpServerRecord]) -> None:
             current[:] = new_records
@@ -383,13 +384,3 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _check_records(records: list[McpServerRecord]) -> None:
-    seen: set[str] = set()
-    for index, record in enumerate(records):
-        if not isinstance(record, McpServerRecord):
-            raise TypeError(f"records[{index}] must be a McpServerRecord, got {type(record).__name__}")
-        if record.id in seen:
-            raise ValueError(f"records[{index}] has id {record.id!r}, which another record already uses")
-        seen.add(record.id)
