@@ -21,7 +21,7 @@ def test_the_store_refuses_a_duplicate_or_colliding_name_without_any_runtime(tmp
     store.modify(lambda records: records.append(_record("my.files")))
     before = store.path.read_bytes()
     for name in ("my.files", "my_files"):
-        with pytest.raises(DuplicateServerName, match="my.files"):
+        with pytest.raises(DuplicateServerName, match=r"my\.files"):
             store.modify(lambda records, name=name: records.append(_record(name)))  # type: ignore[misc]
     assert store.path.read_bytes() == before
 
