@@ -119,7 +119,8 @@ CLIENT_INFO: Final = mcp_types.Implementation(name="mcp-actors", version=_packag
 """What we announce in ``initialize``: our name and the installed version."""
 
 _MAX_PAGES: Final = 1000
-_CLOSE_BOUND: Final = 15.0
+STOP_BOUND: Final = 15.0
+"""Seconds one session may take to stop: close_grace + term_grace + reaping, with room to spare."""
 T = TypeVar("T")
 
 
@@ -168,7 +169,7 @@ class ConnectionSettings:
         connect attempt of the next incarnation. A request's own timeout starts after that.
         """
         backoff = self.backoff
-        return backoff.max_delay * (1 + backoff.jitter) + _CLOSE_BOUND + self.connect_timeout
+        return backoff.max_delay * (1 + backoff.jitter) + STOP_BOUND + self.connect_timeout
 
 
 @attrs.frozen(kw_only=True)
@@ -344,7 +345,7 @@ class _ConnectionActor:
                 if slot.failure is None:
                     # The mailbox closed: the server was removed or the runtime is closing.
                     self._answer_waiters(slot.stopped_error())
-                    with trio.move_on_after(_CLOSE_BOUND) as scope:
+                    with trio.move_on_after(STOP_BOUND) as scope:
                         scope.shield = True
                         await self._close("the server was removed")
                     nursery.cancel_scope.cancel()
@@ -542,7 +543,7 @@ class _ConnectionActor:
             self.cell.transition(ConnectionState.DISCONNECTED)
             return
         self._request_close(run, why)
-        with trio.move_on_after(_CLOSE_BOUND):
+        with trio.move_on_after(STOP_BOUND):
             await run.done.wait()
 
     async def _disconnect(self, reply: Reply[None]) -> None:
@@ -712,7 +713,7 @@ async def _supervise(slot: _Slot) -> None:
             id=settings.server_id,
             start=start_actor,
             restart=Restart.TRANSIENT,
-            shutdown=Shutdown.after(_CLOSE_BOUND),
+            shutdown=Shutdown.after(STOP_BOUND),
         )
         cause: BaseException | None = None
         try:
@@ -906,7 +907,7 @@ class ConnectionHandle:
 
     async def disconnect(self) -> None:
         """Close the connection (and stop a stdio server); it reconnects lazily on the next demand."""
-        await self._ask(lambda r: Disconnect(reply=r), bound=_CLOSE_BOUND * 2)
+        await self._ask(lambda r: Disconnect(reply=r), bound=STOP_BOUND * 2)
 
     async def reconnect(self) -> None:
         """Close and connect again; also closes an open circuit."""
