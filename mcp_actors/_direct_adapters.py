@@ -33,7 +33,7 @@ from mcp_actors.errors import McpActorsError
 from mcp_actors.naming import claim_name, direct_tool_name
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
 from mcp_actors.records import McpServerRecord
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 __all__ = [
     "DirectMcpConnection",
@@ -154,14 +154,14 @@ class DirectMcpToolAdapter:
         return copy.deepcopy(dict(self.tool.input_schema or {}))
 
     @property
-    def mcp_tool(self) -> MCPTool:
-        """The tool as an :class:`~mcp_actors.tools.MCPTool` whose ``id`` is :attr:`name`.
+    def mcp_tool(self) -> McpTool:
+        """The tool as an :class:`~mcp_actors.tools.McpTool` whose ``id`` is :attr:`name`.
 
         Feed these to the :mod:`mcp_actors.formats` converters to get provider tool
         definitions that match the adapters' names.
         """
         record = self.connection.record
-        return MCPTool(
+        return McpTool(
             id=self.name,
             name=self.tool.name,
             description=self.description,

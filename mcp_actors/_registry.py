@@ -64,11 +64,11 @@ from mcp_actors.records import (
     record_to_json_dict,
 )
 from mcp_actors.store import ConfigStore
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 from mcp_actors.transports import params_for_record
 from supervisors import ChildSpec, Mailbox, Reply, Restart, Shutdown, Supervisor, open_mailbox
 
-logger = logging.getLogger("mcp_actors.registry")
+logger = logging.getLogger("mcp_actors.service")
 
 DEFAULT_TOOL_CACHE_TTL: Final = 300.0
 DEFAULT_CONFIG_POLL_INTERVAL: Final = 2.0
@@ -235,13 +235,13 @@ class ToolView:
 
     Attributes:
         record: The record the view was built for (identity: a changed record means a rebuild).
-        tools: The MCPTool objects (``disabledTools`` filtered out, ids assigned).
+        tools: The McpTool objects (``disabledTools`` filtered out, ids assigned).
         fetched_at: ``trio.current_time()`` of the ``tools/list`` it came from.
         epoch: The connection's ``tools_epoch`` at that fetch.
     """
 
     record: McpServerRecord
-    tools: tuple[MCPTool, ...]
+    tools: tuple[McpTool, ...]
     fetched_at: float
     epoch: int
 
@@ -767,7 +767,7 @@ class _RegistryActor:
     # --------------------------------------------------------------- tools
 
     def build_view(self, record: McpServerRecord, entry: _CacheEntry) -> ToolView:
-        """The MCPTool objects for a record and a fetched list.
+        """The McpTool objects for a record and a fetched list.
 
         The previous objects are reused while the record and the enabled tools are equal
         to the ones they were built from: converters cache on their identity.
@@ -781,7 +781,7 @@ class _RegistryActor:
             view = ToolView(
                 record=record,
                 tools=tuple(
-                    MCPTool(
+                    McpTool(
                         id=ids[tool.name],
                         name=tool.name,
                         description=tool.description or "",

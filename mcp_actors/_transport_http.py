@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import attrs
@@ -36,6 +36,7 @@ from mcp.shared.message import SessionMessage
 from mcp_actors._redact import install_log_filter, redact_text, redact_url
 from mcp_actors._transport_base import STREAM_BUFFER, TransportLink, logger
 from mcp_actors.errors import InvalidServerConfig, ServerStartFailed
+from mcp_actors.records import ServerType
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -55,7 +56,8 @@ class HttpParams:
     Attributes:
         url: The endpoint (``.../sse`` for SSE, ``.../mcp`` for streamable HTTP, usually).
             Shown redacted (no user info, no query) in reprs and messages.
-        kind: ``"sse"`` or ``"http"`` (streamable HTTP).
+        kind: :attr:`ServerType.SSE` or :attr:`ServerType.HTTP` (streamable HTTP); the
+            strings ``"sse"`` and ``"http"`` are accepted.
         headers: Sent with every request (values are secrets).
         connect_timeout: Bound for connecting and for each HTTP write, in seconds.
         read_timeout: Bound for silence on a long-lived stream, in seconds.
@@ -65,7 +67,11 @@ class HttpParams:
     """
 
     url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
-    kind: Literal["sse", "http"] = "http"
+    kind: ServerType = attrs.field(
+        default=ServerType.HTTP,
+        converter=ServerType,
+        validator=attrs.validators.in_((ServerType.SSE, ServerType.HTTP)),
+    )
     headers: Mapping[str, str] = attrs.field(factory=dict, repr=lambda h: repr(sorted(h)))
     connect_timeout: float = 30.0
     read_timeout: float = 300.0
@@ -74,8 +80,6 @@ class HttpParams:
     @classmethod
     def from_record(cls, record: McpServerRecord) -> HttpParams:
         """The params a validated ``sse`` or ``http`` record implies."""
-        from mcp_actors.records import ServerType
-
         config = record.config
         if config.url is None:
             raise InvalidServerConfig(
@@ -83,7 +87,7 @@ class HttpParams:
             )
         return cls(
             url=config.url,
-            kind="sse" if record.type is ServerType.SSE else "http",
+            kind=record.type,
             headers=dict(config.headers),
             connect_timeout=config.connect_timeout,
         )
@@ -292,10 +296,10 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
 
     install_log_filter()  # again: the SDK's loggers exist only once its modules are imported
     secrets = params.secret_values()
-    watch = _HttpWatch(label=label, secrets=secrets, optional_get=params.kind == "http")
+    watch = _HttpWatch(label=label, secrets=secrets, optional_get=params.kind is ServerType.HTTP)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
     async with contextlib.AsyncExitStack() as stack:
-        if params.kind == "sse":
+        if params.kind is ServerType.SSE:
             try:
                 sdk_read, sdk_write = await stack.enter_async_context(
                     sse_client(

@@ -67,8 +67,8 @@ from mcp_actors.store import CONFIG_ENV_VAR, ConfigStore
 
 if TYPE_CHECKING:
     from mcp_actors.events import Event
-    from mcp_actors.registry import McpService
-    from mcp_actors.tools import MCPTool
+    from mcp_actors.service import McpService
+    from mcp_actors.tools import McpTool
 
 __all__ = ["ExitCode", "HttpKind", "ToolFormat", "app", "main"]
 
@@ -713,7 +713,7 @@ def tools(
     _run_async(ctx, body)
 
 
-def _print_tools_table(found: Sequence[MCPTool], server_count: int) -> None:
+def _print_tools_table(found: Sequence[McpTool], server_count: int) -> None:
     table = Table(caption=f"{len(found)} tool(s) from {server_count} server(s)", caption_justify="left")
     for column in ("ID", "SERVER", "DESCRIPTION"):
         table.add_column(column, overflow="fold")

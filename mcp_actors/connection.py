@@ -3,7 +3,7 @@
 Semantics (DESIGN §5):
 
 * States ``disconnected → connecting → connected | error``; ``connected → disconnected``
-  on :class:`~mcp_actors.messages.Disconnect`; ``error → connecting`` and
+  on :class:`~mcp_actors._messages.Disconnect`; ``error → connecting`` and
   ``connected → connecting`` on reconnect. Every change emits ``connection:state``;
   reaching ``connected`` also emits ``server:connected``.
 * Lazy: nothing is started until the first demand. Demands that arrive while an attempt
@@ -11,7 +11,7 @@ Semantics (DESIGN §5):
 * One call path. Every request (tool call, listing, ping) runs in the caller's task over
   the live session (:class:`~mcp_actors._live.LiveSession`), multiplexed. The caller asks
   the actor only for that session: it takes it from the status cell when connected, or
-  sends :class:`~mcp_actors.messages.Connect` (which waits through a connect attempt or a
+  sends :class:`~mcp_actors._messages.Connect` (which waits through a connect attempt or a
   restart). The request registers itself with the session for its duration.
 * Death is observed directly (stdout EOF, process exit, broken stdin, HTTP stream error,
   unanswered ping). The actor then, in one step with no checkpoint: records the failure,
@@ -26,7 +26,7 @@ per-server supervisor (:func:`run_connection_slot`) restarts it after an exponen
 backoff; a restarted actor connects at once. When restarts exceed the intensity (5 in
 60 s by default) the slot parks the server in ``error`` with its circuit open: every
 request is answered with :class:`~mcp_actors.errors.ServerCircuitOpen` until
-:class:`~mcp_actors.messages.Reconnect`. Errors that no retry can fix
+:class:`~mcp_actors._messages.Reconnect`. Errors that no retry can fix
 (:class:`~mcp_actors.errors.ServerMisconfigured`) open the circuit at once.
 
 No request is lost or left waiting (issue 10.2). The mailbox belongs to the slot:
@@ -65,6 +65,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_actors import events
 from mcp_actors._live import LiveSession, SessionEnded
+from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, Reconnect
 from mcp_actors.errors import (
     ActorStopped,
     ConnectionFailed,
@@ -76,7 +77,6 @@ from mcp_actors.errors import (
     ServerProtocolError,
     ServerStartFailed,
 )
-from mcp_actors.messages import Connect, ConnectionMessage, Disconnect, Reconnect
 from mcp_actors.process_tracker import ProcessIdentity
 from mcp_actors.transports import StderrTail, TransportLink, TransportParams, open_transport
 from supervisors import (
@@ -101,8 +101,6 @@ __all__ = [
     "ConnectionSettings",
     "ConnectionState",
     "ConnectionStatus",
-    "open_connection",
-    "run_connection_slot",
 ]
 
 logger = logging.getLogger(__name__)

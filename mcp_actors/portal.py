@@ -2,7 +2,7 @@
 
 Most agent runtimes are asyncio or plain threads. :func:`start_portal` runs
 :func:`~mcp_actors.runtime.open_runtime` on a trio loop in a daemon thread and gives two
-facades over the same :class:`~mcp_actors.registry.McpService` operations:
+facades over the same :class:`~mcp_actors.service.McpService` operations:
 
 * :class:`SyncMcpService` — blocking methods, callable from any thread.
 * :class:`AsyncioMcpService` — coroutines for asyncio. A call is handed to the trio loop
@@ -49,16 +49,9 @@ from mcp_actors.errors import ActorStopped
 from mcp_actors.events import Event, Subscription
 from mcp_actors.process_tracker import ProcessTracker
 from mcp_actors.records import McpServerRecord
-from mcp_actors.registry import (
-    AddJsonEntryResult,
-    ApprovalRequest,
-    Discovery,
-    McpService,
-    ServerTestResult,
-    ToolListing,
-)
 from mcp_actors.runtime import Runtime, open_runtime
-from mcp_actors.tools import MCPTool
+from mcp_actors.service import AddJsonEntryResult, ApprovalRequest, Discovery, McpService, ServerTestResult, ToolListing
+from mcp_actors.tools import McpTool
 
 __all__ = [
     "AsyncioApprover",
@@ -431,7 +424,7 @@ class _Reads:
 class SyncMcpService(_Reads):
     """The McpService operations as blocking methods, for threads (thread-safe).
 
-    Same arguments, results and typed errors as :class:`~mcp_actors.registry.McpService`;
+    Same arguments, results and typed errors as :class:`~mcp_actors.service.McpService`;
     each call blocks its thread only, while the runtime serves every other thread. Do
     not call it from the portal's own thread.
     """
@@ -468,11 +461,11 @@ class SyncMcpService(_Reads):
         """Remove a server and stop its process (see :meth:`McpService.remove`)."""
         return self._run(lambda s: s.remove(server))
 
-    def list_server_tools(self, server: str) -> builtins.list[MCPTool]:
+    def list_server_tools(self, server: str) -> builtins.list[McpTool]:
         """One server's tools (see :meth:`McpService.list_server_tools`)."""
         return self._run(lambda s: s.list_server_tools(server))
 
-    def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
+    def list_all_active_server_tools(self) -> builtins.list[McpTool]:
         """Tools of every active server (see :meth:`McpService.list_all_active_server_tools`)."""
         return self._run(lambda s: s.list_all_active_server_tools())
 
@@ -652,11 +645,11 @@ class AsyncioMcpService(_Reads):
         """Remove a server and stop its process (see :meth:`McpService.remove`)."""
         return await self._run(lambda s: s.remove(server))
 
-    async def list_server_tools(self, server: str) -> builtins.list[MCPTool]:
+    async def list_server_tools(self, server: str) -> builtins.list[McpTool]:
         """One server's tools (see :meth:`McpService.list_server_tools`)."""
         return await self._run(lambda s: s.list_server_tools(server))
 
-    async def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
+    async def list_all_active_server_tools(self) -> builtins.list[McpTool]:
         """Tools of every active server (see :meth:`McpService.list_all_active_server_tools`)."""
         return await self._run(lambda s: s.list_all_active_server_tools())
 

@@ -70,7 +70,6 @@ __all__ = [
     "builtin_demo_record",
     "check_name_free",
     "check_record_set",
-    "converter",
     "document_from_records",
     "new_server_id",
     "record_from_json_dict",

@@ -51,7 +51,7 @@ from mcp_actors.errors import (
     ToolNotFound,
 )
 from mcp_actors.records import McpServerRecord
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 from supervisors import MailboxClosed, NoReply, Reply
 
 __all__ = [
@@ -64,7 +64,7 @@ __all__ = [
     "ToolListing",
 ]
 
-logger = logging.getLogger("mcp_actors.registry")
+logger = logging.getLogger("mcp_actors.service")
 
 
 @attrs.frozen(kw_only=True)
@@ -86,7 +86,7 @@ Approver = Callable[[ApprovalRequest], Awaitable[bool] | bool]
 class ToolListing:
     """Tools of several servers, plus which servers failed and why."""
 
-    tools: tuple[MCPTool, ...] = ()
+    tools: tuple[McpTool, ...] = ()
     failures: Mapping[str, McpActorsError] = attrs.field(factory=dict)
 
 
@@ -115,7 +115,7 @@ class ServerTestResult:
 class Discovery:
     """Tools, prompts and resources of one server; each part may fail on its own."""
 
-    tools: tuple[MCPTool, ...] = ()
+    tools: tuple[McpTool, ...] = ()
     prompts: tuple[mcp_types.Prompt, ...] = ()
     resources: tuple[mcp_types.Resource, ...] = ()
     errors: Mapping[str, McpActorsError] = attrs.field(factory=dict)
@@ -322,11 +322,11 @@ class McpService:
         fetched: ToolView = await self._ask(lambda r: GetTools(server_id=record.id, reply=r))
         return fetched
 
-    async def list_server_tools(self, server: str) -> builtins.list[MCPTool]:
+    async def list_server_tools(self, server: str) -> builtins.list[McpTool]:
         """The server's tools (cached for the TTL; ``disabledTools`` filtered out).
 
         While the server's tools and record are unchanged, a cache hit returns the same
-        :class:`MCPTool` objects (converters may cache on their identity).
+        :class:`McpTool` objects (converters may cache on their identity).
 
         Raises:
             ServerNotFound, ServerInactive, ConnectionFailed: As the names say.
@@ -334,7 +334,7 @@ class McpService:
         record, handle = await self._active(server)
         return builtins.list((await self._view(record, handle)).tools)
 
-    async def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
+    async def list_all_active_server_tools(self) -> builtins.list[McpTool]:
         """Tools of every active server; a failing server is logged and skipped."""
         return builtins.list((await self.list_tools_detailed()).tools)
 
@@ -354,7 +354,7 @@ class McpService:
                     records.append(await self._lookup(name))
                 except McpActorsError as exc:
                     failures[name] = exc
-        results: dict[str, builtins.list[MCPTool]] = {}
+        results: dict[str, builtins.list[McpTool]] = {}
 
         async def one(record: McpServerRecord) -> None:
             try:
@@ -510,7 +510,7 @@ class McpService:
         await trio.lowlevel.checkpoint()
         record, handle = await self._active(server)
         errors: dict[str, McpActorsError] = {}
-        tools: builtins.list[MCPTool] = []
+        tools: builtins.list[McpTool] = []
         prompts: tuple[mcp_types.Prompt, ...] = ()
         resources: tuple[mcp_types.Resource, ...] = ()
         try:

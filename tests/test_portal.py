@@ -28,7 +28,7 @@ from mcp_actors.errors import (
     ToolCallTimeout,
 )
 from mcp_actors.portal import RuntimePortal, start_portal
-from mcp_actors.registry import ApprovalRequest
+from mcp_actors.service import ApprovalRequest
 from mcp_actors.store import ConfigStore
 from mcp_actors.testing import fault_server_command, live_descendants
 

@@ -25,8 +25,8 @@ from mcp_actors.errors import (
     ToolNotFound,
 )
 from mcp_actors.records import McpServerRecord, new_server_id, record_from_json_dict
-from mcp_actors.registry import McpService
 from mcp_actors.runtime import Runtime, open_runtime
+from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 from mcp_actors.testing import fault_server_command
 
@@ -380,7 +380,7 @@ async def test_cache_hits_let_other_tasks_run(tmp_path: Path) -> None:
             done = True
         assert turns >= 1000
         again = await svc.list_server_tools("demo")
-        assert all(a is b for a, b in zip(tools, again, strict=True)), "a cache hit returns the same MCPTool objects"
+        assert all(a is b for a, b in zip(tools, again, strict=True)), "a cache hit returns the same McpTool objects"
 
 
 def _record(data: dict[str, object]) -> McpServerRecord:
