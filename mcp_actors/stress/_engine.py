@@ -200,6 +200,7 @@ async def drive(
             service=service,
             error=error,
             measured=intended - start >= plan.warmup,
+            sent=sent - start,
         )
         if outages is not None:
             outages.observe(sent=sent - start, end=end - start, error=error)

@@ -71,6 +71,7 @@ def build_document(tally: Tally, *, meta: Mapping[str, Any]) -> dict[str, Any]:
             "errors": errors,
             "error_ratio": errors / requests if requests else 0.0,
             "throughput": requests / measured if measured > 0 else 0.0,
+            "send_rate": tally.send_rate,
             "measured_seconds": round(measured, 6),
             "warmup_calls": tally.warmup_calls,
             "over_timeout": tally.over_timeout,

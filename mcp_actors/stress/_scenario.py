@@ -218,7 +218,10 @@ def scenario_from_dict(data: Any, *, origin: str = "scenario", base_dir: Path | 
         compiled = {k: _compile(v, f"{where}.arguments.{k}", fail, base_dir) for k, v in arguments.items()}
         timeout = raw.get("timeout")
         if timeout is not None:
-            timeout = parse_duration(timeout, field=f"{where}.timeout", allow_zero=False)
+            try:
+                timeout = parse_duration(timeout, field=f"{where}.timeout", allow_zero=False)
+            except StressConfigInvalid as exc:
+                raise fail(f"{where}.timeout", str(exc).split(": ", 1)[1]) from None
         expect = _expectation(raw.get("expect", {}), f"{where}.expect", fail, kind)
         name = raw.get("name") or raw.get("tool") or raw.get("prompt") or kind.value
         if not isinstance(name, str):

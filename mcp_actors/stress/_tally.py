@@ -154,7 +154,6 @@ class Tally:
         over_timeout: Calls whose service time exceeded their timeout by more than the slack.
         outages: Chaos events with what they caused (see ``_worker``).
         measured_seconds: The measured part's length.
-        dropped: Open-model calls not sent because ``max_in_flight`` was reached at their end time.
     """
 
     latency: Histogram = attrs.Factory(Histogram)
@@ -166,7 +165,15 @@ class Tally:
     over_timeout: int = 0
     outages: list[dict[str, Any]] = attrs.Factory(list)
     measured_seconds: float = 0.0
-    dropped: int = 0
+    first_sent: float | None = None
+    last_sent: float | None = None
+
+    @property
+    def send_rate(self) -> float:
+        """The achieved rate of actual sends (calls/s) over the measured calls, 0 if fewer than two."""
+        if self.first_sent is None or self.last_sent is None or self.last_sent <= self.first_sent:
+            return 0.0
+        return (self.requests - 1) / (self.last_sent - self.first_sent)
 
     @property
     def requests(self) -> int:
@@ -186,7 +193,15 @@ class Tally:
         return found
 
     def record(
-        self, *, op: str, intended: float, latency: float, service: float, error: str | None, measured: bool
+        self,
+        *,
+        op: str,
+        intended: float,
+        latency: float,
+        service: float,
+        error: str | None,
+        measured: bool,
+        sent: float | None = None,
     ) -> None:
         """Count one finished call.
 
@@ -197,6 +212,7 @@ class Tally:
             service: Seconds from the actual send to the end.
             error: The failure kind, or ``None`` for a success.
             measured: False during the warmup (only the per-second series sees it).
+            sent: When it was actually sent, seconds since the start (default: ``intended``).
         """
         sec = self.second(int(intended))
         sec.sent += 1
@@ -210,6 +226,9 @@ class Tally:
             return
         self.latency.record(latency)
         self.service.record(service)
+        sent = intended if sent is None else sent
+        self.first_sent = sent if self.first_sent is None else min(self.first_sent, sent)
+        self.last_sent = sent if self.last_sent is None else max(self.last_sent, sent)
         tally = self.ops.get(op)
         if tally is None:
             tally = self.ops[op] = OpTally()
@@ -232,7 +251,10 @@ class Tally:
         self.over_timeout += other.over_timeout
         self.outages.extend(other.outages)
         self.measured_seconds = max(self.measured_seconds, other.measured_seconds)
-        self.dropped += other.dropped
+        for mine, theirs, pick in (("first_sent", other.first_sent, min), ("last_sent", other.last_sent, max)):
+            if theirs is not None:
+                current = getattr(self, mine)
+                setattr(self, mine, theirs if current is None else pick(current, theirs))
 
     @classmethod
     def merged(cls, tallies: Iterable[Tally]) -> Tally:
@@ -262,7 +284,8 @@ class Tally:
             "over_timeout": self.over_timeout,
             "outages": list(self.outages),
             "measured_seconds": self.measured_seconds,
-            "dropped": self.dropped,
+            "first_sent": self.first_sent,
+            "last_sent": self.last_sent,
         }
 
     @classmethod
@@ -281,7 +304,8 @@ class Tally:
                 over_timeout=int(data["over_timeout"]),
                 outages=list(data["outages"]),
                 measured_seconds=float(data["measured_seconds"]),
-                dropped=int(data.get("dropped", 0)),
+                first_sent=None if data.get("first_sent") is None else float(data["first_sent"]) + shift,
+                last_sent=None if data.get("last_sent") is None else float(data["last_sent"]) + shift,
             )
             for name, op in data["operations"].items():
                 tally.ops[name] = OpTally(
