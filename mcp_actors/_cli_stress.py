@@ -10,12 +10,14 @@ target cannot be reached, 130 on Ctrl-C (after printing what was measured).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import signal
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -385,8 +387,10 @@ async def _run(settings: Any, show_live: bool) -> tuple[dict[str, Any], bool]:
             live_view.update(_live_table(stats, settings))
 
     result: dict[str, Any] = {}
+    # Ctrl-C handling needs the main thread (signal handlers); elsewhere the host handles it.
+    signals_here = threading.current_thread() is threading.main_thread()
     try:
-        with trio.open_signal_receiver(signal.SIGINT) as signals:
+        with trio.open_signal_receiver(signal.SIGINT) if signals_here else _no_signals() as signals:
             async with trio.open_nursery() as nursery:
 
                 async def watch() -> None:
@@ -402,12 +406,18 @@ async def _run(settings: Any, show_live: bool) -> tuple[dict[str, Any], bool]:
                     result.update(await run_stress(settings, stop=stop, on_progress=on_progress))
                     nursery.cancel_scope.cancel()
 
-                nursery.start_soon(watch)
+                if signals_here:
+                    nursery.start_soon(watch)
                 nursery.start_soon(main)
     finally:
         if live_view is not None:
             live_view.stop()
     return result, interrupted
+
+
+@contextlib.contextmanager
+def _no_signals() -> Iterator[Any]:
+    yield None
 
 
 def _live_table(stats: Any, settings: Any) -> Table:
