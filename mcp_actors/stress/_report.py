@@ -160,7 +160,7 @@ def render_text(doc: Mapping[str, Any], *, width: int = 120) -> str:
 # ----------------------------------------------------------------------------- HTML
 
 _W, _H = 760, 260
-_L, _R, _T, _B = 64, 20, 16, 40
+_L, _R, _T, _B = 64, 36, 16, 40
 _COLORS = {"p50": "#2b6cb0", "p90": "#38a169", "p99": "#dd6b20", "max": "#c53030"}
 
 
@@ -296,6 +296,11 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _rate_text(step: Mapping[str, Any]) -> str:
+    rate = f"{step['start']:g}/s" if step["start"] == step["end"] else f"{step['start']:g}..{step['end']:g}/s"
+    return rate if step["seconds"] is None else f"{rate} for {step['seconds']:g}s"
+
+
 def render_html(doc: Mapping[str, Any]) -> str:
     """The self-contained HTML report of a result document."""
     s = doc["summary"]
@@ -357,7 +362,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
             )
         )
     settings = doc["settings"]
-    rates = ", ".join(f"{r['start']:g}..{r['end']:g}/s" for r in settings["rate"] or ())
+    rates = ", ".join(_rate_text(r) for r in settings["rate"] or ())
     model = (
         f"open model, rate {e(rates)}" if settings["model"] == "open" else f"closed model, {settings['users']} users"
     )

@@ -11,6 +11,7 @@ processes, whose servers the process tracker's reaper then kills.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -150,7 +151,13 @@ class StressSettings:
         plan = self.plan
         return {
             "model": "open" if plan.rate is not None else "closed",
-            "rate": [attrs.asdict(step) for step in plan.rate] if plan.rate is not None else None,
+            # seconds: null for the open-ended step of a plain --rate (JSON has no infinity).
+            "rate": [
+                {"start": step.start, "end": step.end, "seconds": None if math.isinf(step.seconds) else step.seconds}
+                for step in plan.rate
+            ]
+            if plan.rate is not None
+            else None,
             "users": plan.users if plan.rate is None else None,
             "think": plan.think,
             "ramp_up": plan.ramp_up,

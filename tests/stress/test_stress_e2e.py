@@ -22,10 +22,14 @@ from tests.stress._cli import run_cli
 FAULT = shlex.join(fault_server_command())
 
 
+def _strict(constant: str) -> Any:
+    raise AssertionError(f"the result is not strict JSON: it has {constant}")
+
+
 def _stress(capsys: pytest.CaptureFixture[str], *args: str, root: tuple[str, ...] = ()) -> tuple[int, Any, str]:
     code = run_cli([*root, "stress", *args, "--no-live"])
     out, err = capsys.readouterr()
-    doc = json.loads(out) if "--json" in args and out.strip() else None
+    doc = json.loads(out, parse_constant=_strict) if "--json" in args and out.strip() else None
     return code, doc, err
 
 

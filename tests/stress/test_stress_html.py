@@ -47,7 +47,7 @@ def _document() -> dict[str, Any]:
     )
     settings = {
         "model": "open",
-        "rate": [{"start": 100.0, "end": 100.0, "seconds": float("inf")}],
+        "rate": [{"start": 100.0, "end": 100.0, "seconds": None}],
         "users": None,
         "think": 0.0,
         "workers": 2,
