@@ -30,7 +30,7 @@ from mcp_actors.stress._parse import Slo
 from mcp_actors.stress._result import build_document, evaluate_slos
 from mcp_actors.stress._scenario import Scenario
 from mcp_actors.stress._tally import Histogram, Tally
-from mcp_actors.stress._worker import WorkerJob, check_chaos_target, run_worker, worker_main
+from mcp_actors.stress._worker import WorkerJob, check_chaos_target, raise_failure, run_worker, worker_main
 
 __all__ = ["LiveStats", "StressSettings", "adhoc_target", "configured_target", "run_stress"]
 
@@ -260,7 +260,10 @@ async def _run_workers(
                     control_dir=str(control),
                     start_timeout=settings.start_timeout,
                 )
-                wires[index] = await ctx.run_sync(run_worker, job, kill_on_cancel=True)
+                wire = await ctx.run_sync(run_worker, job, kill_on_cancel=True)
+                if "failed" in wire:
+                    raise_failure(wire["failed"])
+                wires[index] = wire
                 if all(w is not None for w in wires):
                     all_done.set()
 

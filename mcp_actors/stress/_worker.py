@@ -16,13 +16,14 @@ Only the public library API is used on the target side: ``open_runtime`` and the
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import attrs
 import trio
@@ -34,7 +35,7 @@ from mcp_actors.stress._parse import ChaosKind, ChaosSpec
 from mcp_actors.stress._scenario import Operation, OpKind, Scenario
 from mcp_actors.stress._tally import Tally
 
-__all__ = ["WorkerJob", "error_kind", "run_worker", "worker_main"]
+__all__ = ["WorkerJob", "error_kind", "raise_failure", "run_worker", "worker_main"]
 
 PROGRESS_INTERVAL = 0.5
 GO_POLL = 0.005
@@ -62,8 +63,63 @@ class WorkerJob:
 
 
 def run_worker(job: WorkerJob) -> dict[str, Any]:
-    """The worker process's entry point (for ``trio_parallel.run_sync``): the tally, JSON-able."""
-    return trio.run(worker_main, job)
+    """The worker process's entry point (for ``trio_parallel.run_sync``): the tally, JSON-able.
+
+    A failure comes back as ``{"failed": {...}}`` rather than as a raised exception: our
+    errors (and the exception groups around them) do not survive pickling, and the parent
+    only needs the leaf's class, message and server to report it (see :func:`raise_failure`).
+    """
+    root = logging.getLogger()
+    if not root.handlers:
+        # A spawned worker has no logging set up; Python's last-resort handler would print
+        # every supervisor warning (a chaos kill makes several) over the parent's output.
+        root.addHandler(logging.NullHandler())
+    try:
+        return trio.run(worker_main, job)
+    except Exception as exc:
+        leaf = _leaf(exc)
+        return {
+            "failed": {
+                "type": type(leaf).__name__,
+                "message": str(leaf) or type(leaf).__name__,
+                "server": getattr(leaf, "server", None),
+            }
+        }
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The one exception worth reporting inside exception groups (our typed errors first)."""
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        if isinstance(e, BaseExceptionGroup):
+            for inner in e.exceptions:
+                walk(inner)
+        else:
+            leaves.append(e)
+
+    walk(exc)
+    for leaf in leaves:
+        if isinstance(leaf, McpActorsError):
+            return leaf
+    return leaves[0] if leaves else exc
+
+
+def raise_failure(failed: Mapping[str, Any]) -> NoReturn:
+    """Raise, in the parent, the error a worker reported (its class when it can be rebuilt)."""
+    from mcp_actors import errors
+
+    cls = getattr(errors, str(failed.get("type")), None)
+    message, server = str(failed.get("message")), failed.get("server")
+    rebuilt: McpActorsError | None = None
+    if isinstance(cls, type) and issubclass(cls, McpActorsError):
+        try:
+            rebuilt = cls(message, server=server)
+        except TypeError:
+            rebuilt = None  # a class with other required fields: reported as a start failure below
+    if rebuilt is not None:
+        raise rebuilt
+    raise errors.ServerStartFailed(f"a stress worker failed: {message}", server=server)
 
 
 def error_kind(exc: BaseException) -> str:

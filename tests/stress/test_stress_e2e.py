@@ -152,3 +152,13 @@ def test_injected_latency_is_measured(capsys: pytest.CaptureFixture[str]) -> Non
     )  # fmt: skip
     assert code == 0, err
     assert 500 <= doc["summary"]["latency_ms"]["p50"] <= 550
+
+
+def test_a_server_that_cannot_start_in_a_worker_is_reported(capsys: pytest.CaptureFixture[str]) -> None:
+    """A target that exits at start, in a worker process: exit status 3 and its last stderr line."""
+    command = shlex.join(fault_server_command("--exit-at-start", "5"))
+    code = run_cli(["stress", "--command", command, "--tool", "echo", "--requests", "3", "--workers", "1"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert "server 'stress-1' failed to connect" in err
+    assert "exiting at start with code 5" in err
