@@ -207,11 +207,37 @@ def _time_ticks(t_max: float) -> list[tuple[float, str]]:
     return [(_L + pw * t / max(t_max, 1), f"{t}s") for t in range(0, int(t_max) + 1, step)]
 
 
-def _latency_over_time(series: Sequence[Mapping[str, Any]]) -> str:
+def _marks(doc: Mapping[str, Any], t_max: float) -> list[str]:
+    """The warmup (shaded) and every chaos event (a dashed line), on a time axis."""
+    pw, ph = _W - _L - _R, _H - _T - _B
+    out = []
+    warmup = float(doc["settings"].get("warmup") or 0.0)
+    if warmup > 0:
+        w = pw * min(warmup, t_max) / t_max
+        out.append(f'<rect x="{_L}" y="{_T}" width="{w:.1f}" height="{ph}" class="warmup"><title>warmup</title></rect>')
+        out.append(f'<text x="{_L + 4}" y="{_T + 12}" class="mark">warmup</text>')
+    seen: set[tuple[str, float]] = set()
+    for o in doc["chaos"]["outages"]:
+        key = (str(o["kind"]), round(float(o["at"]), 1))
+        if key in seen:
+            continue
+        seen.add(key)
+        x = _L + pw * min(float(o["at"]), t_max) / t_max
+        out.append(
+            f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{_T}" y2="{_T + ph}" class="chaos">'
+            f"<title>{html.escape(key[0])} at {key[1]:g}s</title></line>"
+        )
+        out.append(f'<text x="{x + 3:.1f}" y="{_T + 12}" class="mark">{html.escape(key[0])}</text>')
+    return out
+
+
+def _latency_over_time(doc: Mapping[str, Any]) -> str:
+    series = doc["series"]
     pw, ph = _W - _L - _R, _H - _T - _B
     t_max = max((r["t"] for r in series), default=0) + 1
     y_max = _nice_max(max((r["max_ms"] for r in series), default=1.0))
     body = _axes(_time_ticks(t_max), y_max, " ms", "seconds since start (by intended send time)")
+    body += _marks(doc, t_max)
     for key, color in _COLORS.items():
         points = " ".join(
             f"{_L + pw * (r['t'] + 0.5) / t_max:.1f},{_T + ph - ph * r[f'{key}_ms'] / y_max:.1f}" for r in series
@@ -247,7 +273,8 @@ def _spectrum(points: Sequence[Sequence[float]]) -> str:
     return _svg("Latency percentile spectrum", body, [("latency", "#6b46c1")])
 
 
-def _throughput(series: Sequence[Mapping[str, Any]]) -> str:
+def _throughput(doc: Mapping[str, Any]) -> str:
+    series = doc["series"]
     pw, ph = _W - _L - _R, _H - _T - _B
     t_max = max((r["t"] for r in series), default=0) + 1
     y_max = _nice_max(max((r["sent"] for r in series), default=1))
@@ -267,6 +294,7 @@ def _throughput(series: Sequence[Mapping[str, Any]]) -> str:
                 f'<rect x="{x:.1f}" y="{y_ok - h_err:.1f}" width="{bar * 0.8:.1f}" height="{h_err:.1f}" '
                 f'fill="#e53e3e" class="err"><title>t={r["t"]}s errors={r["errors"]}</title></rect>'
             )
+    body += _marks(doc, t_max)  # over the bars
     return _svg("Throughput and errors per second", body, [("ok", "#3182ce"), ("errors", "#e53e3e")])
 
 
@@ -282,6 +310,8 @@ figure{margin:0 0 18px} figcaption{font-weight:600;margin-bottom:4px}
 .legend{font-weight:400;margin-left:16px;color:#4a5568}
 .key{margin-right:12px}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 svg .plot{fill:#fbfdff;stroke:#cbd5e0} svg .grid{stroke:#edf2f7}
+svg .warmup{fill:#edf2f7;opacity:.7} svg .chaos{stroke:#805ad5;stroke-width:1.5;stroke-dasharray:4 3}
+svg .mark{font-size:10px;fill:#553c9a}
 svg text{font-size:11px;fill:#4a5568} svg .ytick{text-anchor:end} svg .xtick,svg .xlabel{text-anchor:middle}
 table{border-collapse:collapse;margin:6px 0 18px}
 th,td{padding:3px 10px;border-bottom:1px solid #edf2f7;text-align:right}
@@ -375,9 +405,9 @@ def render_html(doc: Mapping[str, Any]) -> str:
 <div class="sub">{e(target["type"])} {e(target["where"])} &middot; started {e(doc["started_at"])} &middot; {model}
 &middot; {settings["workers"]} worker(s) &middot; {s["measured_seconds"]:.2f} s measured</div>
 <div class="cards">{card_html}</div>
-{_latency_over_time(doc["series"])}
+{_latency_over_time(doc)}
 {_spectrum(doc["spectrum"])}
-{_throughput(doc["series"])}
+{_throughput(doc)}
 <h2>Latency percentiles</h2>{pct}
 <h2>Operations</h2>{ops}
 {errors}

@@ -50,6 +50,7 @@ def _document() -> dict[str, Any]:
         "rate": [{"start": 100.0, "end": 100.0, "seconds": None}],
         "users": None,
         "think": 0.0,
+        "warmup": 1.0,
         "workers": 2,
         "connections": 1,
         "chaos": [{"kind": "kill", "every": 3.0, "stop_for": 1.0}],
@@ -78,6 +79,7 @@ def test_report_renders_offline_in_chromium(tmp_path: Path) -> None:
                     lines: [...svg.querySelectorAll('polyline')].map(l => l.getBBox().width),
                     bars: [...svg.querySelectorAll('rect.ok, rect.err')].map(r => r.getBBox().height),
                     points: svg.querySelectorAll('circle').length,
+                    marks: svg.querySelectorAll('line.chaos, rect.warmup').length,
                 }))"""
             )
             title = page.title()
@@ -91,6 +93,7 @@ def test_report_renders_offline_in_chromium(tmp_path: Path) -> None:
     assert all(f["width"] > 500 for f in figures)
     assert len(latency["lines"]) == 4 and all(w > 300 for w in latency["lines"])
     assert latency["points"] == 4 * 5
+    assert latency["marks"] == throughput["marks"] == 2  # the warmup band and the kill
     assert spectrum["lines"][0] > 300 and spectrum["points"] > 10
     assert len(throughput["bars"]) == 5 + 1 and all(h > 0 for h in throughput["bars"])  # 5 ok bars, 1 error bar
     assert "server_connection_lost" in text and "recovered after" in text
