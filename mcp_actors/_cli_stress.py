@@ -256,7 +256,15 @@ def stress(
             slo=slo,
         )
         show_live = live if live is not None else (_err.is_terminal and not as_json)
-        doc, interrupted = trio.run(_run, settings, show_live)
+        ctrl_c: list[bool] = []
+        try:
+            doc = trio.run(_run, settings, show_live, ctrl_c)
+        finally:
+            if ctrl_c and threading.current_thread() is threading.main_thread():
+                # The person asked to stop: a Ctrl-C still pending (trio re-delivers the ones
+                # its receiver did not consume) must not kill the report on its way out.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+        interrupted = bool(ctrl_c)
         _write_outputs(doc, as_json=as_json, csv_path=csv_path, html_path=html_path, save=save)
         if interrupted:
             _err.print("stress: interrupted; the results above cover the calls made until then")
@@ -369,14 +377,17 @@ def _settings(ctx: typer.Context, **o: Any) -> Any:
     )
 
 
-async def _run(settings: Any, show_live: bool) -> tuple[dict[str, Any], bool]:
-    """Run under a SIGINT handler: the first Ctrl-C stops gracefully, the second aborts."""
+async def _run(settings: Any, show_live: bool, ctrl_c: list[bool]) -> dict[str, Any]:
+    """Run under a SIGINT handler: the first Ctrl-C stops gracefully, the second aborts.
+
+    Each Ctrl-C received is appended to ``ctrl_c`` (the caller's, so it is known even when
+    the second one ends the run with ``KeyboardInterrupt``).
+    """
     import trio
 
     from mcp_actors.stress import run_stress
 
     stop = trio.Event()
-    interrupted = False
     live_view: Live | None = None
     if show_live:
         live_view = Live(_live_table(None, settings), console=_err, refresh_per_second=4, transient=False)
@@ -394,11 +405,10 @@ async def _run(settings: Any, show_live: bool) -> tuple[dict[str, Any], bool]:
             async with trio.open_nursery() as nursery:
 
                 async def watch() -> None:
-                    nonlocal interrupted
                     async for _ in signals:
-                        if interrupted:
+                        ctrl_c.append(True)
+                        if len(ctrl_c) > 1:
                             raise KeyboardInterrupt
-                        interrupted = True
                         stop.set()
                         _err.print("stress: stopping, finishing the calls in flight (Ctrl-C again to abort)")
 
@@ -412,7 +422,7 @@ async def _run(settings: Any, show_live: bool) -> tuple[dict[str, Any], bool]:
     finally:
         if live_view is not None:
             live_view.stop()
-    return result, interrupted
+    return result
 
 
 @contextlib.contextmanager

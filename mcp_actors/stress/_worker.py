@@ -159,7 +159,7 @@ async def worker_main(job: WorkerJob, *, stop: trio.Event | None = None) -> dict
                     nursery.start_soon(_watch_stop, control, stop)
                     nursery.start_soon(_write_progress, control, index, start, tally, progress)
                 for spec in job.plan.chaos:
-                    nursery.start_soon(_chaos, spec, service, names, start, outages, stop)
+                    nursery.start_soon(_chaos, spec, service, names, start, job.plan.length, outages, stop)
                 await drive(
                     job.plan,
                     job.scenario,
@@ -288,11 +288,21 @@ def _pids(service: Any, names: Sequence[str]) -> list[int]:
 
 
 async def _chaos(
-    spec: ChaosSpec, service: Any, names: Sequence[str], start: float, outages: OutageTracker, stop: trio.Event
+    spec: ChaosSpec,
+    service: Any,
+    names: Sequence[str],
+    start: float,
+    length: float,
+    outages: OutageTracker,
+    stop: trio.Event,
 ) -> None:
-    """Every ``spec.every`` seconds, kill (or stop, then continue) this worker's server processes."""
+    """Every ``spec.every`` seconds of the load, kill (or stop, then continue) this worker's servers.
+
+    Nothing is injected once the load has stopped starting calls: an outage then could
+    never be recovered from, and would only show as "not recovered".
+    """
     k = 1
-    while True:
+    while start + k * spec.every < start + length:
         with trio.move_on_at(start + k * spec.every):
             await stop.wait()
         if stop.is_set():

@@ -35,8 +35,9 @@ def test_kill_every_reports_outages_and_recovery(capsys: pytest.CaptureFixture[s
         "--rate", "40", "--duration", "2.5s", "--workers", "1", "--timeout", "5s", "--chaos", "kill-every=1s",
     )  # fmt: skip
     outages = doc["chaos"]["outages"]
-    assert [o["kind"] for o in outages] == ["kill", "kill"]
-    assert [round(o["at"]) for o in outages] == [1, 2]
+    # At 1 s and 2 s; one may be skipped when the server is still restarting (no process to kill).
+    assert 1 <= len(outages) <= 2 and all(o["kind"] == "kill" for o in outages)
+    assert round(outages[0]["at"]) == 1 and all(o["at"] < 2.5 for o in outages)
     for outage in outages:
         # Calls in flight at the kill fail at once (not at their timeout), then a restarted server answers.
         assert outage["time_to_recovery"] is not None and outage["time_to_recovery"] < 5
