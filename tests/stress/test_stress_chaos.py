@@ -94,7 +94,10 @@ def _start_and_wait_for_servers(tmp_path: Path, count: int) -> tuple[subprocess.
         "stress", "--command", FAULT, "--tool", "echo", "--args", '{"text": "x"}',
         "--rate", "20", "--duration", "60s", "--workers", str(count), "--json", "--no-live",
     )  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    # TMPDIR puts the run's control directory (progress files) where the test can read it.
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), TMPDIR=str(tmp_path)
+    )
     proc = subprocess.Popen(
         argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
     )
@@ -107,6 +110,21 @@ def _start_and_wait_for_servers(tmp_path: Path, count: int) -> tuple[subprocess.
     return proc, _descendants(host)
 
 
+def _wait_for_calls(tmp_path: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Wait (bounded) until a worker's progress file shows finished calls."""
+    deadline = time.monotonic() + 60
+    while True:
+        for path in tmp_path.glob("mcp-actors-stress-control-*/progress-*.json"):
+            try:
+                if json.loads(path.read_text())["finished"] > 0:
+                    return
+            except (OSError, ValueError, KeyError):
+                continue
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        assert time.monotonic() < deadline, "no call was made"
+        time.sleep(0.1)
+
+
 def _assert_all_gone(procs: list[psutil.Process]) -> None:
     _, alive = psutil.wait_procs(procs, timeout=15)
     for p in alive:
@@ -117,7 +135,7 @@ def _assert_all_gone(procs: list[psutil.Process]) -> None:
 def test_ctrl_c_stops_gracefully_and_reports(tmp_path: Path) -> None:
     """Ctrl-C (SIGINT to the group) mid-run: exit 130, the calls made so far reported, no process left."""
     proc, family = _start_and_wait_for_servers(tmp_path, 2)
-    time.sleep(1.0)  # some calls are made
+    _wait_for_calls(tmp_path, proc)
     os.killpg(proc.pid, signal.SIGINT)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()
