@@ -12,9 +12,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from stress_cli import cli_argv, run_cli
 
 from mcp_actors.testing import fault_server_command
-from tests.stress._cli import cli_argv, run_cli
 
 FAULT = shlex.join(fault_server_command())
 REPO = Path(__file__).resolve().parents[2]

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 import trio
+from stress_cli import run_cli
 
 from mcp_actors.stress import SCHEMA
-from mcp_actors.testing import fault_server_command, serve_http
-from tests.stress._cli import run_cli
+from mcp_actors.testing import demo_server_command, fault_server_command, serve_http
 
 FAULT = shlex.join(fault_server_command())
 
@@ -27,7 +27,8 @@ def _strict(constant: str) -> Any:
 
 
 def _stress(capsys: pytest.CaptureFixture[str], *args: str, root: tuple[str, ...] = ()) -> tuple[int, Any, str]:
-    code = run_cli([*root, "stress", *args, "--no-live"])
+    live = () if "--live" in args else ("--no-live",)
+    code = run_cli([*root, "stress", *args, *live])
     out, err = capsys.readouterr()
     doc = json.loads(out, parse_constant=_strict) if "--json" in args and out.strip() else None
     return code, doc, err
@@ -39,9 +40,10 @@ def test_open_model_with_a_worker_process(capsys: pytest.CaptureFixture[str], tm
         capsys,
         "--command", FAULT, "--tool", "echo", "--args", '{"text": "hi"}',
         "--rate", "50", "--duration", "2s", "--workers", "1",
-        "--json", "--slo", "errors<1%", "--csv", str(tmp_path / "s.csv"),
+        "--json", "--slo", "errors<1%", "--csv", str(tmp_path / "s.csv"), "--live",
     )  # fmt: skip
     assert code == 0, err
+    assert "mcp-actors stress (live)" in err and "rate/s" in err  # the live view, drawn on stderr
     assert doc["schema"] == SCHEMA
     s = doc["summary"]
     assert (s["requests"], s["errors"]) == (100, 0)
@@ -119,6 +121,21 @@ async def test_streamable_http_target(tmp_path: Path) -> None:
         doc = json.loads(out.read_text())
     assert doc["target"]["type"] == "http"
     assert (doc["summary"]["requests"], doc["summary"]["errors"]) == (40, 0)
+
+
+async def test_sse_target_of_the_demo_server(tmp_path: Path) -> None:
+    """An ad hoc SSE server (the demo server) by a URL ending in /sse: the type is inferred, calls succeed."""
+    async with serve_http(demo_server_command("--transport", "sse")) as server:
+        out = tmp_path / "r.json"
+        argv = [
+            "stress", "--url", server.url, "--tool", "echo", "--args", '{"text": "hi"}',
+            "--requests", "20", "--concurrency", "2", "--workers", "0", "--save", str(out), "--no-live",
+        ]  # fmt: skip
+        code = await trio.to_thread.run_sync(run_cli, argv)
+        assert code == 0
+        doc = json.loads(out.read_text())
+    assert doc["target"]["type"] == "sse"
+    assert (doc["summary"]["requests"], doc["summary"]["errors"]) == (20, 0)
 
 
 def test_merge_and_compare(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

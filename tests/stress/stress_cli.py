@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
+HERE = str(Path(__file__).resolve().parent)
 STRESS_MAIN = (
     "import sys\n"
-    "from tests.stress._cli import ensure_registered\n"
+    f"sys.path.insert(0, {HERE!r})\n"
+    "from stress_cli import ensure_registered\n"
     "ensure_registered()\n"
     "from mcp_actors.cli import main\n"
     "if __name__ == '__main__':\n"
