@@ -52,6 +52,8 @@ def render_tables(doc: Mapping[str, Any]) -> Group:
     )
     head.add_row("throughput", f"{s['throughput']:.1f} calls/s")
     head.add_row("errors", f"{s['errors']} ({s['error_ratio'] * 100:.3f} %)")
+    if s.get("late_sends"):
+        head.add_row("[yellow]warning[/]", Text(_late_text(s), style="yellow"))
     parts.append(head)
 
     lat = Table(title="latency (from intended send time)")
@@ -125,6 +127,14 @@ def render_tables(doc: Mapping[str, Any]) -> Group:
             slo.add_row(item["threshold"], f"{item['actual']:.6g}", "[green]pass[/]" if item["ok"] else "[red]FAIL[/]")
         parts.append(slo)
     return Group(*parts)
+
+
+def _late_text(s: Mapping[str, Any]) -> str:
+    return (
+        f"{s['late_sends']} calls were sent more than 10 ms after their intended time (up to "
+        f"{_ms(s['max_send_lag_ms'])}): the load generator could not keep the schedule; their latency still "
+        "counts from the intended time, but use more workers or machines (or a larger --max-in-flight)"
+    )
 
 
 def render_compare(rows: Sequence[Mapping[str, Any]], a_name: str, b_name: str) -> Table:
@@ -347,6 +357,8 @@ def render_html(doc: Mapping[str, Any]) -> str:
     ]
     for item in doc.get("slo", []):
         cards.append((item["threshold"], "pass" if item["ok"] else "FAIL", "good" if item["ok"] else "bad"))
+    if s.get("late_sends"):
+        cards.append(("calls sent late", str(s["late_sends"]), "bad"))
     card_html = "".join(f'<div class="card {c}"><b>{e(v)}</b><span>{e(k)}</span></div>' for k, v, c in cards)
     pct = _table(
         ["", *s["latency_ms"].keys()],
@@ -405,6 +417,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
 <div class="sub">{e(target["type"])} {e(target["where"])} &middot; started {e(doc["started_at"])} &middot; {model}
 &middot; {settings["workers"]} worker(s) &middot; {s["measured_seconds"]:.2f} s measured</div>
 <div class="cards">{card_html}</div>
+{f'<p class="fail">{e(_late_text(s))}</p>' if s.get("late_sends") else ""}
 {_latency_over_time(doc)}
 {_spectrum(doc["spectrum"])}
 {_throughput(doc)}

@@ -72,6 +72,8 @@ def build_document(tally: Tally, *, meta: Mapping[str, Any]) -> dict[str, Any]:
             "error_ratio": errors / requests if requests else 0.0,
             "throughput": requests / measured if measured > 0 else 0.0,
             "send_rate": tally.send_rate,
+            "late_sends": tally.late_sends,
+            "max_send_lag_ms": round(tally.max_send_lag * 1e3, 3),
             "measured_seconds": round(measured, 6),
             "warmup_calls": tally.warmup_calls,
             "over_timeout": tally.over_timeout,

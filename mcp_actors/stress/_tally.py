@@ -25,6 +25,7 @@ PERCENTILES = (50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99)
 _LOWEST_US = 1
 _HIGHEST_US = 3_600_000_000
 _DIGITS = 3
+LATE = 0.010
 
 
 @attrs.define(eq=False)
@@ -154,6 +155,11 @@ class Tally:
         over_timeout: Calls whose service time exceeded their timeout by more than the slack.
         outages: Chaos events with what they caused (see ``_worker``).
         measured_seconds: The measured part's length.
+        first_sent: The first measured call's actual send time (seconds since the start).
+        last_sent: The last measured call's actual send time.
+        max_send_lag: The longest a measured call was sent after its intended time.
+        late_sends: Measured calls sent more than :data:`LATE` after their intended time:
+            the load generator (or ``max_in_flight``) could not keep the schedule.
     """
 
     latency: Histogram = attrs.Factory(Histogram)
@@ -167,6 +173,8 @@ class Tally:
     measured_seconds: float = 0.0
     first_sent: float | None = None
     last_sent: float | None = None
+    max_send_lag: float = 0.0
+    late_sends: int = 0
 
     @property
     def send_rate(self) -> float:
@@ -227,6 +235,10 @@ class Tally:
         self.latency.record(latency)
         self.service.record(service)
         sent = intended if sent is None else sent
+        lag = sent - intended
+        self.max_send_lag = max(self.max_send_lag, lag)
+        if lag > LATE:
+            self.late_sends += 1
         self.first_sent = sent if self.first_sent is None else min(self.first_sent, sent)
         self.last_sent = sent if self.last_sent is None else max(self.last_sent, sent)
         tally = self.ops.get(op)
@@ -251,6 +263,8 @@ class Tally:
         self.over_timeout += other.over_timeout
         self.outages.extend(other.outages)
         self.measured_seconds = max(self.measured_seconds, other.measured_seconds)
+        self.max_send_lag = max(self.max_send_lag, other.max_send_lag)
+        self.late_sends += other.late_sends
         for mine, theirs, pick in (("first_sent", other.first_sent, min), ("last_sent", other.last_sent, max)):
             if theirs is not None:
                 current = getattr(self, mine)
@@ -286,6 +300,8 @@ class Tally:
             "measured_seconds": self.measured_seconds,
             "first_sent": self.first_sent,
             "last_sent": self.last_sent,
+            "max_send_lag": self.max_send_lag,
+            "late_sends": self.late_sends,
         }
 
     @classmethod
@@ -306,6 +322,8 @@ class Tally:
                 measured_seconds=float(data["measured_seconds"]),
                 first_sent=None if data.get("first_sent") is None else float(data["first_sent"]) + shift,
                 last_sent=None if data.get("last_sent") is None else float(data["last_sent"]) + shift,
+                max_send_lag=float(data.get("max_send_lag", 0.0)),
+                late_sends=int(data.get("late_sends", 0)),
             )
             for name, op in data["operations"].items():
                 tally.ops[name] = OpTally(

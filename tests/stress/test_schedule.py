@@ -90,6 +90,7 @@ async def test_open_model_latency_is_exact_on_virtual_time(autojump_clock: trio.
     assert tally.latency.max == pytest.approx(0.010, rel=1e-3)
     assert tally.measured_seconds == pytest.approx(1.0)
     assert tally.send_rate == pytest.approx(100, rel=1e-9)
+    assert (tally.late_sends, tally.max_send_lag) == (0, 0.0)
 
 
 def _stall(at: float, until: float, latency: float, base: float) -> Any:
@@ -137,6 +138,9 @@ async def test_max_in_flight_queues_but_latency_counts_from_intended(autojump_cl
     assert tally.service.max == pytest.approx(0.100, rel=1e-3)
     # Call 9 was intended at 0.45 s, sent at 0.9 s, done at 1.0 s.
     assert tally.latency.max == pytest.approx(0.55, rel=1e-3)
+    # The schedule could not be kept, and the tally says so.
+    assert tally.max_send_lag == pytest.approx(0.45)
+    assert tally.late_sends == 9
 
 
 async def test_warmup_is_excluded(autojump_clock: trio.testing.MockClock) -> None:
