@@ -140,7 +140,7 @@ def stress(
         typer.Option(
             "--rate",
             "-r",
-            help="Open model: R calls/s, steps START:END:STEP/EVERY, or a ramp START..END/OVER.",
+            help="Open model: R calls/s, steps like 100:2000:100/10s, or a ramp like 100..2000/60s.",
             rich_help_panel=_LOAD,
         ),
     ] = None,

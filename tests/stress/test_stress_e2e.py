@@ -179,3 +179,18 @@ def test_a_server_that_cannot_start_in_a_worker_is_reported(capsys: pytest.Captu
     assert code == 3, err
     assert "server 'stress-1' failed to connect" in err
     assert "exiting at start with code 5" in err
+
+
+def test_step_schedule_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--rate 20:40:20/1s`` holds 20/s for a second, then 40/s for a second: 60 calls, each second as planned."""
+    code, doc, err = _stress(
+        capsys, "--command", FAULT, "--tool", "echo", "--args", '{"text": "x"}',
+        "--rate", "20:40:20/1s", "--workers", "0", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    assert doc["summary"]["requests"] == 60
+    assert [row["sent"] for row in doc["series"]] == [20, 40]
+    assert doc["settings"]["rate"] == [
+        {"start": 20.0, "end": 20.0, "seconds": 1.0},
+        {"start": 40.0, "end": 40.0, "seconds": 1.0},
+    ]
