@@ -194,3 +194,22 @@ def test_step_schedule_end_to_end(capsys: pytest.CaptureFixture[str]) -> None:
         {"start": 20.0, "end": 20.0, "seconds": 1.0},
         {"start": 40.0, "end": 40.0, "seconds": 1.0},
     ]
+
+
+def test_unsupported_operation_is_refused_before_anything_starts(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A resources/read operation the service cannot run is refused at validation (exit 2), or run when it can."""
+    from mcp_actors.registry import McpService
+
+    scenario = tmp_path / "s.json"
+    scenario.write_text('{"operations": [{"kind": "resources/read", "uri": "demo://readme"}]}', encoding="utf-8")
+    code, doc, err = _stress(
+        capsys, "--command", FAULT, "--scenario", str(scenario), "--requests", "2", "--workers", "0", "--json"
+    )
+    if callable(getattr(McpService, "read_resource", None)):
+        assert code != 2 or "not supported" not in err  # supported by this version: it is attempted
+    else:
+        assert code == 2
+        assert "operations[0]: resources/read is not supported by this version of mcp-actors" in err
+        assert doc is None
