@@ -40,6 +40,7 @@ __all__ = [
     "ServerNotFound",
     "ServerProtocolError",
     "ServerStartFailed",
+    "StressConfigInvalid",
     "ToolCallDenied",
     "ToolCallFailed",
     "ToolCallTimeout",
@@ -304,3 +305,14 @@ class ConfigWriteFailed(ConfigStoreError, OSError):
     def __str__(self) -> str:
         # OSError.__str__ would format errno/strerror; our message already says everything.
         return str(self.args[0]) if self.args else ""
+
+
+# ----------------------------------------------------------------------------- stress
+
+
+class StressConfigInvalid(ConfigError):
+    """A stress run's settings or scenario are invalid; nothing was started. Fix them and retry.
+
+    Attributes:
+        field: The offending option (``--rate``) or scenario path (``operations[2].weight``).
+    """
