@@ -117,6 +117,10 @@ app = typer.Typer(
 servers_app = typer.Typer(help="Add, import, list, remove, enable, disable and trust servers.", no_args_is_help=True)
 app.add_typer(servers_app, name="servers")
 
+from mcp_actors._cli_stress import stress_app  # noqa: E402 - registered after the app exists
+
+app.add_typer(stress_app, name="stress")
+
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]
 ServerArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name (or id).")]
 

@@ -28,6 +28,7 @@ PACKAGES = [
     "mcp_actors.config_import",
     "mcp_actors.testing",
     "mcp_actors.formats",
+    "mcp_actors.stress",
     "mcp_actors.tools",
 ]
 PROGRAMS = {"__main__", "demo_server"}

@@ -208,7 +208,7 @@ async def run_stress(
             server could not be connected, an unsupported operation).
     """
     stop = stop if stop is not None else trio.Event()
-    from mcp_actors.registry import McpService  # the parent checks before any worker or server starts
+    from mcp_actors.service import McpService  # the parent checks before any worker or server starts
 
     settings.scenario.check_supported(McpService)
     workers = max(settings.workers, 1)

@@ -200,7 +200,7 @@ def test_unsupported_operation_is_refused_before_anything_starts(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """A resources/read operation the service cannot run is refused at validation (exit 2), or run when it can."""
-    from mcp_actors.registry import McpService
+    from mcp_actors.service import McpService
 
     scenario = tmp_path / "s.json"
     scenario.write_text('{"operations": [{"kind": "resources/read", "uri": "demo://readme"}]}', encoding="utf-8")
