@@ -420,7 +420,16 @@ class ServerAuth(httpx2.Auth):
             try:
                 if not getattr(self.provider, "_initialized", False):
                     await self._load()
-                if response is not None and response.status_code == 401:
+                if response is None:
+                    self._expire_if_due()
+                    current = self._fresh_token()
+                    if current is not None:
+                        sent = current
+                        request.headers["Authorization"] = f"Bearer {current}"
+                        response = yield request
+                        if not _is_challenge(response):
+                            return
+                elif response.status_code == 401:
                     current = self._fresh_token()
                     if current is not None and current != sent:
                         # Another request renewed the token while this one was in flight.
@@ -428,15 +437,14 @@ class ServerAuth(httpx2.Auth):
                         response = yield request
                         if not _is_challenge(response):
                             return
-                    if response.status_code == 401:
-                        self._expire()  # refused: refresh it before anyone is asked to log in
-                elif response is None:
-                    self._expire_if_due()
+                if response is not None and response.status_code == 401:
+                    self._expire()  # refused: refresh it before anyone is asked to log in
                 stepping = response is not None and _is_step_up(response)
                 if isinstance(self.provider, _CodeProvider):
                     self.provider.stepping_up = stepping
                 final: httpx2.Response | None = None
-                relay = _relay(self, request)
+                # A step-up starts from the 403 in hand rather than sending the request again.
+                relay = _relay(self, request, response if stepping else None)
                 try:
                     outgoing = await relay.__anext__()
                     while True:
@@ -471,8 +479,7 @@ class ServerAuth(httpx2.Auth):
         tokens = context.current_tokens
         if tokens is None or not tokens.access_token:
             return None
-        expiry = context.token_expiry_time
-        if expiry and expiry - time.time() < self.refresh_margin:
+        if self._due(tokens.expires_in):
             return None
         return tokens.access_token
 
@@ -486,9 +493,17 @@ class ServerAuth(httpx2.Auth):
         if self.provider.context.current_tokens is not None:
             self.provider.context.token_expiry_time = 1.0  # long past: the SDK refreshes first
 
-    def _expire_if_due(self) -> None:
+    def _due(self, lifetime: int | None) -> bool:
+        """Whether the token expires within the margin (at most half its lifetime)."""
         expiry = self.provider.context.token_expiry_time
-        if expiry and expiry - time.time() < self.refresh_margin:
+        if not expiry:
+            return False
+        margin = min(self.refresh_margin, lifetime / 2) if lifetime else self.refresh_margin
+        return expiry - time.time() < margin
+
+    def _expire_if_due(self) -> None:
+        tokens = self.provider.context.current_tokens
+        if tokens is not None and self._due(tokens.expires_in):
             self._expire()
 
     def _fail(self, error: McpActorsError) -> None:
@@ -571,16 +586,21 @@ class ServerAuth(httpx2.Auth):
                 self._oauth_error = error if isinstance(error, str) else None
 
 
-async def _relay(auth: ServerAuth, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+async def _relay(
+    auth: ServerAuth, request: httpx2.Request, cached: httpx2.Response | None = None
+) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
     """The SDK's flow, with every request but ``request`` itself sent through ``auth``'s own client.
 
-    Yields ``request`` each time it is to be sent (the caller sends it and passes the response).
+    Yields ``request`` each time it is to be sent (the caller sends it and passes the response);
+    the first time, ``cached`` (the response the request already got) is passed instead.
     """
     inner = auth.provider.async_auth_flow(request)
     try:
         outgoing = await inner.__anext__()
         while True:
-            if outgoing is request:
+            if outgoing is request and cached is not None:
+                response, cached = cached, None
+            elif outgoing is request:
                 response = yield outgoing
             else:
                 response = await auth._side_send(outgoing)

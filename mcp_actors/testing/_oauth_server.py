@@ -68,6 +68,8 @@ _DEFAULTS: dict[str, Any] = {
     "prmResource": None,
     "malformed": None,
     "deny": False,
+    "grantableScopes": None,
+    "authServers": None,
 }
 
 
@@ -227,7 +229,7 @@ class OAuthTestServer:
     def _prm(self) -> dict[str, Any]:
         document: dict[str, Any] = {
             "resource": self.options["prmResource"] or self.resource,
-            "authorization_servers": [self.issuer],
+            "authorization_servers": self.options["authServers"] or [self.issuer],
             "bearer_methods_supported": ["header"],
         }
         if self.options["scopesSupported"] is not None:
@@ -352,6 +354,9 @@ class OAuthTestServer:
         return client_id, None
 
     def _issue(self, client_id: str, scope: str) -> dict[str, Any]:
+        grantable = self.options["grantableScopes"]
+        if grantable is not None:
+            scope = " ".join(s for s in scope.split() if s in grantable)
         token = "at-" + secrets.token_urlsafe(24)
         self.access[token] = {"client_id": client_id, "scope": scope, "exp": time.time() + self.options["accessTtl"]}
         result: dict[str, Any] = {
