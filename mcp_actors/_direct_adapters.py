@@ -10,9 +10,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import functools
-import hashlib
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Container, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -30,7 +29,7 @@ from mcp_actors._adapter_base import (
 )
 from mcp_actors.connection import ConnectionHandle, ConnectionStatus, open_connection
 from mcp_actors.errors import McpActorsError, ServerInactive
-from mcp_actors.naming import MAX_TOOL_NAME_LENGTH, direct_tool_name
+from mcp_actors.naming import claim_name, direct_tool_name
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
 from mcp_actors.records import McpServerRecord
 from mcp_actors.registry import settings_for
@@ -201,41 +200,6 @@ class DirectMcpToolAdapter:
 
 
 # ---------------------------------------------------------------------- names
-#
-# The naming rules live in mcp_actors.naming (one home per rule): the clean name, the
-# provider pattern and the 64-character cut are direct_tool_name's. Two pieces are not
-# public there yet; _hash_suffixed and _claim below restate them exactly as
-# naming.ToolIdMap applies them, and _unique_names is the one place to point at
-# naming's functions once it exports them.
-
-_HASH_LENGTH: Final = 8
-
-
-def _hash_suffixed(base: str, *parts: str) -> str:
-    """``base`` cut to leave room, then ``_`` and 8 hex digits of SHA-256 over ``parts``.
-
-    The suffix rule of :mod:`mcp_actors.naming` (its ``_digest`` and the collision
-    suffix of ``ToolIdMap.assign``): the parts are joined with NUL, the result is at
-    most 64 characters.
-    """
-    digest = hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:_HASH_LENGTH]
-    return base[: MAX_TOOL_NAME_LENGTH - _HASH_LENGTH - 1] + "_" + digest
-
-
-def _claim(candidate: str, taken: Container[str], *parts: str) -> str:
-    """The collision policy of :class:`~mcp_actors.naming.ToolIdMap`: the first claim wins.
-
-    ``candidate`` if it is not in ``taken``; otherwise it with a hash suffix of
-    ``parts`` (the tool's original names, so the result is the same in every session);
-    should that be taken too (the same pair listed twice, or another tool's plain name
-    that happens to look like it), a counter joins the hashed parts until the name is
-    free. The caller records the name it gets.
-    """
-    name, n = candidate, 0
-    while name in taken:
-        name = _hash_suffixed(candidate, *parts) if n == 0 else _hash_suffixed(candidate, *parts, str(n))
-        n += 1
-    return name
 
 
 def _unique_names(pairs: Sequence[tuple[str, str]]) -> list[str]:
@@ -251,7 +215,7 @@ def _unique_names(pairs: Sequence[tuple[str, str]]) -> list[str]:
     taken: set[str] = set()
     names = []
     for server, tool in pairs:
-        name = _claim(direct_tool_name(server, tool), taken, server, tool)
+        name = claim_name(direct_tool_name(server, tool), taken, server, tool)
         taken.add(name)
         names.append(name)
     return names

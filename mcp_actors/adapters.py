@@ -192,7 +192,7 @@ async def load_mcp_tools(
     """
     _check_timeout(None, None, timeout)
     if server_ids is None:
-        servers = [record.id for record in service.list() if record.is_active]
+        servers = [record.id for record in await service.list() if record.is_active]
     else:
         if isinstance(server_ids, str):
             raise TypeError("server_ids must be a collection of server ids or names, not one string")

@@ -59,6 +59,7 @@ from mcp_actors._cli_support import (
     root_cause,
     tool_json,
 )
+from mcp_actors._registry import find_server, server_not_found
 from mcp_actors.errors import McpActorsError, ServerNotFound, ToolNotFound
 from mcp_actors.naming import clean_name
 from mcp_actors.records import McpServerRecord
@@ -448,17 +449,11 @@ def servers_import(
 
 
 def _find_record(records: Sequence[McpServerRecord], server: str) -> int:
-    """Index of the record with id ``server``, else with name ``server`` (as the registry looks them up)."""
-    for key in ("id", "name"):
-        for i, record in enumerate(records):
-            if getattr(record, key) == server:
-                return i
-    known = ", ".join(sorted(r.name for r in records)) or "none"
-    raise ServerNotFound(
-        f"no server named or with id {server!r} (configured: {known}); check the spelling with"
-        f" '{PROGRAM} servers list'",
-        server=server,
-    )
+    """Index of the record with id ``server``, else with name ``server`` (the registry's own look-up)."""
+    found = find_server(records, server)
+    if found is None:
+        raise server_not_found(server, records, hint=f"check the spelling with '{PROGRAM} servers list'")
+    return next(i for i, record in enumerate(records) if record is found)
 
 
 def _change_server(ctx: typer.Context, server: str, as_json: bool, action: str, **changes: Any) -> None:
@@ -687,7 +682,7 @@ def tools(
                         chosen_records.setdefault(record.id, record)
                 records = list(chosen_records.values())
             else:
-                records = [r for r in service.list() if r.is_active]
+                records = [r for r in await service.list() if r.is_active]
             results, failures = await list_tools_with_progress(service, records, _err)
             failures = {**unknown, **failures}
             for line in failure_lines(failures):
@@ -775,7 +770,7 @@ async def _resolve_tool(service: McpService, tool_id: str) -> tuple[McpServerRec
         raise ToolNotFound(
             f"unknown tool {tool_id!r}: give a tool id from '{PROGRAM} tools' (mcp__<server>__<tool>) or SERVER/TOOL"
         )
-    active = [r for r in service.list() if r.is_active]
+    active = [r for r in await service.list() if r.is_active]
     # An id starts with its server's cleaned name (even a shortened one), so those servers
     # are enough to ask; all active servers only when no name fits.
     likely = [r for r in active if tool_id.startswith(f"mcp__{clean_name(r.name)}__")]
@@ -924,7 +919,7 @@ def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
                                 return
 
                         nursery.start_soon(stop_on_signal)
-                        records = [r for r in service.list() if r.is_active]
+                        records = [r for r in await service.list() if r.is_active]
                         if not as_json:
                             _err.print(
                                 Text(f"Watching {len(records)} active server(s); press Ctrl-C to stop.", style="dim")

@@ -69,7 +69,7 @@ from mcp_actors.messages import (
     ListTools,
     Reconnect,
 )
-from mcp_actors.transports import HttpParams, StderrTail, StdioParams, TransportLink, open_transport
+from mcp_actors.transports import StderrTail, TransportLink, TransportParams, open_transport
 from supervisors import (
     Backoff,
     ChildSpec,
@@ -133,7 +133,7 @@ class ConnectionSettings:
 
     server_id: str
     server_name: str
-    transport: StdioParams | HttpParams
+    transport: TransportParams
     connect_timeout: float = 30.0
     call_timeout: float = 120.0
     ping_interval: float = 30.0

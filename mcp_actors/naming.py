@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Container, Sequence
 from typing import Final
 
 import attrs
@@ -19,8 +20,10 @@ __all__ = [
     "MAX_TOOL_NAME_LENGTH",
     "TOOL_NAME_PATTERN",
     "ToolIdMap",
+    "claim_name",
     "clean_name",
     "direct_tool_name",
+    "hash_suffixed",
     "is_provider_safe",
     "tool_id",
 ]
@@ -45,12 +48,35 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:_HASH_LENGTH]
 
 
+def hash_suffixed(base: str, *parts: str) -> str:
+    """``base`` cut to leave room, then ``_`` and 8 hex digits of SHA-256 over ``parts``.
+
+    The parts are the original names (joined with NUL), so the result is the same in
+    every session and process; it is at most 64 characters.
+    """
+    return base[: MAX_TOOL_NAME_LENGTH - _HASH_LENGTH - 1] + "_" + _digest(*parts)
+
+
+def claim_name(candidate: str, taken: Container[str], *parts: str) -> str:
+    """The one collision policy for tool ids and direct tool names: the first claim wins.
+
+    ``candidate`` if it is not in ``taken``; otherwise it with a hash suffix of ``parts``;
+    should that be taken too (the same pair claimed twice, or another tool's plain name
+    that happens to look like it), a counter joins the hashed parts until the name is
+    free. The caller records the name it gets.
+    """
+    name, n = candidate, 0
+    while name in taken:
+        name = hash_suffixed(candidate, *parts) if n == 0 else hash_suffixed(candidate, *parts, str(n))
+        n += 1
+    return name
+
+
 def _fit(candidate: str, *parts: str) -> str:
     """``candidate`` if it fits, else its head plus a hash of ``parts`` (still <= 64)."""
     if len(candidate) <= MAX_TOOL_NAME_LENGTH:
         return candidate
-    suffix = "_" + _digest(*parts)
-    return candidate[: MAX_TOOL_NAME_LENGTH - len(suffix)] + suffix
+    return hash_suffixed(candidate, *parts)
 
 
 def tool_id(server_name: str, tool_name: str) -> str:
@@ -89,13 +115,24 @@ class ToolIdMap:
         existing = self._by_tool.get(key)
         if existing is not None:
             return existing
-        candidate = tool_id(server_name, tool_name)
-        if candidate in self._by_id:
-            suffix = "_" + _digest(server_id, tool_name)
-            candidate = candidate[: MAX_TOOL_NAME_LENGTH - len(suffix)] + suffix
+        candidate = claim_name(tool_id(server_name, tool_name), self._by_id, server_id, tool_name)
         self._by_id[candidate] = key
         self._by_tool[key] = candidate
         return candidate
+
+    def assign_server(self, server_id: str, server_name: str, tool_names: Sequence[str]) -> dict[str, str]:
+        """Ids for a server's current tools; ids of its tools that are gone are dropped.
+
+        A server whose tool names keep changing therefore holds only its current ids, and
+        an id of a tool it no longer has stops resolving.
+        """
+        keep = set(tool_names)
+        for key in [k for k in self._by_tool if k[0] == server_id and k[1] not in keep]:
+            del self._by_id[self._by_tool.pop(key)]
+        return {name: self.assign(server_id, server_name, name) for name in tool_names}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
 
     def resolve(self, tool_id: str) -> tuple[str, str] | None:
         """``(server_id, tool_name)`` for an id, or ``None`` when unknown."""

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import builtins
 import concurrent.futures
 import inspect
 import logging
@@ -405,10 +406,6 @@ class _Reads:
         """The portal this facade runs on."""
         return self._portal
 
-    def list(self) -> list[McpServerRecord]:
-        """Every configured server's record (see :meth:`McpService.list`)."""
-        return self._portal.run_sync(lambda: self._portal.service.list())
-
     def get(self, server: str) -> McpServerRecord:
         """One server's record by id or name (see :meth:`McpService.get`)."""
         return self._portal.run_sync(lambda: self._portal.service.get(server))
@@ -447,27 +444,35 @@ class SyncMcpService(_Reads):
 
         return portal.run(call)
 
+    def list(self) -> builtins.list[McpServerRecord]:
+        """Every configured server's record, current with the file (see :meth:`McpService.list`)."""
+        return self._run(lambda s: s.list())
+
+    def health(self, server: str, *, timeout: float = 10.0) -> float:
+        """Ping the server now; the round trip in seconds (see :meth:`McpService.health`)."""
+        return self._run(lambda s: s.health(server, timeout=timeout))
+
     def add(self, input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
         """Add a server and save it (see :meth:`McpService.add`)."""
         return self._run(lambda s: s.add(input))
 
-    def add_json(self, text: str) -> list[AddJsonEntryResult]:
+    def add_json(self, text: str) -> builtins.list[AddJsonEntryResult]:
         """Add every server of an ``mcpServers`` document (see :meth:`McpService.add_json`)."""
         return self._run(lambda s: s.add_json(text))
 
-    def update(self, server: str, **changes: Any) -> McpServerRecord:
-        """Change fields of a record (see :meth:`McpService.update`)."""
-        return self._run(lambda s: s.update(server, **changes))
+    def update(self, server: str, changes: Mapping[str, Any] | None = None, /, **more: Any) -> McpServerRecord:
+        """Change fields of a record, snake_case or camelCase (see :meth:`McpService.update`)."""
+        return self._run(lambda s: s.update(server, changes, **more))
 
     def remove(self, server: str) -> McpServerRecord:
         """Remove a server and stop its process (see :meth:`McpService.remove`)."""
         return self._run(lambda s: s.remove(server))
 
-    def list_server_tools(self, server: str) -> list[MCPTool]:
+    def list_server_tools(self, server: str) -> builtins.list[MCPTool]:
         """One server's tools (see :meth:`McpService.list_server_tools`)."""
         return self._run(lambda s: s.list_server_tools(server))
 
-    def list_all_active_server_tools(self) -> list[MCPTool]:
+    def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
         """Tools of every active server (see :meth:`McpService.list_all_active_server_tools`)."""
         return self._run(lambda s: s.list_all_active_server_tools())
 
@@ -623,27 +628,35 @@ class AsyncioMcpService(_Reads):
         loop = asyncio.get_running_loop()
         return await asyncio.wrap_future(portal.submit(call), loop=loop)
 
+    async def list(self) -> builtins.list[McpServerRecord]:
+        """Every configured server's record, current with the file (see :meth:`McpService.list`)."""
+        return await self._run(lambda s: s.list())
+
+    async def health(self, server: str, *, timeout: float = 10.0) -> float:
+        """Ping the server now; the round trip in seconds (see :meth:`McpService.health`)."""
+        return await self._run(lambda s: s.health(server, timeout=timeout))
+
     async def add(self, input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
         """Add a server and save it (see :meth:`McpService.add`)."""
         return await self._run(lambda s: s.add(input))
 
-    async def add_json(self, text: str) -> list[AddJsonEntryResult]:
+    async def add_json(self, text: str) -> builtins.list[AddJsonEntryResult]:
         """Add every server of an ``mcpServers`` document (see :meth:`McpService.add_json`)."""
         return await self._run(lambda s: s.add_json(text))
 
-    async def update(self, server: str, **changes: Any) -> McpServerRecord:
-        """Change fields of a record (see :meth:`McpService.update`)."""
-        return await self._run(lambda s: s.update(server, **changes))
+    async def update(self, server: str, changes: Mapping[str, Any] | None = None, /, **more: Any) -> McpServerRecord:
+        """Change fields of a record, snake_case or camelCase (see :meth:`McpService.update`)."""
+        return await self._run(lambda s: s.update(server, changes, **more))
 
     async def remove(self, server: str) -> McpServerRecord:
         """Remove a server and stop its process (see :meth:`McpService.remove`)."""
         return await self._run(lambda s: s.remove(server))
 
-    async def list_server_tools(self, server: str) -> list[MCPTool]:
+    async def list_server_tools(self, server: str) -> builtins.list[MCPTool]:
         """One server's tools (see :meth:`McpService.list_server_tools`)."""
         return await self._run(lambda s: s.list_server_tools(server))
 
-    async def list_all_active_server_tools(self) -> list[MCPTool]:
+    async def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
         """Tools of every active server (see :meth:`McpService.list_all_active_server_tools`)."""
         return await self._run(lambda s: s.list_all_active_server_tools())
 

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, final
 
 import attrs
 
+from mcp_actors._redact import redact_url as redact_url
 from mcp_actors.errors import InvalidServerConfig
 
 __all__ = [
@@ -157,30 +158,6 @@ def new_server_id() -> str:
     """
     suffix = "".join(secrets.choice(_ID_ALPHABET) for _ in range(9))
     return f"mcp_{time.time_ns() // 1_000_000}_{suffix}"
-
-
-def redact_url(url: str) -> str:
-    """Return ``url`` fit for logs, reprs and error messages.
-
-    User info (``user:password@``) and the query string often carry tokens, so both are
-    replaced by ``***``; the fragment is dropped. Scheme, host, port and path stay, because
-    they are what a person needs to recognise the server.
-
-    Args:
-        url: Any string; it need not be a valid URL.
-
-    Returns:
-        The redacted URL, or ``'<unparsable url>'`` when it cannot be split at all.
-    """
-    try:
-        parts = urllib.parse.urlsplit(url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            netloc = "***@" + netloc.rpartition("@")[2]
-        query = "***" if parts.query else ""
-        return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, query, ""))
-    except ValueError:
-        return "<unparsable url>"
 
 
 def _type_name(value: object) -> str:

@@ -2,13 +2,16 @@
 
 ::
 
-    root supervisor            one_for_all, intensity 3 / 60 s
+    root supervisor            rest_for_one, intensity 3 / 60 s
     ├─ process tracker         permanent   (sweeps the PID ledger of crashed earlier runs)
     ├─ connections supervisor  permanent   one_for_one, a slot child per active server
-    └─ registry actor          permanent   records, tool cache, the McpService facade
+    └─ registry actor          permanent   records, tool cache, tool ids; last, so its
+                                           crash restarts only itself
 
 The connections supervisor starts before the registry (the registry starts its
-children), so the registry stops first on the way out. On exit every server is closed
+children), so the registry stops first on the way out. A registry crash restarts the
+registry alone: it rebuilds its view from the store and the live slots, and the facade
+(:attr:`Runtime.service`) keeps working across the restart. On exit every server is closed
 *concurrently* (close stdin → bounded wait → SIGTERM → SIGKILL), so shutting down fifty
 servers takes about as long as the slowest one, not their sum.
 
@@ -21,14 +24,21 @@ import contextlib
 import functools
 import os
 from collections.abc import AsyncIterator
-from typing import Any
 
 import attrs
 import trio
 
 from mcp_actors import events
+from mcp_actors._registry import (
+    DEFAULT_CONFIG_POLL_INTERVAL,
+    DEFAULT_TOOL_CACHE_TTL,
+    RegistryRef,
+    run_registry,
+    stop_slot,
+)
+from mcp_actors.connection import ConnectionHandle
 from mcp_actors.process_tracker import ProcessTracker
-from mcp_actors.registry import DEFAULT_TOOL_CACHE_TTL, McpService, run_registry
+from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 from supervisors import (
     Backoff,
@@ -45,7 +55,7 @@ from supervisors import (
 __all__ = ["Runtime", "open_runtime"]
 
 ROOT_SPEC = SupervisorSpec(
-    strategy=Strategy.ONE_FOR_ALL,
+    strategy=Strategy.REST_FOR_ONE,
     intensity=Intensity(max_restarts=3, period=60.0),
     backoff=Backoff(min_delay=0.1, max_delay=5.0, jitter=0.2, reset_after=60.0),
 )
@@ -65,23 +75,19 @@ class Runtime:
         bus: The event bus (also reachable as ``service.subscribe()``).
         tracker: This process's process tracker.
         root: The root supervisor.
+        service: The McpService facade; one object for the runtime's whole life (it
+            survives registry restarts).
     """
 
     bus: events.EventBus
     tracker: ProcessTracker
     root: Supervisor
-    _holder: dict[str, Any]
-
-    @property
-    def service(self) -> McpService:
-        """The McpService facade of the current registry incarnation."""
-        service: McpService = self.root.child_value("registry")
-        return service
+    service: McpService
 
     @property
     def connections(self) -> Supervisor:
         """The supervisor whose children are the servers' connection slots."""
-        sup: Supervisor = self._holder["connections"]
+        sup: Supervisor = self.root.child_value("connections")
         return sup
 
 
@@ -94,6 +100,12 @@ async def _run_tracker(
     await trio.sleep_forever()
 
 
+async def _run_connections(*, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED) -> None:
+    async with open_supervisor(CONNECTIONS_SPEC, children=[], name="connections") as sup:
+        task_status.started(sup)
+        await trio.sleep_forever()
+
+
 @contextlib.asynccontextmanager
 async def open_runtime(
     config_path: str | os.PathLike[str] | None = None,
@@ -102,6 +114,7 @@ async def open_runtime(
     tool_cache_ttl: float = DEFAULT_TOOL_CACHE_TTL,
     sweep_ledger: bool = True,
     connect_on_add: bool = True,
+    config_poll_interval: float = DEFAULT_CONFIG_POLL_INTERVAL,
 ) -> AsyncIterator[Runtime]:
     """Start the tree; yield a :class:`Runtime`; on exit close every server and stop.
 
@@ -112,57 +125,61 @@ async def open_runtime(
         sweep_ledger: Kill leftovers of crashed earlier runs at start (PID + create_time checked).
         connect_on_add: Start connecting a newly added active server in the background
             (it never blocks the add). Off, servers connect on first use only.
+        config_poll_interval: Seconds between checks (one ``stat``) of the config file for
+            changes made by other processes, which are then applied to the running tree;
+            0 turns the periodic check off (``list()`` and look-up misses still check).
 
     Servers connect lazily: nothing is spawned until a server is first used.
     """
+    if config_poll_interval < 0:
+        raise ValueError(f"config_poll_interval must be >= 0, got {config_poll_interval!r}")
     tracker = ProcessTracker.get_instance()
     bus = events.EventBus()
     store = store or ConfigStore(config_path)
     # Read the config once up front so a corrupt file fails here, with its own typed
     # error (path, line, column), rather than as a registry start failure.
-    first_records = await trio.to_thread.run_sync(store.load)
-    # The registry's first start reuses that read; a restart (one_for_all) reads afresh.
-    holder: dict[str, Any] = {"records": first_records}
+    first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
+    # The registry's first start reuses that read; a restart reads afresh.
+    ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records)
+    ref.fingerprint = fingerprint
 
-    async def start_connections(*, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED) -> None:
-        async with open_supervisor(CONNECTIONS_SPEC, children=[], name="connections") as sup:
-            holder["connections"] = sup
-            task_status.started(sup)
-            await trio.sleep_forever()
-
-    async def start_registry(*, task_status: trio.TaskStatus[McpService] = trio.TASK_STATUS_IGNORED) -> None:
+    async def start_registry(*, task_status: trio.TaskStatus[RegistryRef] = trio.TASK_STATUS_IGNORED) -> None:
+        # Looked up at every (re)start: a restarted connections supervisor is a new object.
+        connections: Supervisor = root.child_value("connections")
         await run_registry(
-            store,
-            holder["connections"],
-            bus,
-            tool_cache_ttl=tool_cache_ttl,
+            ref,
+            connections,
             connect_on_add=connect_on_add,
-            initial_records=holder.pop("records", None),
+            config_poll_interval=config_poll_interval,
             task_status=task_status,
         )
 
     children = [
         ChildSpec(id="process-tracker", start=functools.partial(_run_tracker, tracker, sweep_ledger)),
-        ChildSpec(id="connections", start=start_connections, restart=Restart.PERMANENT, shutdown=Shutdown.after(60.0)),
+        ChildSpec(id="connections", start=_run_connections, restart=Restart.PERMANENT, shutdown=Shutdown.after(60.0)),
         ChildSpec(id="registry", start=start_registry, restart=Restart.PERMANENT, shutdown=Shutdown.after(10.0)),
     ]
-    async with open_supervisor(ROOT_SPEC, children=children, name="root") as root:
-        runtime = Runtime(bus=bus, tracker=tracker, root=root, holder=holder)
+    # Started one by one once the root exists, so the registry's start can reach its sibling.
+    async with open_supervisor(ROOT_SPEC, children=[], name="root") as root:
+        for spec in children:
+            await root.start_child(spec)
+        runtime = Runtime(bus=bus, tracker=tracker, root=root, service=McpService(ref))
         try:
             yield runtime
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(60.0):
                 await _close_all_servers(runtime)
+            ref.close()
             bus.close()
 
 
 async def _close_all_servers(runtime: Runtime) -> None:
-    """Close every server at once, so shutdown takes as long as the slowest, not the sum."""
+    """Close every slot at once, so shutdown takes as long as the slowest, not the sum."""
     try:
-        service = runtime.service
-    except Exception:
+        connections = runtime.connections
+    except (KeyError, RuntimeError):
         return
-    handles = list(service._registry.snapshot.handles.values())
     async with trio.open_nursery() as nursery:
-        for handle in handles:
-            nursery.start_soon(service._registry.stop_connection, handle.server_id, handle)
+        for info in connections.which_children():
+            handle = info.value if isinstance(info.value, ConnectionHandle) else None
+            nursery.start_soon(stop_slot, connections, info.id, handle)

@@ -1,10 +1,18 @@
-"""Transports: stdio with our own spawn, SSE and streamable HTTP through the SDK.
+"""Transports: stdio with our own spawn, SSE and streamable HTTP through the SDK, in-memory.
 
-Every transport is an async context manager yielding a :class:`TransportLink`: the pair of
-streams an SDK ``ClientSession`` runs on, plus what the connection actor needs to fail
-fast — :attr:`TransportLink.dead` is set the moment the transport is seen to die (stdout
-EOF, process exit, broken stdin, HTTP stream error), with a human reason and, for stdio,
-the tail of the server's stderr.
+Every transport kind is a frozen params class (:class:`StdioParams`, :class:`HttpParams`,
+:class:`MemoryParams`) satisfying :class:`TransportParams`: its ``open(label=...)`` is an
+async context manager yielding a :class:`TransportLink`, the pair of streams an SDK
+``ClientSession`` runs on plus what the connection actor needs to fail fast —
+:attr:`TransportLink.dead` is set the moment the transport is seen to die (stdout EOF,
+process exit, broken stdin, HTTP stream error, HTTP status that no request can get past),
+with a human reason and, for stdio, the tail of the server's stderr. A server record maps
+to its params through :func:`params_for_record` (a registry keyed by the record's type, see
+:func:`register_transport_kind`), so nothing else switches on the kind.
+
+Every text a link produces (death reasons, stderr lines) has the params' secrets and
+secret-looking parts redacted (:mod:`mcp_actors._redact`), and while a transport is open
+through :func:`open_transport` the SDK's and httpx's log records are redacted as well.
 
 Why our own stdio spawn instead of the SDK's ``stdio_client``: we need the PID and its
 create_time registered with the process tracker before anything else can fail, the process
@@ -16,7 +24,6 @@ fatal, and death observed directly rather than when a request times out.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import errno
 import logging
@@ -24,8 +31,8 @@ import os
 import shutil
 import signal
 import subprocess
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from typing import Any, Final, Literal
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Final
 
 import anyio
 import attrs
@@ -35,25 +42,41 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
-from mcp_actors.errors import CommandNotFound, ServerStartFailed
+from mcp_actors._redact import install_log_filter, registered_secrets
+from mcp_actors._transport_base import STREAM_BUFFER
+from mcp_actors._transport_base import StderrTail as StderrTail
+from mcp_actors._transport_base import TransportLink as TransportLink
+from mcp_actors._transport_base import TransportParams as TransportParams
+from mcp_actors._transport_base import params_for_record as params_for_record
+from mcp_actors._transport_base import register_transport_kind as register_transport_kind
+from mcp_actors._transport_http import HttpParams as HttpParams
+from mcp_actors._transport_http import open_http_transport as open_http_transport
+from mcp_actors._transport_memory import MemoryParams as MemoryParams
+from mcp_actors._transport_memory import open_memory_transport as open_memory_transport
+from mcp_actors.errors import CommandNotFound, InvalidServerConfig, ServerStartFailed, WorkingDirectoryNotFound
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec, stop_process
+from mcp_actors.records import McpServerRecord, ServerType
 
 __all__ = [
     "HttpParams",
+    "MemoryParams",
     "StderrTail",
     "StdioParams",
     "TransportLink",
+    "TransportParams",
+    "check_cwd",
     "open_http_transport",
+    "open_memory_transport",
     "open_stdio_transport",
     "open_transport",
+    "params_for_record",
+    "register_transport_kind",
     "resolve_command",
 ]
 
 logger = logging.getLogger(__name__)
 
 _READ_CHUNK: Final = 1 << 16
-_STREAM_BUFFER: Final = 64
-_STDERR_LINES: Final = 200
 _STDERR_LINE_MAX: Final = 2000
 _GARBAGE_SAMPLE_MAX: Final = 200
 _EXIT_STATUS_GRACE: Final = 0.2
@@ -81,110 +104,23 @@ class StdioParams:
     term_grace: float = 2.0
     max_message_bytes: int = 256 * 1024 * 1024
 
+    @classmethod
+    def from_record(cls, record: McpServerRecord) -> StdioParams:
+        """The params a validated ``stdio`` record implies."""
+        config = record.config
+        if config.command is None:
+            raise InvalidServerConfig(
+                f"server {record.name!r} has no command; set config.command", server=record.name, field="command"
+            )
+        return cls(command=config.command, args=tuple(config.args), env=dict(config.env), cwd=config.cwd)
 
-@attrs.frozen(kw_only=True)
-class HttpParams:
-    """How to reach an SSE or streamable HTTP server.
+    def open(self, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
+        """Spawn the server (see :func:`open_stdio_transport`)."""
+        return open_stdio_transport(self, label=label)
 
-    Attributes:
-        url: The endpoint (``.../sse`` for SSE, ``.../mcp`` for streamable HTTP, usually).
-        kind: ``"sse"`` or ``"http"`` (streamable HTTP).
-        headers: Sent with every request (values are secrets).
-        connect_timeout: Bound for connecting and for each HTTP write, in seconds.
-        read_timeout: Bound for silence on a long-lived stream, in seconds.
-        max_message_bytes: Largest single message (SSE event) accepted from a streamable
-            HTTP server; as for stdio. The SDK's own default (1 MiB) would fail every
-            larger tool result.
-    """
-
-    url: str
-    kind: Literal["sse", "http"] = "http"
-    headers: Mapping[str, str] = attrs.field(factory=dict, repr=lambda h: repr(sorted(h)))
-    connect_timeout: float = 30.0
-    read_timeout: float = 300.0
-    max_message_bytes: int = 256 * 1024 * 1024
-
-
-@attrs.define(eq=False)
-class StderrTail:
-    """The last lines a server wrote to stderr, bounded in count and length."""
-
-    _lines: collections.deque[str] = attrs.field(factory=lambda: collections.deque(maxlen=_STDERR_LINES))
-    _changed: trio.Event = attrs.field(factory=trio.Event)
-    total_bytes: int = 0
-
-    def add(self, line: str) -> None:
-        """Keep one line (cut to a sane length) and wake waiters."""
-        if len(line) > _STDERR_LINE_MAX:
-            line = line[:_STDERR_LINE_MAX] + "…"
-        self._lines.append(line)
-        self._changed.set()
-
-    async def wait_for(self, predicate: Callable[[str], bool]) -> str:
-        """Wait until a kept line satisfies ``predicate``; return it.
-
-        Unbounded by design: callers bound it (``trio.fail_after``). Fault-injection tests
-        use it to wait for a server's own report ("fault: cancelled 7") without polling.
-        """
-        while True:
-            for line in self._lines:
-                if predicate(line):
-                    return line
-            self._changed = trio.Event()
-            await self._changed.wait()
-
-    def lines(self, n: int = 20) -> tuple[str, ...]:
-        """The last ``n`` non-empty lines, oldest first."""
-        return tuple(line for line in self._lines if line.strip())[-n:]
-
-
-@attrs.define(eq=False)
-class TransportLink:
-    """An open transport: the SDK stream pair and the signals the actor watches.
-
-    Attributes:
-        read_stream: Messages (or transport exceptions) from the server, for ``ClientSession``.
-        write_stream: Messages to the server, for ``ClientSession``.
-        dead: Set once the transport is observed dead; :attr:`death_reason` says why.
-        process: The stdio server's process identity (``None`` for HTTP).
-        stderr: The stdio server's stderr tail (``None`` for HTTP).
-        garbage_lines: Non-JSON lines the server wrote to stdout (skipped, not fatal).
-        garbage_sample: The first such line, shortened, for error messages.
-    """
-
-    read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
-    write_stream: MemoryObjectSendStream[SessionMessage]
-    label: str
-    dead: trio.Event = attrs.field(factory=trio.Event)
-    exited: trio.Event = attrs.field(factory=trio.Event)
-    death_reason: str | None = None
-    process: ProcessIdentity | None = None
-    stderr: StderrTail | None = None
-    garbage_lines: int = 0
-    garbage_sample: str | None = None
-    _closers: list[MemoryObjectSendStream[Any]] = attrs.field(factory=list)
-
-    def die(self, reason: str) -> None:
-        """Record the first death reason, wake watchers, end the session's read stream."""
-        if self.death_reason is None:
-            self.death_reason = reason
-            logger.info("server %s: transport closed: %s", self.label, reason)
-        self.dead.set()
-        for stream in self._closers:
-            stream.close()
-
-    def stderr_tail(self, n: int = 20) -> tuple[str, ...]:
-        """The last stderr lines (empty for HTTP)."""
-        return self.stderr.lines(n) if self.stderr is not None else ()
-
-    def describe_garbage(self) -> str:
-        """A note about non-JSON stdout output, or ``""`` when there was none."""
-        if not self.garbage_lines:
-            return ""
-        return (
-            f"the server wrote {self.garbage_lines} non-JSON line(s) to stdout "
-            f"(first: {self.garbage_sample!r}); stdout must carry only JSON-RPC — log to stderr"
-        )
+    def secret_values(self) -> tuple[str, ...]:
+        """The env values: API keys and tokens, as far as we can tell."""
+        return tuple(self.env.values())
 
 
 def resolve_command(command: str, env: Mapping[str, str], *, server: str) -> str:
@@ -209,6 +145,26 @@ def resolve_command(command: str, env: Mapping[str, str], *, server: str) -> str
             command=command,
         )
     return found
+
+
+def check_cwd(cwd: str | None, *, server: str) -> None:
+    """Refuse a working directory that cannot work, before anything is spawned.
+
+    A missing cwd is a configuration error no retry can fix: raising the
+    :class:`ServerMisconfigured` kind lets the connection actor open the circuit at once
+    instead of spending its restarts on it.
+
+    Raises:
+        WorkingDirectoryNotFound: ``cwd`` does not exist or is not a directory.
+    """
+    if cwd is None or os.path.isdir(cwd):
+        return
+    what = "is not a directory" if os.path.exists(cwd) else "does not exist"
+    raise WorkingDirectoryNotFound(
+        f"server {server!r}: working directory {cwd!r} {what}; create it or fix config.cwd",
+        server=server,
+        cwd=cwd,
+    )
 
 
 def _merged_env(overrides: Mapping[str, str]) -> dict[str, str]:
@@ -264,7 +220,7 @@ async def _forward_line(
     except ValueError:
         link.garbage_lines += 1
         if link.garbage_sample is None:
-            link.garbage_sample = line[:_GARBAGE_SAMPLE_MAX].decode("utf-8", "replace")
+            link.garbage_sample = link.redact(line[:_GARBAGE_SAMPLE_MAX].decode("utf-8", "replace"))
         logger.warning("server %s: skipped a non-JSON line on stdout (%d bytes)", link.label, len(line))
         return
     await sink.send(SessionMessage(message))
@@ -294,8 +250,7 @@ async def _drain_stderr(stream: trio.abc.ReceiveStream, link: TransportLink, tai
             *lines, pending = pending.split(b"\n")
             for raw in lines:
                 text = raw.decode("utf-8", "replace").rstrip("\r")
-                tail.add(text)
-                server_log.debug("%s", text)
+                server_log.debug("%s", tail.add(text))
             if len(pending) > _STDERR_LINE_MAX * 4:
                 tail.add(pending.decode("utf-8", "replace"))
                 pending = b""
@@ -312,49 +267,8 @@ async def _watch_exit(process: trio.Process, link: TransportLink) -> None:
     link.die(f"the server process exited with code {code}")
 
 
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
-
-
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return bool(proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
-
-
-def _snapshot_descendants(identity: ProcessIdentity) -> list[psutil.Process]:
-    try:
-        proc = psutil.Process(identity.pid)
-        if proc.create_time() != identity.create_time:
-            return []
-        children: list[psutil.Process] = proc.children(recursive=True)
-        return children
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return []
-
-
-async def _wait_until(predicate: Any, timeout: float, *, step: float = 0.01) -> bool:
-    with trio.move_on_after(timeout):
-        while not predicate():  # noqa: ASYNC110 - no event tells when a process group empties
-            await trio.sleep(step)
-        return True
-    return bool(predicate())
-
-
 async def _stop_process(
-    process: trio.Process, identity: ProcessIdentity, params: StdioParams, link: TransportLink
+    process: trio.Process, identity: ProcessIdentity, params: StdioParams, link: TransportLink, tracker: ProcessTracker
 ) -> None:
     """The one kill ladder (:func:`mcp_actors.process_tracker.stop_process`) for this server.
 
@@ -362,7 +276,6 @@ async def _stop_process(
     every process carrying the server's tag, so a grandchild that escaped with setsid too)
     → at most ``term_grace`` → SIGKILL → reap. Runs shielded with every wait bounded.
     """
-    tracker = ProcessTracker.get_instance()
     await stop_process(
         process,
         tracker.target_of(identity),
@@ -390,11 +303,7 @@ async def open_stdio_transport(
     # The host's marker lets a later ledger sweep prove an orphan in this server's group is ours.
     env = {**_merged_env(params.env), **tracker.child_env()}
     executable = resolve_command(params.command, env, server=label)
-    if params.cwd is not None and not os.path.isdir(params.cwd):  # noqa: ASYNC240 - one stat, before a spawn
-        raise ServerStartFailed(
-            f"server {label!r}: working directory {params.cwd!r} does not exist; fix config.cwd",
-            server=label,
-        )
+    check_cwd(params.cwd, server=label)
     try:
         process = await trio.lowlevel.open_process(
             [executable, *params.args],
@@ -420,10 +329,12 @@ async def open_stdio_transport(
         create_time = 0.0
     identity = ProcessIdentity(pid=process.pid, create_time=create_time, pgid=process.pid, label=label)
     tracker.register(identity)
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](_STREAM_BUFFER)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](_STREAM_BUFFER)
-    tail = StderrTail()
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
+    secrets = params.secret_values()
+    tail = StderrTail(secrets=secrets)
     link = TransportLink(
+        secrets=secrets,
         read_stream=read_stream,
         write_stream=write_stream,
         label=label,
@@ -443,7 +354,7 @@ async def open_stdio_transport(
             finally:
                 with trio.CancelScope(shield=True):
                     link.die(link.death_reason or "closed by the client")
-                    await _stop_process(process, identity, params, link)
+                    await _stop_process(process, identity, params, link, tracker)
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
@@ -460,71 +371,19 @@ async def open_stdio_transport(
             tracker.unregister(identity)
 
 
-async def _relay_http(
-    source: Any, sink: MemoryObjectSendStream[SessionMessage | Exception], link: TransportLink
-) -> None:
-    """Forward the SDK transport's items; a network-level failure means the server is gone."""
-    import httpx2
-
-    try:
-        async for item in source:
-            if isinstance(item, Exception):
-                if isinstance(item, httpx2.TransportError | OSError):
-                    link.die(f"the HTTP connection failed: {type(item).__name__}: {item}")
-                    return
-                logger.warning("server %s: transport reported %s: %s", link.label, type(item).__name__, item)
-            await sink.send(item)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-        pass
-    link.die("the HTTP stream closed")
-
-
 @contextlib.asynccontextmanager
-async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterator[TransportLink]:
-    """Open an SSE or streamable HTTP transport through the SDK and yield its link.
+async def open_transport(params: TransportParams, *, label: str) -> AsyncIterator[TransportLink]:
+    """Open whichever transport ``params`` describes (each kind knows how to open itself).
 
-    Proxy settings come from the environment (``HTTP_PROXY``, ``NO_PROXY``, ...).
+    While it is open, the params' secrets are redacted from the log records of the SDK,
+    the HTTP stack and our own loggers (see :mod:`mcp_actors._redact`).
     """
-    import httpx2
-    from mcp.client.sse import sse_client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp.shared._httpx_utils import create_mcp_http_client
-
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](_STREAM_BUFFER)
-    async with contextlib.AsyncExitStack() as stack:
-        if params.kind == "sse":
-            sdk_read, sdk_write = await stack.enter_async_context(
-                sse_client(
-                    params.url,
-                    headers=dict(params.headers),
-                    timeout=params.connect_timeout,
-                    sse_read_timeout=params.read_timeout,
-                )
-            )
-        else:
-            client = create_mcp_http_client(
-                headers=dict(params.headers),
-                timeout=httpx2.Timeout(params.connect_timeout, read=params.read_timeout),
-            )
-            await stack.enter_async_context(client)
-            sdk_read, sdk_write = await stack.enter_async_context(
-                streamable_http_client(params.url, http_client=client, max_sse_event_size=params.max_message_bytes)
-            )
-        link = TransportLink(read_stream=read_stream, write_stream=sdk_write, label=label)
-        link._closers.append(read_writer)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_relay_http, sdk_read, read_writer, link)
-            try:
-                yield link
-            finally:
-                link.die(link.death_reason or "closed by the client")
-                nursery.cancel_scope.cancel()
+    install_log_filter()
+    with registered_secrets(params.secret_values()):
+        async with params.open(label=label) as link:
+            yield link
 
 
-def open_transport(
-    params: StdioParams | HttpParams, *, label: str
-) -> contextlib.AbstractAsyncContextManager[TransportLink]:
-    """Open whichever transport ``params`` describes."""
-    if isinstance(params, StdioParams):
-        return open_stdio_transport(params, label=label)
-    return open_http_transport(params, label=label)
+register_transport_kind(ServerType.STDIO, StdioParams.from_record)
+register_transport_kind(ServerType.SSE, HttpParams.from_record)
+register_transport_kind(ServerType.HTTP, HttpParams.from_record)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 
@@ -10,8 +11,8 @@ import trio
 
 from mcp_actors import events
 from mcp_actors.connection import ConnectionSettings, ConnectionState, open_connection
-from mcp_actors.errors import ConnectionFailed, ToolCallTimeout
-from mcp_actors.testing import demo_server_command, serve_http
+from mcp_actors.errors import ConnectionFailed, ServerConnectionLost, ToolCallFailed, ToolCallTimeout
+from mcp_actors.testing import demo_server_command, fault_server_command, serve_http
 from mcp_actors.transports import HttpParams
 from supervisors import Backoff, Intensity
 
@@ -121,3 +122,154 @@ async def test_http_unreachable_is_a_clear_error() -> None:
                 await handle.connect()
         finally:
             await handle.aclose()
+
+
+async def wait_for_state(sub: events.Subscription, state: ConnectionState) -> events.Event:
+    async for event in sub:
+        if event.type == events.CONNECTION_STATE and event.data["state"] == state.value:
+            return event
+    raise AssertionError("event bus closed")
+
+
+async def test_http_death_mid_call_is_a_lost_connection_with_its_reason() -> None:
+    """A server killed mid-call fails the call at once with ServerConnectionLost naming the HTTP failure; error."""
+    argv = fault_server_command("--transport", "streamable-http", "--port", "0", "--hang-on-call", "1")
+    async with serve_http(argv) as server:
+        bus = events.EventBus()
+        sub = bus.subscribe()
+        handle, start = open_connection(
+            http_settings(server.url, "http", intensity=Intensity(max_restarts=0, period=60)), bus
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(start)
+            try:
+                await handle.connect()
+                outcome: list[BaseException] = []
+
+                async def doomed() -> None:
+                    with pytest.raises(ServerConnectionLost) as info:
+                        await handle.call_tool("sleep", {"seconds": 60})
+                    outcome.append(info.value)
+
+                async with trio.open_nursery() as calls:
+                    calls.start_soon(doomed)
+                    with trio.fail_after(10):
+                        await server.wait_stderr_line("fault: hanging call")
+                    os.kill(server.pid, signal.SIGKILL)
+                    killed_at = trio.current_time()
+                # Expected in ~0.1 s; 5 s is generous on a loaded machine, far below the 20 s call timeout.
+                assert trio.current_time() - killed_at < 5.0
+                message = str(outcome[0])
+                assert "HTTP" in message and "connection closed" not in message, message
+                with trio.fail_after(10):
+                    event = await wait_for_state(sub, ConnectionState.ERROR)
+                assert "HTTP" in event.data["error"]
+                assert handle.status().state is ConnectionState.ERROR
+            finally:
+                await handle.aclose()
+
+
+async def _answer_with_status(status: str, headers: dict[str, str], stream: trio.SocketStream) -> None:
+    """Read one HTTP request and answer it with a fixed status line, headers and a short body."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            return
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        key, _, value = line.partition(b":")
+        if key.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        body += await stream.receive_some(65536)
+    payload = b"not an MCP server"
+    extra = "".join(f"{key}: {value}\r\n" for key, value in headers.items())
+    head_out = (
+        f"HTTP/1.1 {status}\r\nContent-Length: {len(payload)}\r\nContent-Type: text/plain\r\nConnection: close\r\n"
+    )
+    await stream.send_all((head_out + extra + "\r\n").encode() + payload)
+    await stream.aclose()
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+@pytest.mark.parametrize(
+    ("status", "headers", "expected"),
+    [
+        ("401 Unauthorized", {"WWW-Authenticate": 'Bearer realm="mcp"'}, ["HTTP 401", "authorization"]),
+        (
+            "302 Found",
+            {"Location": "http://user:pa55word@elsewhere.test/mcp?token=t0ken"},
+            ["HTTP 302", "elsewhere.test"],
+        ),
+        ("500 Internal Server Error", {}, ["HTTP 500", "Internal Server Error"]),
+    ],
+)
+async def test_http_status_is_named_in_the_connect_error(
+    status: str, headers: dict[str, str], expected: list[str], kind: str
+) -> None:
+    """A server answering 401, 302 or 500 yields a connect error that says the status (and for 401: authorization)."""
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(
+            functools.partial(
+                trio.serve_tcp, functools.partial(_answer_with_status, status, headers), 0, host="127.0.0.1"
+            )
+        )
+        port = listeners[0].socket.getsockname()[1]
+        settings = http_settings(f"http://127.0.0.1:{port}/mcp", kind, intensity=Intensity(max_restarts=0, period=60))
+        handle, start = open_connection(settings, events.EventBus())
+        await nursery.start(start)
+        try:
+            with trio.fail_after(30), pytest.raises(ConnectionFailed) as info:
+                await handle.connect()
+        finally:
+            await handle.aclose()
+        nursery.cancel_scope.cancel()
+    message = str(info.value)
+    for part in expected:
+        assert part in message, message
+    assert "closed" not in message and "pa55word" not in message and "t0ken" not in message
+
+
+async def test_idle_http_server_death_is_an_error_event_without_a_request() -> None:
+    """An idle streamable HTTP server killed: state error (with its event) before any request is made."""
+    async with serve_http(fault_server_command("--transport", "streamable-http", "--port", "0")) as server:
+        bus = events.EventBus()
+        sub = bus.subscribe()
+        handle, start = open_connection(
+            http_settings(server.url, "http", intensity=Intensity(max_restarts=0, period=60)), bus
+        )
+        async with trio.open_nursery() as nursery:
+            await nursery.start(start)
+            try:
+                await handle.connect()
+                os.kill(server.pid, signal.SIGKILL)
+                # The GET stream breaks at once; 10 s is > 10x what it takes on a loaded machine.
+                with trio.fail_after(10):
+                    event = await wait_for_state(sub, ConnectionState.ERROR)
+                assert "HTTP" in event.data["error"], event.data
+                with pytest.raises(ConnectionFailed):
+                    await handle.call_tool("echo", {"text": "x"})
+            finally:
+                await handle.aclose()
+
+
+async def test_http_500_on_one_call_names_the_status_and_the_session_lives_on() -> None:
+    """A 500 answered to one tools/call fails that call with the status named; the next call works."""
+    argv = fault_server_command("--transport", "streamable-http", "--port", "0", "--http-error-on-call", "1")
+    async with serve_http(argv) as server:
+        handle, start = open_connection(http_settings(server.url, "http"), events.EventBus())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(start)
+            try:
+                with trio.fail_after(30), pytest.raises(ToolCallFailed) as info:
+                    await handle.call_tool("echo", {"text": "first"})
+                assert "HTTP 500 Internal Server Error" in str(info.value), str(info.value)
+                assert "fault: http error 500 on call 1" in server.stderr_lines
+                with trio.fail_after(30):
+                    assert text_of(await handle.call_tool("echo", {"text": "second"})) == "second"
+                assert handle.status().state is ConnectionState.CONNECTED
+            finally:
+                await handle.aclose()

@@ -28,6 +28,7 @@ from mcp_actors.errors import (
 )
 from mcp_actors.portal import RuntimePortal, start_portal
 from mcp_actors.registry import ApprovalRequest
+from mcp_actors.store import ConfigStore
 from mcp_actors.testing import fault_server_command, live_descendants
 
 # Generous bounds for waits on another thread: they only fire when something is broken.
@@ -317,3 +318,25 @@ def test_blocking_calls_from_the_runtime_thread_are_refused(portal: RuntimePorta
     with pytest.raises(RuntimeError, match="that loop's thread"):
         portal.run_sync(service.list)
     assert [r.name for r in service.list()] == ["demo"]
+
+
+def test_facades_offer_health_current_list_and_camel_case_update(portal: RuntimePortal, tmp_path: Path) -> None:
+    """Both facades have health(), a list() current with the file, and update() with camelCase keys."""
+    sync = portal.sync_service()
+    sync.add(fault_input("f"))
+    assert 0 <= sync.health("f") < BOUND
+    assert not sync.update("f", {"isTrusted": False}).is_trusted
+    assert sync.update("f", isTrusted=True).is_trusted
+    other = ConfigStore(tmp_path / "cfg.json")
+    other.modify(lambda records: records.__setitem__(slice(None), [r for r in records if r.name != "f"]))
+    assert [r.name for r in sync.list()] == ["demo"]
+
+    async def from_asyncio() -> tuple[float, list[str], bool]:
+        service = portal.asyncio_service()
+        rtt = await service.health("demo")
+        names = [r.name for r in await service.list()]
+        record = await service.update("demo", {"disabledTools": ["fail"]})
+        return rtt, names, record.disabled_tools == ("fail",)
+
+    rtt, names, updated = asyncio.run(from_asyncio())
+    assert 0 <= rtt < BOUND and names == ["demo"] and updated

@@ -53,7 +53,7 @@ def drain(sub: events.Subscription) -> list[events.Event]:
 async def test_fresh_install_has_the_builtin_demo(tmp_path: Path) -> None:
     """A missing config means one trusted built-in server, the demo, ready to call."""
     async with open_runtime(tmp_path / "cfg.json") as rt:
-        [demo] = rt.service.list()
+        [demo] = await rt.service.list()
         assert demo.name == "demo" and demo.is_trusted
         tools = await rt.service.list_server_tools("demo")
         assert {"echo", "add", "fail"} <= {t.name for t in tools}
@@ -148,7 +148,7 @@ async def test_names_unique_also_after_cleaning(tmp_path: Path) -> None:
             await rt.service.add(demo_input("my-files"))
         with pytest.raises(DuplicateServerName, match="my_files"):
             await rt.service.add(demo_input("my.files"))
-        assert [r.name for r in rt.service.list()] == ["demo", "my-files"]
+        assert [r.name for r in (await rt.service.list())] == ["demo", "my-files"]
     assert [s["name"] for s in json.loads(cfg.read_text())["mcpServers"]] == ["demo", "my-files"]
 
 
@@ -210,7 +210,7 @@ async def test_add_json_popular_hosts(tmp_path: Path, sample: str) -> None:
         assert results, "the sample has entries"
         saved = [r for r in results if r.ok]
         assert saved, [str(r.error) for r in results]
-        names = {r.name for r in rt.service.list()}
+        names = {r.name for r in (await rt.service.list())}
         assert {r.name for r in saved} <= names
         for r in results:
             if not r.ok:
@@ -229,7 +229,7 @@ async def test_add_json_keeps_good_entries_and_reports_unknown_keys(tmp_path: Pa
         results = {r.name: r for r in await rt.service.add_json(json.dumps(doc))}
         assert results["good"].ok and "sparkles" in results["good"].unknown_keys
         assert not results["bad"].ok and "command" in str(results["bad"].error)
-        assert "good" in {r.name for r in rt.service.list()}
+        assert "good" in {r.name for r in (await rt.service.list())}
 
 
 async def test_slow_subscriber_does_not_slow_calls(tmp_path: Path) -> None:
@@ -287,7 +287,7 @@ async def test_secrets_never_leak(tmp_path: Path, caplog: pytest.LogCaptureFixtu
         )
         with pytest.raises(ConnectionFailed) as info:  # CommandNotFound, or the circuit it opened
             await rt.service.call_tool("leaky", "echo", {"text": "x"})
-        texts = [repr(rec), str(rec), repr(remote), str(info.value), repr(rt.service.list())]
+        texts = [repr(rec), str(rec), repr(remote), str(info.value), repr(await rt.service.list())]
         texts += [json.dumps(e.to_json(), default=str) for e in drain(sub)]
         texts += [r.getMessage() for r in caplog.records]
         for text in texts:

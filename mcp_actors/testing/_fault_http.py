@@ -8,6 +8,7 @@ answered), ``notifications/cancelled`` (reported on stderr).
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Annotated, Any
 
@@ -138,13 +139,64 @@ def create_fault_server(plan: FaultPlan) -> MCPServer[Any]:
     return server
 
 
+class _HttpErrorMiddleware:
+    """An ASGI middleware that answers the Nth ``tools/call`` POST with an HTTP error status.
+
+    It sits in front of the SDK's app, so the MCP server never sees that call: what a
+    proxy or a crashing web framework in front of an MCP server does.
+    """
+
+    def __init__(self, app: Any, *, on_call: int, status: int) -> None:
+        self._app = app
+        self._on_call = on_call
+        self._status = status
+        self._calls = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self._app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        body = b"".join(chunks)
+        try:
+            method = json.loads(body).get("method")
+        except (ValueError, AttributeError):
+            method = None
+        if method == "tools/call":
+            self._calls += 1
+            if self._calls == self._on_call:
+                fault_line(f"http error {self._status} on call {self._calls}")
+                payload = f"fault: HTTP {self._status}".encode()
+                headers = [(b"content-type", b"text/plain"), (b"content-length", str(len(payload)).encode())]
+                await send({"type": "http.response.start", "status": self._status, "headers": headers})
+                await send({"type": "http.response.body", "body": payload})
+                return
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self._app(scope, replay, send)
+
+
 def serve_streamable_http(plan: FaultPlan) -> None:
     """Serve the fault server over streamable HTTP until SIGTERM/SIGINT.
 
     Args:
         plan: The faults to inject. Start-up faults have already run.
     """
-    app = create_fault_server(plan).streamable_http_app(host=plan.host)
+    app: Any = create_fault_server(plan).streamable_http_app(host=plan.host)
+    if plan.http_error_on_call is not None:
+        app = _HttpErrorMiddleware(app, on_call=plan.http_error_on_call, status=plan.http_error_status)
     try:
         # uvicorn runs on asyncio only; this process is a server, not our trio core.
         anyio.run(_serve, app, plan.host, plan.port, backend="asyncio")

@@ -66,6 +66,9 @@ class FaultPlan:
         huge_output: Every tool result is a text of exactly this many bytes.
         no_ping: Read ``ping`` requests and never answer them.
         flood_notifications: Notifications sent before every ``tools/call`` result.
+        http_error_on_call: Answer the Nth ``tools/call`` POST with an HTTP error status
+            (streamable HTTP only).
+        http_error_status: That status (default 500).
     """
 
     transport: Transport = "stdio"
@@ -84,6 +87,10 @@ class FaultPlan:
     huge_output: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(0)))
     no_ping: bool = False
     flood_notifications: int = attrs.field(default=0, validator=attrs.validators.ge(0))
+    http_error_on_call: int | None = attrs.field(
+        default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
+    )
+    http_error_status: int = attrs.field(default=500, validator=[attrs.validators.ge(400), attrs.validators.le(599)])
 
     @garbage_stdout.validator
     def _check_garbage(self, attribute: attrs.Attribute[frozenset[str]], value: frozenset[str]) -> None:
@@ -94,6 +101,8 @@ class FaultPlan:
     def __attrs_post_init__(self) -> None:
         if self.transport != "stdio" and (self.garbage_stdout or self.close_stdout):
             raise ValueError("garbage_stdout and close_stdout need transport 'stdio'")
+        if self.transport != "streamable-http" and self.http_error_on_call is not None:
+            raise ValueError("http_error_on_call needs transport 'streamable-http'")
 
 
 def _non_negative_int(text: str) -> int:
@@ -251,7 +260,28 @@ def build_parser() -> argparse.ArgumentParser:
         help="before every tools/call result send N notifications/message (level info), "
         "and N notifications/progress when the call asked for progress",
     )
+    parser.add_argument(
+        "--http-error-on-call",
+        type=_positive_int,
+        metavar="N",
+        help="answer the Nth tools/call POST with HTTP --http-error-status and a plain-text body, "
+        "before MCP sees it; write 'fault: http error <status> on call N' (streamable-http only)",
+    )
+    parser.add_argument(
+        "--http-error-status",
+        type=_http_error_status,
+        default=500,
+        metavar="STATUS",
+        help="the status of --http-error-on-call, 400..599 (default: 500)",
+    )
     return parser
+
+
+def _http_error_status(text: str) -> int:
+    value = int(text)
+    if not 400 <= value <= 599:
+        raise argparse.ArgumentTypeError(f"must be an HTTP error status 400..599, got {value}")
+    return value
 
 
 def parse_fault_args(argv: Sequence[str] | None = None) -> FaultPlan:
@@ -285,6 +315,8 @@ def parse_fault_args(argv: Sequence[str] | None = None) -> FaultPlan:
             huge_output=args.huge_output,
             no_ping=args.no_ping,
             flood_notifications=args.flood_notifications,
+            http_error_on_call=args.http_error_on_call,
+            http_error_status=args.http_error_status,
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -32,7 +32,7 @@ async def bed(tmp_path: Path, no_leaked_tasks: None) -> AsyncIterator[FaultBed]:
     config_path = tmp_path / "mcp-config.json"
     async with open_runtime(config_path) as runtime:
         fault_bed = FaultBed(runtime=runtime, config_path=config_path)
-        fault_bed.expected.update({r.id: r.name for r in runtime.service.list()})
+        fault_bed.expected.update({r.id: r.name for r in await runtime.service.list()})
         async with trio.open_nursery() as nursery:
             # The sibling starts while the scenario sets up its faulty server.
             nursery.start_soon(_warm_sibling, runtime.service)

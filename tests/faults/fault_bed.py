@@ -132,15 +132,15 @@ class FaultBed:
         """The records the config file holds now, ``{id: name}``."""
         return {r.id: r.name for r in ConfigStore(self.config_path).load()}
 
-    def assert_records_kept(self) -> None:
+    async def assert_records_kept(self) -> None:
         """The config file and the registry still hold every expected record."""
         assert self.records_on_disk().items() >= self.expected.items()
-        assert {r.id: r.name for r in self.service.list()}.items() >= self.expected.items()
+        assert {r.id: r.name for r in await self.service.list()}.items() >= self.expected.items()
 
     async def survived(self) -> None:
         """The end of every scenario: the sibling serves and no record was lost."""
         await self.sibling_serves("survived")
-        self.assert_records_kept()
+        await self.assert_records_kept()
 
 
 @attrs.define(eq=False)

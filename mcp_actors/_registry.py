@@ -1,0 +1,987 @@
+"""The registry actor: the one owner of server records, connection slots, tool cache and tool ids.
+
+The actor reads a bounded mailbox of frozen messages (:data:`RegistryMessage`):
+
+* mutations — :class:`AddServers`, :class:`UpdateServer`, :class:`RemoveServer`,
+  :class:`SyncConfig` — run one at a time, in order, in a worker task of their own, so a
+  slow one (a remove waiting for a process to stop, a write waiting for the file lock)
+  never holds up the mailbox;
+* :class:`GetTools` and :class:`ForgetTools` are served at once, each fill in its own task;
+  concurrent misses of one server share one ``tools/list``.
+
+Every mutation is a read-modify-write of the store whose result (the whole list of records,
+as written) is applied to the running tree by one function, :meth:`_RegistryActor.apply`.
+Changes another process made to the file are applied by the same function, so they look
+exactly like changes made here (slots started or stopped, ``servers:changed`` emitted).
+
+After every change the actor publishes an immutable :class:`Snapshot` on the
+:class:`RegistryRef`. The facade (:class:`~mcp_actors.service.McpService`) reads that
+snapshot for look-ups, statuses and cache hits, and sends messages for everything else.
+
+The ref outlives the actor's incarnations, as a registered name does in OTP: a facade
+created before a restart keeps working after it. When an incarnation ends — a crash or a
+stop — every request queued in its mailbox or in progress is answered with
+:class:`~mcp_actors.errors.ActorStopped` at once; on its next start the actor rebuilds its
+view from the store and from the connection slots that are still alive, without touching
+them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import functools
+import itertools
+import logging
+import math
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+import mcp.types as mcp_types
+import trio
+
+from mcp_actors import events
+from mcp_actors.connection import ConnectionHandle, ConnectionSettings, open_connection
+from mcp_actors.errors import (
+    ActorStopped,
+    ConfigError,
+    ConfigStoreError,
+    DuplicateServerName,
+    InvalidServerConfig,
+    McpActorsError,
+    ServerConnectionLost,
+    ServerInactive,
+    ServerNotFound,
+    ToolDisabled,
+)
+from mcp_actors.naming import ToolIdMap, clean_name
+from mcp_actors.records import (
+    McpServerRecord,
+    new_server_id,
+    record_from_json_dict,
+    record_to_json_dict,
+)
+from mcp_actors.store import ConfigStore
+from mcp_actors.tools import MCPTool
+from mcp_actors.transports import params_for_record
+from supervisors import ChildSpec, Mailbox, Reply, Restart, Shutdown, Supervisor, open_mailbox
+
+logger = logging.getLogger("mcp_actors.registry")
+
+DEFAULT_TOOL_CACHE_TTL: Final = 300.0
+DEFAULT_CONFIG_POLL_INTERVAL: Final = 2.0
+REGISTRY_MAILBOX: Final = 256
+RESTART_WAIT: Final = 30.0
+"""Longest a request waits for the next registry incarnation while the registry restarts."""
+SLOT_STOP_BOUND: Final = 30.0
+
+MUTABLE_FIELDS: Final = frozenset(
+    {
+        "name",
+        "type",
+        "scope",
+        "config",
+        "is_active",
+        "is_trusted",
+        "disabled_tools",
+        "disabled_auto_approve_tools",
+        "install_source",
+        "project_path",
+    }
+)
+_CAMEL: Final = {
+    "isActive": "is_active",
+    "isTrusted": "is_trusted",
+    "disabledTools": "disabled_tools",
+    "disabledAutoApproveTools": "disabled_auto_approve_tools",
+    "installSource": "install_source",
+    "projectPath": "project_path",
+}
+RECONNECT_FIELDS: Final = frozenset({"name", "type", "config"})
+_SLOT_SEQ = itertools.count(1)
+_UNKNOWN: Final = ("unknown",)
+"""A fingerprint no file has: after our own write the next check re-reads once."""
+
+
+# ---------------------------------------------------------------------- one home per rule
+
+
+def find_server(records: Iterable[McpServerRecord], server: str) -> McpServerRecord | None:
+    """The record whose id is ``server``, else the one whose name is ``server``, else ``None``.
+
+    The one look-up of a server used by the service and the CLI: ids win over names, so
+    a server named like another's id can never shadow it.
+    """
+    by_name = None
+    for record in records:
+        if record.id == server:
+            return record
+        if by_name is None and record.name == server:
+            by_name = record
+    return by_name
+
+
+def server_not_found(server: str, records: Iterable[McpServerRecord], *, hint: str = "") -> ServerNotFound:
+    """The error for a look-up miss: names the server, lists the configured ones, says what to do."""
+    known = ", ".join(sorted(r.name for r in records)) or "none"
+    return ServerNotFound(
+        f"no server named or with id {server!r} (configured: {known}); {hint or 'add it first or check the spelling'}",
+        server=server,
+    )
+
+
+def server_inactive(record: McpServerRecord) -> ServerInactive:
+    """The error for using a disabled server (the one place it is worded)."""
+    return ServerInactive(
+        f"server {record.name!r} is disabled; enable it (isActive: true) to use it", server=record.name
+    )
+
+
+def enabled_tools(record: McpServerRecord, tools: Iterable[mcp_types.Tool]) -> list[mcp_types.Tool]:
+    """The tools a record lets through (``disabledTools`` filtered out; the one place it is)."""
+    disabled = set(record.disabled_tools)
+    return [tool for tool in tools if tool.name not in disabled]
+
+
+def check_tool_enabled(record: McpServerRecord, tool_name: str) -> None:
+    """Refuse a call to a tool in ``disabledTools`` (the other half of :func:`enabled_tools`).
+
+    Raises:
+        ToolDisabled: Names the tool and the server and says how to enable it.
+    """
+    if tool_name in record.disabled_tools:
+        raise ToolDisabled(
+            f"tool {tool_name!r} of server {record.name!r} is disabled (disabledTools); enable it to call it",
+            server=record.name,
+            tool=tool_name,
+        )
+
+
+def normalise_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``update()`` changes with the record's camelCase keys turned into field names.
+
+    Raises:
+        ConfigError: An unknown or immutable field (named, with the updatable ones).
+    """
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        field = _CAMEL.get(key, key)
+        if field not in MUTABLE_FIELDS:
+            updatable = ", ".join(sorted(MUTABLE_FIELDS))
+            raise ConfigError(
+                f"cannot update field {key!r}; updatable: {updatable} (or their camelCase names)", field=key
+            )
+        out[field] = value
+    return out
+
+
+def settings_for(record: McpServerRecord) -> ConnectionSettings:
+    """The connection settings a record implies."""
+    config = record.config
+    return ConnectionSettings(
+        server_id=record.id,
+        server_name=record.name,
+        transport=params_for_record(record),
+        connect_timeout=config.connect_timeout,
+        call_timeout=config.call_timeout,
+        ping_interval=config.ping_interval,
+        # A ping is answered in milliseconds by any live server; a short interval means
+        # the host wants death noticed quickly, so the timeout follows it (at most 10 s).
+        ping_timeout=min(10.0, max(config.ping_interval, 0.5)) if config.ping_interval > 0 else 10.0,
+    )
+
+
+def to_record(input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
+    """A new record from a record or a JSON-style mapping (id and timestamps made when absent)."""
+    if isinstance(input, McpServerRecord):
+        return input
+    if not isinstance(input, Mapping):
+        raise InvalidServerConfig(f"a server must be a record or a mapping, got {type(input).__name__}")
+    data = dict(input)
+    data.setdefault("id", new_server_id())
+    now = _dt.datetime.now(_dt.UTC).isoformat().replace("+00:00", "Z")
+    data.setdefault("createdAt", now)
+    data.setdefault("updatedAt", data["createdAt"])
+    return record_from_json_dict(data)
+
+
+def check_name_free(records: Sequence[McpServerRecord], name: str, own_id: str) -> None:
+    """Raise DuplicateServerName when ``name`` is taken or collides after cleaning."""
+    cleaned = clean_name(name)
+    for other in records:
+        if other.id == own_id:
+            continue
+        if other.name == name:
+            raise DuplicateServerName(
+                f"a server named {name!r} already exists; choose another name or update that one",
+                server=name,
+                field="name",
+            )
+        if clean_name(other.name) == cleaned:
+            raise DuplicateServerName(
+                f"server name {name!r} collides with {other.name!r}: both become {cleaned!r} in tool ids; choose a name"
+                " that differs in letters or digits",
+                server=name,
+                field="name",
+            )
+
+
+def _config_from_mapping(current: McpServerRecord, config: Mapping[str, Any]) -> Any:
+    """A new ServerConfig from camelCase keys, validated like the config file."""
+    data = record_to_json_dict(current)
+    data["config"] = dict(config)
+    return record_from_json_dict(data).config
+
+
+def _updated(current: McpServerRecord, changes: Mapping[str, Any]) -> McpServerRecord:
+    fields = dict(changes)
+    if "config" in fields and isinstance(fields["config"], Mapping):
+        fields["config"] = _config_from_mapping(current, fields["config"])
+    try:
+        return current.updated(**fields)
+    except (TypeError, ValueError) as exc:
+        if isinstance(exc, McpActorsError):
+            raise
+        raise InvalidServerConfig(f"invalid update of server {current.name!r}: {exc}", server=current.name) from exc
+
+
+# ---------------------------------------------------------------------- published state
+
+
+@attrs.frozen(kw_only=True)
+class ToolView:
+    """A server's listed tools as handed out: built once per fetch (and record), then reused.
+
+    Attributes:
+        record: The record the view was built for (identity: a changed record means a rebuild).
+        tools: The MCPTool objects (``disabledTools`` filtered out, ids assigned).
+        fetched_at: ``trio.current_time()`` of the ``tools/list`` it came from.
+        epoch: The connection's ``tools_epoch`` at that fetch.
+    """
+
+    record: McpServerRecord
+    tools: tuple[MCPTool, ...]
+    fetched_at: float
+    epoch: int
+
+    def fresh(self, record: McpServerRecord, handle: ConnectionHandle, ttl: float) -> bool:
+        """Whether the view may be handed out for ``record`` now (same record, within TTL, same epoch)."""
+        return (
+            self.record is record
+            and trio.current_time() - self.fetched_at <= ttl
+            and self.epoch == handle.status().tools_epoch
+        )
+
+
+@attrs.frozen(kw_only=True)
+class Snapshot:
+    """What the facade reads without asking; replaced (never changed) by the actor."""
+
+    records: Mapping[str, McpServerRecord] = attrs.field(factory=dict)
+    handles: Mapping[str, ConnectionHandle] = attrs.field(factory=dict)
+    by_name: Mapping[str, str] = attrs.field(factory=dict)
+    tools: Mapping[str, ToolView] = attrs.field(factory=dict)
+    tool_ids: Mapping[str, tuple[str, str]] = attrs.field(factory=dict)
+    slots: Mapping[str, str] = attrs.field(factory=dict)
+    """Server id → the child id of its slot in the connections supervisor."""
+
+    def find(self, server: str) -> McpServerRecord | None:
+        """The record by id or by name, or ``None``."""
+        record = self.records.get(server)
+        if record is None and server in self.by_name:
+            record = self.records[self.by_name[server]]
+        return record
+
+
+@attrs.define(eq=False)
+class RegistryRef:
+    """The registry's address that survives its restarts, plus what it publishes.
+
+    Written only by the registry actor (``attach``/``detach``/``publish``) and by the runtime
+    (``close``); everyone else reads.
+
+    Attributes:
+        store: The config store.
+        bus: The event bus.
+        tool_cache_ttl: Seconds a tool list stays fresh.
+        snapshot: The latest published :class:`Snapshot`.
+        fingerprint: The store's fingerprint of the version the snapshot reflects.
+        tool_list_requests: ``tools/list`` requests sent so far.
+        closed: The runtime is closed: no incarnation will come.
+    """
+
+    store: ConfigStore
+    bus: events.EventBus
+    tool_cache_ttl: float = DEFAULT_TOOL_CACHE_TTL
+    snapshot: Snapshot = attrs.field(factory=Snapshot)
+    fingerprint: object = _UNKNOWN
+    tool_list_requests: int = 0
+    closed: bool = False
+    initial_records: list[McpServerRecord] | None = None
+    _mailbox: Mailbox[RegistryMessage] | None = None
+    _up: trio.Event = attrs.field(factory=trio.Event)
+
+    @property
+    def mailbox(self) -> Mailbox[RegistryMessage] | None:
+        """The current incarnation's mailbox, or ``None`` between incarnations."""
+        return self._mailbox
+
+    def attach(self, mailbox: Mailbox[RegistryMessage]) -> None:
+        """A new incarnation is serving: requests go to ``mailbox`` from now on."""
+        self._mailbox = mailbox
+        self._up.set()
+
+    def detach(self, mailbox: Mailbox[RegistryMessage]) -> None:
+        """The incarnation owning ``mailbox`` ended: requests wait for the next one."""
+        if self._mailbox is mailbox:
+            self._mailbox = None
+            self._up = trio.Event()
+
+    def close(self) -> None:
+        """The runtime is closing: waiting and future requests fail with ActorStopped."""
+        self.closed = True
+        self._mailbox = None
+        self._up.set()
+
+    async def current_mailbox(self) -> Mailbox[RegistryMessage]:
+        """The serving incarnation's mailbox, waiting (bounded) while the registry restarts.
+
+        Raises:
+            ActorStopped: The runtime is closed, or no incarnation came within the bound.
+        """
+        with trio.move_on_after(RESTART_WAIT):
+            while True:
+                if self.closed:
+                    raise ActorStopped("the registry is not running (the runtime is closed)")
+                if self._mailbox is not None:
+                    return self._mailbox
+                await self._up.wait()
+        raise ActorStopped(
+            f"the registry did not come back within {RESTART_WAIT:g} s of a restart; see the log, then retry"
+        )
+
+
+# ---------------------------------------------------------------------- messages
+
+
+@attrs.frozen(kw_only=True)
+class AddServers:
+    """Add records in one write; each gets its saved record or its own error (one bad one spoils none).
+
+    A failure of the write itself (a :class:`~mcp_actors.errors.ConfigStoreError`) fails the
+    whole request and nothing is written.
+    """
+
+    records: tuple[McpServerRecord, ...]
+    reply: Reply[tuple[McpServerRecord | McpActorsError, ...]]
+
+
+@attrs.frozen(kw_only=True)
+class UpdateServer:
+    """Change fields (already normalised to field names) of one record; replies the new record."""
+
+    server_id: str
+    changes: Mapping[str, Any]
+    reply: Reply[McpServerRecord]
+
+
+@attrs.frozen(kw_only=True)
+class RemoveServer:
+    """Remove one record and stop its slot (and process); replies the removed record."""
+
+    server_id: str
+    reply: Reply[McpServerRecord]
+
+
+@attrs.frozen(kw_only=True)
+class SyncConfig:
+    """Re-read the store if it changed and apply what another process did; replies ``None``.
+
+    The periodic check sends it without a reply.
+    """
+
+    reply: Reply[None] | None = None
+
+
+@attrs.frozen(kw_only=True)
+class GetTools:
+    """A server's tool view, fetched (once, shared) when the published one is not fresh."""
+
+    server_id: str
+    reply: Reply[ToolView]
+
+
+@attrs.frozen(kw_only=True)
+class ForgetTools:
+    """Drop a server's cached tools (a reconnect); replies ``None``."""
+
+    server_id: str
+    reply: Reply[None]
+
+
+RegistryMessage = AddServers | UpdateServer | RemoveServer | SyncConfig | GetTools | ForgetTools
+_Mutation = AddServers | UpdateServer | RemoveServer | SyncConfig
+
+
+# ---------------------------------------------------------------------- slots
+
+
+class _Relay:
+    """The task status a connection slot gets: reports its handle as the child's value."""
+
+    def __init__(self, status: trio.TaskStatus[ConnectionHandle], handle: ConnectionHandle) -> None:
+        self._status = status
+        self._handle = handle
+
+    def started(self, value: object = None) -> None:
+        """Report the slot's handle (the slot itself reports ``None``)."""
+        self._status.started(self._handle)
+
+
+async def _run_slot(
+    handle: ConnectionHandle,
+    start: Callable[..., Awaitable[None]],
+    *,
+    task_status: trio.TaskStatus[ConnectionHandle] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    await start(task_status=_Relay(task_status, handle))
+
+
+async def start_slot(
+    connections: Supervisor, record: McpServerRecord, bus: events.EventBus
+) -> tuple[str, ConnectionHandle]:
+    """Start a connection slot for ``record``; returns its child id and handle.
+
+    Each slot gets a fresh child id, so a changed server's new slot can start before the
+    old one has stopped: an update never leaves the server without a handle.
+    """
+    handle, start = open_connection(settings_for(record), bus)
+    child_id = f"{record.id}#{next(_SLOT_SEQ)}"
+    await connections.start_child(
+        ChildSpec(
+            id=child_id,
+            start=functools.partial(_run_slot, handle, start),
+            restart=Restart.TRANSIENT,
+            shutdown=Shutdown.after(SLOT_STOP_BOUND),
+        )
+    )
+    return child_id, handle
+
+
+async def stop_slot(connections: Supervisor, child_id: str, handle: ConnectionHandle | None) -> None:
+    """Stop a slot: close its mailbox (the actor closes its server), then terminate and forget the child.
+
+    The one kill path of a slot, used by the registry and by the runtime's exit.
+    """
+    if handle is not None:
+        await handle.aclose()
+    with trio.move_on_after(SLOT_STOP_BOUND):
+        with contextlib.suppress(KeyError, RuntimeError):
+            await connections.terminate_child(child_id)
+    with contextlib.suppress(KeyError, RuntimeError, LookupError):
+        connections.delete_child(child_id)
+
+
+# ---------------------------------------------------------------------- the actor
+
+
+@attrs.define(eq=False)
+class _Fetch:
+    done: trio.Event = attrs.field(factory=trio.Event)
+    view: ToolView | None = None
+    error: McpActorsError | None = None
+
+
+@attrs.define(eq=False)
+class _CacheEntry:
+    tools: tuple[mcp_types.Tool, ...]
+    fetched_at: float
+    epoch: int
+
+
+class _RegistryActor:
+    """One incarnation's state; touched only by its own tasks (one trio thread, no locks needed)."""
+
+    def __init__(
+        self, ref: RegistryRef, connections: Supervisor, *, connect_on_add: bool, poll_interval: float
+    ) -> None:
+        self.ref = ref
+        self.store = ref.store
+        self.bus = ref.bus
+        self.connections = connections
+        self.connect_on_add = connect_on_add
+        self.poll_interval = poll_interval
+        self.records: dict[str, McpServerRecord] = {}
+        self.handles: dict[str, ConnectionHandle] = {}
+        self.slots: dict[str, str] = {}
+        self.cache: dict[str, _CacheEntry] = {}
+        self.views: dict[str, ToolView] = {}
+        self.view_sources: dict[str, tuple[mcp_types.Tool, ...]] = {}
+        self.ids = ToolIdMap()
+        self.fetches: dict[str, _Fetch] = {}
+        self.pending: set[Reply[Any]] = set()
+        self.nursery: trio.Nursery | None = None
+        self.mutations_send, self.mutations = trio.open_memory_channel[_Mutation](REGISTRY_MAILBOX)
+
+    # --------------------------------------------------------------- publishing
+
+    def publish(self) -> None:
+        tool_ids: dict[str, tuple[str, str]] = {}
+        for view in self.views.values():
+            for tool in view.tools:
+                tool_ids[tool.id] = (tool.server_id, tool.name)
+        self.ref.snapshot = Snapshot(
+            records=dict(self.records),
+            handles=dict(self.handles),
+            by_name={r.name: r.id for r in self.records.values()},
+            tools=dict(self.views),
+            tool_ids=tool_ids,
+            slots=dict(self.slots),
+        )
+
+    @contextlib.contextmanager
+    def serving(self, reply: Reply[Any] | None) -> Iterator[None]:
+        """Track a request in progress so that a crash or stop can answer it."""
+        if reply is None:
+            yield
+            return
+        self.pending.add(reply)
+        try:
+            yield
+        finally:
+            # Unanswered (cancelled by the incarnation's end): stays for answer_all to answer.
+            if reply.answered:
+                self.pending.discard(reply)
+
+    # --------------------------------------------------------------- start: rebuild
+
+    async def rebuild(self) -> list[tuple[str, ConnectionHandle | None]]:
+        """Build the view from the store and the slots still alive; start missing slots.
+
+        Returns:
+            The orphan slots (of servers no longer configured, or with changed settings),
+            for the caller to stop once the registry serves again.
+        """
+        records: list[McpServerRecord]
+        fingerprint: object = _UNKNOWN
+        if self.ref.initial_records is not None:
+            records, self.ref.initial_records = self.ref.initial_records, None
+        else:
+            try:
+                records, fingerprint = await trio.to_thread.run_sync(self.store.load_with_fingerprint)
+            except (McpActorsError, OSError) as exc:
+                # The file went bad while we ran: keep serving what we last knew.
+                logger.warning("registry restart: cannot read the config (%s); keeping the last known servers", exc)
+                records = list(self.ref.snapshot.records.values())
+        previous = self.ref.snapshot
+        live: dict[str, list[tuple[str, ConnectionHandle]]] = {}
+        orphans: list[tuple[str, ConnectionHandle | None]] = []
+        known_slots = {child: sid for sid, child in previous.slots.items()}
+        for info in self.connections.which_children():
+            handle = info.value if isinstance(info.value, ConnectionHandle) else None
+            if handle is None and info.id in known_slots:
+                handle = previous.handles.get(known_slots[info.id])
+            if handle is None:
+                orphans.append((info.id, None))
+            else:
+                live.setdefault(handle.server_id, []).append((info.id, handle))
+        for record in records:
+            self.records[record.id] = record
+            candidates = live.pop(record.id, [])
+            if record.is_active:
+                wanted = settings_for(record)
+                for i, (_child_id, handle) in enumerate(candidates):
+                    if handle.settings == wanted:
+                        self.slots[record.id], self.handles[record.id] = candidates.pop(i)
+                        break
+            orphans.extend(candidates)
+        for leftovers in live.values():
+            orphans.extend(leftovers)
+        for record in records:
+            if record.is_active and record.id not in self.handles:
+                self.slots[record.id], self.handles[record.id] = await start_slot(self.connections, record, self.bus)
+        self.ref.fingerprint = fingerprint
+        self.publish()
+        return orphans
+
+    # --------------------------------------------------------------- applying a new list of records
+
+    async def apply(self, new_records: Sequence[McpServerRecord], *, connect_added: bool) -> None:
+        """Make the running tree match ``new_records``: the one path for every change, ours or not."""
+        old = self.records
+        new = {r.id: r for r in new_records}
+        stops: list[tuple[str, ConnectionHandle]] = []
+        starts: list[McpServerRecord] = []
+        changes: list[tuple[str, McpServerRecord]] = []
+        for server_id, record in old.items():
+            if server_id not in new:
+                changes.append(("removed", record))
+                if server_id in self.handles:
+                    stops.append((self.slots.pop(server_id), self.handles.pop(server_id)))
+                self.forget_tools(server_id)
+        for server_id, record in new.items():
+            before = old.get(server_id)
+            if before is None:
+                changes.append(("added", record))
+                if record.is_active:
+                    starts.append(record)
+                continue
+            if before == record:
+                new[server_id] = before  # keep identity: views built for it stay valid
+                continue
+            changes.append(("updated", record))
+            reconnect = any(getattr(before, f) != getattr(record, f) for f in RECONNECT_FIELDS)
+            if server_id in self.handles and (reconnect or not record.is_active):
+                stops.append((self.slots.pop(server_id), self.handles.pop(server_id)))
+                self.forget_tools(server_id)
+            if record.is_active and server_id not in self.handles:
+                starts.append(record)
+        added: list[ConnectionHandle] = []
+        for record in starts:
+            child_id, handle = await start_slot(self.connections, record, self.bus)
+            self.slots[record.id], self.handles[record.id] = child_id, handle
+            if any(action == "added" and r.id == record.id for action, r in changes):
+                added.append(handle)
+        self.records = new
+        self.publish()
+        if stops:
+            async with trio.open_nursery() as nursery:
+                for child_id, handle in stops:
+                    nursery.start_soon(stop_slot, self.connections, child_id, handle)
+        # After the stops: a listener told "removed" finds the server's process gone.
+        for action, record in changes:
+            self.bus.emit(events.SERVERS_CHANGED, action=action, serverId=record.id, serverName=record.name)
+        if connect_added and self.connect_on_add:
+            assert self.nursery is not None
+            for handle in added:
+                self.nursery.start_soon(_connect_quietly, handle)
+
+    def forget_tools(self, server_id: str) -> None:
+        """Drop everything known of a server's tools (it is gone, or its connection changed)."""
+        self.cache.pop(server_id, None)
+        self.views.pop(server_id, None)
+        self.view_sources.pop(server_id, None)
+        self.ids.forget_server(server_id)
+
+    # --------------------------------------------------------------- mutations
+
+    async def write(self, change: Callable[[list[McpServerRecord]], Any]) -> Any:
+        """Read-modify-write the store; then apply the whole list as written (external changes too)."""
+
+        def run(records: list[McpServerRecord]) -> tuple[Any, list[McpServerRecord]]:
+            result = change(records)
+            return result, list(records)
+
+        try:
+            result, records = await trio.to_thread.run_sync(self.store.modify, run)
+        except OSError as exc:  # the store raises typed errors; this is the belt to its braces
+            if isinstance(exc, McpActorsError):
+                raise
+            raise ConfigStoreError(
+                f"cannot write the config file {self.store.path}: {exc.strerror or exc}; fix the file's location or"
+                " permissions, or point --config / MCP_ACTORS_CONFIG elsewhere",
+                path=str(self.store.path),
+            ) from exc
+        self.ref.fingerprint = _UNKNOWN
+        await self.apply(records, connect_added=True)
+        return result
+
+    async def add_servers(self, message: AddServers) -> tuple[McpServerRecord | McpActorsError, ...]:
+        def change(records: list[McpServerRecord]) -> list[McpServerRecord | McpActorsError]:
+            out: list[McpServerRecord | McpActorsError] = []
+            for record in message.records:
+                try:
+                    check_name_free(records, record.name, record.id)
+                    if any(r.id == record.id for r in records):
+                        raise DuplicateServerName(
+                            f"a server with id {record.id!r} already exists", server=record.name, field="id"
+                        )
+                except McpActorsError as exc:
+                    out.append(exc)
+                else:
+                    records.append(record)
+                    out.append(record)
+            return out
+
+        result: list[McpServerRecord | McpActorsError] = await self.write(change)
+        return tuple(result)
+
+    async def update_server(self, message: UpdateServer) -> McpServerRecord:
+        server_id = message.server_id
+
+        def change(records: list[McpServerRecord]) -> McpServerRecord:
+            for i, current in enumerate(records):
+                if current.id == server_id:
+                    updated = _updated(current, message.changes)
+                    if updated.name != current.name:
+                        check_name_free(records, updated.name, updated.id)
+                    records[i] = updated
+                    return updated
+            raise server_not_found(server_id, records, hint="it was removed meanwhile")
+
+        updated: McpServerRecord = await self.write(change)
+        return self.records.get(updated.id, updated)
+
+    async def remove_server(self, message: RemoveServer) -> McpServerRecord:
+        server_id = message.server_id
+
+        def change(records: list[McpServerRecord]) -> McpServerRecord:
+            for i, current in enumerate(records):
+                if current.id == server_id:
+                    return records.pop(i)
+            raise server_not_found(server_id, records, hint="it was removed meanwhile")
+
+        removed: McpServerRecord = await self.write(change)
+        return removed
+
+    async def sync_config(self) -> None:
+        """Re-read the store when its fingerprint moved; apply what changed."""
+        current = await trio.to_thread.run_sync(self.store.fingerprint)
+        if current == self.ref.fingerprint:
+            return
+        try:
+            records, fingerprint = await trio.to_thread.run_sync(self.store.load_with_fingerprint)
+        except (McpActorsError, OSError) as exc:
+            # A file another process broke: keep serving what we know, say so once per version.
+            logger.warning("the config file changed but cannot be read (%s); keeping the servers as they were", exc)
+            self.ref.fingerprint = current
+            return
+        await self.apply(records, connect_added=True)
+        self.ref.fingerprint = fingerprint
+
+    async def mutation_worker(self) -> None:
+        """Run mutations one at a time, in arrival order (no two can interleave)."""
+        async for message in self.mutations:
+            reply = message.reply
+            with self.serving(reply):
+                try:
+                    match message:
+                        case AddServers():
+                            message.reply.send(await self.add_servers(message))
+                        case UpdateServer():
+                            message.reply.send(await self.update_server(message))
+                        case RemoveServer():
+                            message.reply.send(await self.remove_server(message))
+                        case SyncConfig():
+                            await self.sync_config()
+                            if message.reply is not None:
+                                message.reply.send(None)
+                        case _:
+                            raise TypeError(f"unknown registry mutation: {message!r}")
+                except McpActorsError as exc:
+                    # An expected failure (a refused write, a bad record) is a reply, never a crash.
+                    if reply is not None:
+                        reply.fail(exc)
+                    else:
+                        logger.warning("applying the config file failed: %s", exc)
+
+    async def poll_config(self) -> None:
+        """Check the store every ``poll_interval`` so external changes apply even with nobody calling."""
+        while True:
+            await trio.sleep(self.poll_interval)
+            current = await trio.to_thread.run_sync(self.store.fingerprint)
+            if current != self.ref.fingerprint:
+                await self.mutations_send.send(SyncConfig())
+
+    # --------------------------------------------------------------- tools
+
+    def build_view(self, record: McpServerRecord, entry: _CacheEntry) -> ToolView:
+        """The MCPTool objects for a record and a fetched list.
+
+        The previous objects are reused while the record and the enabled tools are equal
+        to the ones they were built from: converters cache on their identity.
+        """
+        tools = tuple(enabled_tools(record, entry.tools))
+        previous = self.views.get(record.id)
+        if previous is not None and previous.record == record and self.view_sources.get(record.id) == tools:
+            view = ToolView(record=record, tools=previous.tools, fetched_at=entry.fetched_at, epoch=entry.epoch)
+        else:
+            ids = self.ids.assign_server(record.id, record.name, [t.name for t in tools])
+            view = ToolView(
+                record=record,
+                tools=tuple(
+                    MCPTool(
+                        id=ids[tool.name],
+                        name=tool.name,
+                        description=tool.description or "",
+                        input_schema=dict(tool.input_schema or {}),
+                        server_id=record.id,
+                        server_name=record.name,
+                    )
+                    for tool in tools
+                ),
+                fetched_at=entry.fetched_at,
+                epoch=entry.epoch,
+            )
+        self.views[record.id] = view
+        self.view_sources[record.id] = tools
+        return view
+
+    def cached(self, server_id: str, handle: ConnectionHandle) -> _CacheEntry | None:
+        entry = self.cache.get(server_id)
+        if entry is None:
+            return None
+        if (
+            trio.current_time() - entry.fetched_at > self.ref.tool_cache_ttl
+            or entry.epoch != handle.status().tools_epoch
+        ):
+            del self.cache[server_id]
+            return None
+        return entry
+
+    async def fetch(self, server_id: str, handle: ConnectionHandle, fetch: _Fetch) -> None:
+        """One ``tools/list`` (retried once if the connection was lost), shared by every waiter."""
+        try:
+            for attempt in (1, 2):
+                try:
+                    await handle.connect()
+                    epoch = handle.status().tools_epoch
+                    self.ref.tool_list_requests += 1
+                    tools = await handle.list_tools()
+                    break
+                except ServerConnectionLost:
+                    if attempt == 2:
+                        raise
+            entry = _CacheEntry(tools=tools, fetched_at=trio.current_time(), epoch=epoch)
+            record = self.records.get(server_id)
+            if record is None or self.handles.get(server_id) is not handle:
+                raise ServerNotFound(f"server {server_id!r} was removed or changed while listing", server=server_id)
+            self.cache[server_id] = entry
+            fetch.view = self.build_view(record, entry)
+            self.publish()
+        except McpActorsError as exc:
+            fetch.error = exc
+        finally:
+            self.fetches.pop(server_id, None)
+            fetch.done.set()
+
+    async def get_tools(self, message: GetTools) -> None:
+        with self.serving(message.reply):
+            record = self.records.get(message.server_id)
+            handle = self.handles.get(message.server_id)
+            if record is None:
+                message.reply.fail(server_not_found(message.server_id, self.records.values()))
+                return
+            if handle is None:
+                message.reply.fail(server_inactive(record))
+                return
+            entry = self.cached(record.id, handle)
+            if entry is not None:
+                view = self.views.get(record.id)
+                if view is None or view.record is not record:
+                    view = self.build_view(record, entry)
+                    self.publish()
+                message.reply.send(view)
+                return
+            fetch = self.fetches.get(record.id)
+            if fetch is None:
+                fetch = _Fetch()
+                self.fetches[record.id] = fetch
+                assert self.nursery is not None
+                self.nursery.start_soon(self.fetch, record.id, handle, fetch)
+            await fetch.done.wait()
+            if fetch.error is not None:
+                message.reply.fail(fetch.error)
+            else:
+                assert fetch.view is not None
+                message.reply.send(fetch.view)
+
+    # --------------------------------------------------------------- the loop
+
+    async def serve(self, inbox: trio.MemoryReceiveChannel[RegistryMessage]) -> None:
+        assert self.nursery is not None
+        async for message in inbox:
+            match message:
+                case AddServers() | UpdateServer() | RemoveServer() | SyncConfig():
+                    await self.mutations_send.send(message)
+                case GetTools():
+                    self.nursery.start_soon(self.get_tools, message)
+                case ForgetTools():
+                    # The view stays (its ids keep resolving) but is stale: the next listing refetches.
+                    self.cache.pop(message.server_id, None)
+                    view = self.views.get(message.server_id)
+                    if view is not None:
+                        self.views[message.server_id] = attrs.evolve(view, fetched_at=-math.inf)
+                        self.publish()
+                    message.reply.send(None)
+                case _:
+                    raise TypeError(f"unknown message for the registry: {message!r}")
+
+    def answer_all(self, inbox: trio.MemoryReceiveChannel[RegistryMessage], why: str) -> None:
+        """Answer every request in progress, queued for the worker, or queued in the mailbox."""
+        error = ActorStopped(why)
+        for pending in list(self.pending):
+            pending.fail(error)
+        channels: tuple[trio.MemoryReceiveChannel[Any], ...] = (self.mutations, inbox)
+        for channel in channels:
+            while True:
+                try:
+                    message = channel.receive_nowait()
+                except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                    break
+                queued = getattr(message, "reply", None)
+                if isinstance(queued, Reply):
+                    queued.fail(error)
+
+
+async def run_registry(
+    ref: RegistryRef,
+    connections: Supervisor,
+    *,
+    connect_on_add: bool = True,
+    config_poll_interval: float = DEFAULT_CONFIG_POLL_INTERVAL,
+    task_status: trio.TaskStatus[RegistryRef] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run one incarnation of the registry actor under the root supervisor.
+
+    Rebuilds the view from the store (or ``ref.initial_records`` on the first start) and
+    the live slots, attaches its mailbox to ``ref``, then serves until cancelled. However
+    it ends, every request it holds is answered with ActorStopped before it returns.
+
+    Args:
+        ref: The address that outlives incarnations.
+        connections: The connections supervisor (the slots' parent).
+        connect_on_add: Connect a newly added active server in the background.
+        config_poll_interval: Seconds between checks of the config file for other
+            processes' changes; 0 turns the periodic check off (list() and look-up
+            misses still check).
+    """
+    actor = _RegistryActor(ref, connections, connect_on_add=connect_on_add, poll_interval=config_poll_interval)
+    orphans = await actor.rebuild()
+    mailbox, inbox = open_mailbox[RegistryMessage](REGISTRY_MAILBOX)
+    why = "the registry stopped while handling this request (the runtime is closing); retry if it is not"
+    try:
+        async with trio.open_nursery() as nursery:
+            actor.nursery = nursery
+            nursery.start_soon(actor.mutation_worker)
+            if config_poll_interval > 0:
+                nursery.start_soon(actor.poll_config)
+            for child_id, handle in orphans:  # in the background: serving does not wait for them
+                nursery.start_soon(stop_slot, connections, child_id, handle)
+            ref.attach(mailbox)
+            task_status.started(ref)
+            await actor.serve(inbox)
+    except BaseException as exc:
+        if not _only_cancelled(exc):
+            why = f"the registry crashed while handling this request and is restarting; retry ({type(exc).__name__})"
+            logger.error("the registry actor crashed; it restarts alone, live servers are kept", exc_info=True)
+        raise
+    finally:
+        ref.detach(mailbox)
+        actor.answer_all(inbox, why)
+        inbox.close()
+        mailbox.close()
+
+
+async def _connect_quietly(handle: ConnectionHandle) -> None:
+    try:
+        await handle.connect()
+    except McpActorsError as exc:
+        logger.info("server %s: background connect failed: %s", handle.settings.server_name, exc)
+
+
+def _only_cancelled(exc: BaseException) -> bool:
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_cancelled(e) for e in exc.exceptions)
+    return isinstance(exc, trio.Cancelled)

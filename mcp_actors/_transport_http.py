@@ -1,0 +1,333 @@
+"""SSE and streamable HTTP through the SDK, with death and HTTP status seen by us.
+
+The SDK's HTTP client transports absorb failures: a server killed mid-call ends the
+call's response stream, and the SDK answers that one request "connection closed" and
+carries on, so nothing tells the session the server is gone until the next request
+fails; a 401, a redirect or a 500 becomes "Server returned an error response" or a
+closed stream. We give the SDK an ``httpx`` client of our own (:class:`_WatchedClient`)
+that sees every request, response status and response-body failure, and:
+
+* kills the link at once (``link.die(reason)``) when the network fails under a request
+  or a response stream (connection refused or reset, peer closed mid-body), when the
+  server wants authorization (401/403), when it redirects somewhere the SDK does not
+  follow, when it forgot our session (404 with a session id), and when it answers the
+  handshake with any error status;
+* names the HTTP status in the JSON-RPC error a later failing request gets (500 on one
+  call), instead of the SDK's generic text.
+
+Read timeouts are not deaths: a quiet GET stream times out and the SDK reopens it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+import anyio
+import attrs
+import httpx2
+import mcp.types as mcp_types
+import trio
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
+
+from mcp_actors._redact import install_log_filter, redact_text, redact_url
+from mcp_actors._transport_base import STREAM_BUFFER, TransportLink, logger
+from mcp_actors.errors import InvalidServerConfig, ServerStartFailed
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from mcp_actors.records import McpServerRecord
+
+__all__ = ["HttpParams", "open_http_transport"]
+
+_SESSION_HEADER: Final = "mcp-session-id"
+_SDK_GENERIC_ERRORS: Final = frozenset({"Server returned an error response", "Session terminated", "Not Found"})
+
+
+@attrs.frozen(kw_only=True)
+class HttpParams:
+    """How to reach an SSE or streamable HTTP server.
+
+    Attributes:
+        url: The endpoint (``.../sse`` for SSE, ``.../mcp`` for streamable HTTP, usually).
+            Shown redacted (no user info, no query) in reprs and messages.
+        kind: ``"sse"`` or ``"http"`` (streamable HTTP).
+        headers: Sent with every request (values are secrets).
+        connect_timeout: Bound for connecting and for each HTTP write, in seconds.
+        read_timeout: Bound for silence on a long-lived stream, in seconds.
+        max_message_bytes: Largest single message (SSE event) accepted from a streamable
+            HTTP server; as for stdio. The SDK's own default (1 MiB) would fail every
+            larger tool result.
+    """
+
+    url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
+    kind: Literal["sse", "http"] = "http"
+    headers: Mapping[str, str] = attrs.field(factory=dict, repr=lambda h: repr(sorted(h)))
+    connect_timeout: float = 30.0
+    read_timeout: float = 300.0
+    max_message_bytes: int = 256 * 1024 * 1024
+
+    @classmethod
+    def from_record(cls, record: McpServerRecord) -> HttpParams:
+        """The params a validated ``sse`` or ``http`` record implies."""
+        from mcp_actors.records import ServerType
+
+        config = record.config
+        if config.url is None:
+            raise InvalidServerConfig(
+                f"server {record.name!r} has no url; set config.url", server=record.name, field="url"
+            )
+        return cls(
+            url=config.url,
+            kind="sse" if record.type is ServerType.SSE else "http",
+            headers=dict(config.headers),
+            connect_timeout=config.connect_timeout,
+        )
+
+    def open(self, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
+        """Connect to the server (see :func:`open_http_transport`)."""
+        return open_http_transport(self, label=label)
+
+    def secret_values(self) -> tuple[str, ...]:
+        """The header values (bearer tokens, API keys) and the URL's credentials."""
+        from urllib.parse import parse_qsl, urlsplit
+
+        values = list(self.headers.values())
+        with contextlib.suppress(ValueError):
+            parts = urlsplit(self.url)
+            values += [v for v in (parts.username, parts.password) if v]
+            values += [v for _, v in parse_qsl(parts.query)]
+        return tuple(values)
+
+
+def _rpc_of(request: httpx2.Request) -> tuple[Any, str | None]:
+    """The JSON-RPC id and method a POST carries, or ``(None, None)``."""
+    if request.method != "POST":
+        return None, None
+    try:
+        body = json.loads(request.content)
+    except (ValueError, httpx2.RequestNotRead, TypeError):
+        return None, None
+    if not isinstance(body, dict):
+        return None, None
+    method = body.get("method")
+    return body.get("id"), method if isinstance(method, str) else None
+
+
+@attrs.define(eq=False)
+class _HttpWatch:
+    """What our httpx client saw, and the link it kills when the server is gone.
+
+    ``statuses`` maps a JSON-RPC request id to the error status its POST got, for the relay
+    to name; ``pending`` is a death reason seen before the link existed (the SSE stream is
+    opened while the SDK's transport starts).
+    """
+
+    label: str
+    secrets: tuple[str, ...]
+    # Streamable HTTP's GET stream is optional (a 405 or a redirect just means none);
+    # SSE's GET stream is the connection itself.
+    optional_get: bool = True
+    link: TransportLink | None = None
+    statuses: dict[Any, str] = attrs.field(factory=dict)
+    pending: str | None = None
+
+    def attach(self, link: TransportLink) -> None:
+        self.link = link
+        if self.pending is not None:
+            link.die(self.pending)
+
+    def die(self, reason: str) -> None:
+        reason = redact_text(reason, self.secrets)
+        if self.link is not None:
+            self.link.die(reason)
+        elif self.pending is None:
+            self.pending = reason
+
+    def failed(self, request: httpx2.Request, exc: httpx2.TransportError, *, streaming: bool) -> None:
+        if isinstance(exc, httpx2.TimeoutException):
+            return  # silence on a stream is not death; the SDK reopens quiet streams
+        where = "the HTTP response stream broke" if streaming else "the HTTP connection failed"
+        detail = str(exc) or "no detail"
+        self.die(f"{where} ({request.method} {redact_url(str(request.url))}): {type(exc).__name__}: {detail}")
+
+    def answered(self, request: httpx2.Request, response: httpx2.Response) -> None:
+        code = response.status_code
+        if code < 300 or request.method == "DELETE":
+            return
+        status = f"HTTP {code} {response.reason_phrase}".rstrip()
+        rpc_id, method = _rpc_of(request)
+        if code in (401, 403):
+            need = "authorization is needed" if code == 401 else "the credentials were refused"
+            self.die(
+                f"the server answered {status}: {need}; put the credentials in config.headers"
+                " (an Authorization header, for example)"
+            )
+        elif request.method == "GET" and self.optional_get:
+            return  # streamable HTTP's GET stream is optional: the SDK carries on without it
+        elif 300 <= code < 400:
+            from mcp.shared._httpx_utils import next_request_within_origin
+
+            if next_request_within_origin(response) is None:
+                location = response.headers.get("location", "")
+                self.die(
+                    f"the server answered {status}, a redirect to {redact_url(location)!r} that is not followed;"
+                    " set config.url to that address if it is the intended server"
+                )
+        elif request.method == "GET":
+            self.die(f"the server answered the SSE stream's GET with {status}")
+        elif request.method != "POST":
+            return
+        elif code == 404 and _SESSION_HEADER in request.headers:
+            self.die(f"the server answered {status}: it no longer knows this session (did it restart?)")
+        elif method == "initialize":
+            self.die(f"the server answered the MCP handshake with {status}")
+        elif rpc_id is not None:
+            self.statuses[rpc_id] = status
+
+
+class _WatchedStream(httpx2.AsyncByteStream):
+    """A response body that reports a network failure mid-body to the watch."""
+
+    def __init__(self, inner: Any, watch: _HttpWatch, request: httpx2.Request) -> None:
+        self._inner = inner
+        self._watch = watch
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self._inner:
+                yield chunk
+        except httpx2.TransportError as exc:
+            self._watch.failed(self._request, exc, streaming=True)
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class _WatchedClient(httpx2.AsyncClient):
+    """The SDK's httpx client, watched: every send and every streamed body."""
+
+    def __init__(self, watch: _HttpWatch, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._watch = watch
+
+    async def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
+        """Send as httpx does; report a network failure or an error status to the watch."""
+        try:
+            response = await super().send(request, **kwargs)
+        except httpx2.TransportError as exc:
+            self._watch.failed(request, exc, streaming=False)
+            raise
+        self._watch.answered(request, response)
+        if kwargs.get("stream"):
+            response.stream = _WatchedStream(response.stream, self._watch, request)
+        return response
+
+
+def _client_factory(watch: _HttpWatch) -> Any:
+    """An ``McpHttpClientFactory`` (for ``sse_client``) building watched clients."""
+
+    def factory(
+        headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
+    ) -> httpx2.AsyncClient:
+        kwargs: dict[str, Any] = {"timeout": timeout or httpx2.Timeout(30.0, read=300.0)}
+        if headers is not None:
+            kwargs["headers"] = headers
+        if auth is not None:
+            kwargs["auth"] = auth
+        return _WatchedClient(watch, **kwargs)
+
+    return factory
+
+
+def _with_status(item: SessionMessage | Exception, watch: _HttpWatch) -> SessionMessage | Exception:
+    """Name the HTTP status in the SDK's generic error reply to a request that got one."""
+    if not isinstance(item, SessionMessage) or not isinstance(item.message, mcp_types.JSONRPCError):
+        return item
+    status = watch.statuses.pop(item.message.id, None)
+    error = item.message.error
+    if status is None or error.message not in _SDK_GENERIC_ERRORS:
+        return item
+    better = error.model_copy(update={"message": f"the server answered {status}"})
+    return SessionMessage(item.message.model_copy(update={"error": better}), metadata=item.metadata)
+
+
+async def _relay_http(
+    source: Any, sink: MemoryObjectSendStream[SessionMessage | Exception], link: TransportLink, watch: _HttpWatch
+) -> None:
+    """Forward the SDK transport's items; a network-level failure means the server is gone."""
+    try:
+        async for item in source:
+            if isinstance(item, Exception):
+                if isinstance(item, httpx2.TransportError | OSError):
+                    watch.die(f"the HTTP connection failed: {type(item).__name__}: {item}")
+                    return
+                logger.warning(
+                    "server %s: transport reported %s: %s",
+                    link.label,
+                    type(item).__name__,
+                    redact_text(str(item), watch.secrets),
+                )
+            await sink.send(_with_status(item, watch))
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+        pass
+    link.die("the HTTP stream closed")
+
+
+@contextlib.asynccontextmanager
+async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterator[TransportLink]:
+    """Open an SSE or streamable HTTP transport through the SDK and yield its link.
+
+    Proxy settings come from the environment (``HTTP_PROXY``, ``NO_PROXY``, ...). The link
+    dies as soon as our HTTP client sees the server go (see the module docstring).
+    """
+    from mcp.client.sse import sse_client
+    from mcp.client.streamable_http import streamable_http_client
+
+    install_log_filter()  # again: the SDK's loggers exist only once its modules are imported
+    secrets = params.secret_values()
+    watch = _HttpWatch(label=label, secrets=secrets, optional_get=params.kind == "http")
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
+    async with contextlib.AsyncExitStack() as stack:
+        if params.kind == "sse":
+            try:
+                sdk_read, sdk_write = await stack.enter_async_context(
+                    sse_client(
+                        params.url,
+                        headers=dict(params.headers),
+                        timeout=params.connect_timeout,
+                        sse_read_timeout=params.read_timeout,
+                        httpx_client_factory=_client_factory(watch),
+                    )
+                )
+            except Exception as exc:
+                # The SSE stream is opened before there is a link: say what our client saw.
+                if watch.pending is None:
+                    raise
+                raise ServerStartFailed(f"server {label!r} failed to connect: {watch.pending}", server=label) from exc
+        else:
+            client = _WatchedClient(
+                watch,
+                headers=dict(params.headers),
+                timeout=httpx2.Timeout(params.connect_timeout, read=params.read_timeout),
+            )
+            await stack.enter_async_context(client)
+            sdk_read, sdk_write = await stack.enter_async_context(
+                streamable_http_client(params.url, http_client=client, max_sse_event_size=params.max_message_bytes)
+            )
+        link = TransportLink(read_stream=read_stream, write_stream=sdk_write, label=label, secrets=secrets)
+        link._closers.append(read_writer)
+        watch.attach(link)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_relay_http, sdk_read, read_writer, link, watch)
+            try:
+                yield link
+            finally:
+                link.die(link.death_reason or "closed by the client")
+                nursery.cancel_scope.cancel()

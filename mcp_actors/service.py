@@ -1,0 +1,602 @@
+"""The facade hosts use, :class:`McpService`, and the values its operations return.
+
+The facade owns no state of its own: it reads the registry actor's published snapshot
+(records, handles, fresh tool views, tool ids) and sends the actor a message for everything
+else (add, update, remove, a cache miss, a config re-read). It addresses the actor through
+a :class:`~mcp_actors._registry.RegistryRef`, which survives the actor's restarts, so a
+facade taken once (``svc = rt.service``) keeps working for the runtime's whole life.
+
+A tool call costs one mailbox round trip, to the server's connection actor; the registry
+is not on that path.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+import attrs
+import mcp.types as mcp_types
+import trio
+import trio.lowlevel
+
+from mcp_actors import events
+from mcp_actors._registry import (
+    AddServers,
+    ForgetTools,
+    GetTools,
+    RegistryMessage,
+    RegistryRef,
+    RemoveServer,
+    SyncConfig,
+    ToolView,
+    UpdateServer,
+    check_tool_enabled,
+    normalise_changes,
+    server_inactive,
+    server_not_found,
+    to_record,
+)
+from mcp_actors.config_import import parse_server_configs
+from mcp_actors.connection import ConnectionHandle, ConnectionStatus
+from mcp_actors.errors import (
+    ActorStopped,
+    McpActorsError,
+    ToolCallDenied,
+    ToolNotFound,
+)
+from mcp_actors.records import McpServerRecord
+from mcp_actors.tools import MCPTool
+from supervisors import MailboxClosed, NoReply, Reply
+
+__all__ = [
+    "AddJsonEntryResult",
+    "ApprovalRequest",
+    "Approver",
+    "Discovery",
+    "McpService",
+    "ServerTestResult",
+    "ToolListing",
+]
+
+logger = logging.getLogger("mcp_actors.registry")
+
+
+@attrs.frozen(kw_only=True)
+class ApprovalRequest:
+    """What an approver is asked about: one tool call that is not auto-approved."""
+
+    server_id: str
+    server_name: str
+    tool_name: str
+    arguments: Mapping[str, Any]
+    call_id: str
+
+
+Approver = Callable[[ApprovalRequest], Awaitable[bool] | bool]
+"""A host's callback deciding calls that are not auto-approved (True allows)."""
+
+
+@attrs.frozen(kw_only=True)
+class AddJsonEntryResult:
+    """The outcome of one entry of :meth:`McpService.add_json`.
+
+    Attributes:
+        name: The entry's server name.
+        record: The saved record, or ``None`` when the entry was rejected.
+        error: Why it was rejected (names the field and what to do).
+        unknown_keys: Keys of the entry we do not understand (reported, not silently dropped).
+        notes: Anything else worth telling (a guessed type, a converted timeout, ...).
+    """
+
+    name: str
+    record: McpServerRecord | None = None
+    error: McpActorsError | None = None
+    unknown_keys: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """Whether the entry was saved."""
+        return self.record is not None
+
+
+@attrs.frozen(kw_only=True)
+class ToolListing:
+    """Tools of several servers, plus which servers failed and why."""
+
+    tools: tuple[MCPTool, ...] = ()
+    failures: Mapping[str, McpActorsError] = attrs.field(factory=dict)
+
+
+@attrs.frozen(kw_only=True)
+class ServerTestResult:
+    """The outcome of :meth:`McpService.test`.
+
+    Attributes:
+        ok: Connected and listed tools.
+        connect_seconds: Time to connect (0 when it was already connected).
+        list_seconds: Time for ``tools/list``.
+        tool_names: The tools the server offers (before ``disabledTools`` filtering).
+        server_info: ``(name, version)`` from ``initialize``.
+        error: What failed, when not ok.
+    """
+
+    ok: bool
+    connect_seconds: float = 0.0
+    list_seconds: float = 0.0
+    tool_names: tuple[str, ...] = ()
+    server_info: tuple[str, str] | None = None
+    error: McpActorsError | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Discovery:
+    """Tools, prompts and resources of one server; each part may fail on its own."""
+
+    tools: tuple[MCPTool, ...] = ()
+    prompts: tuple[mcp_types.Prompt, ...] = ()
+    resources: tuple[mcp_types.Resource, ...] = ()
+    errors: Mapping[str, McpActorsError] = attrs.field(factory=dict)
+
+
+def _new_call_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+class McpService:
+    """The facade hosts use: the operations of the reference design's McpService.
+
+    Every async method is a checkpoint and safe to cancel; every wait inside is bounded by
+    the server's configured timeouts. Servers are named by id or by name. The facade stays
+    valid across registry restarts (it addresses the registry by a reference, not by an
+    incarnation's mailbox).
+    """
+
+    def __init__(self, registry: RegistryRef) -> None:
+        self._registry = registry
+        self._approver: Approver | None = None
+
+    # --------------------------------------------------------------- helpers
+
+    async def _ask(self, build: Callable[[Reply[Any]], RegistryMessage]) -> Any:
+        """Send a request to the serving incarnation; wait (bounded) through a restart to deliver it.
+
+        A request that was delivered and then lost with its incarnation is answered with
+        ActorStopped by that incarnation (never replayed: a mutation may have been applied).
+        """
+        while True:
+            mailbox = await self._registry.current_mailbox()
+            try:
+                return await mailbox.ask(build)
+            except MailboxClosed:
+                # Not delivered: that incarnation just ended. The next one takes it.
+                if self._registry.mailbox is mailbox:
+                    await trio.lowlevel.checkpoint()  # let the ending incarnation detach itself
+                continue
+            except NoReply:
+                raise ActorStopped(
+                    "the registry stopped while handling this request (restarting or closing); retry"
+                ) from None
+
+    async def _sync(self) -> None:
+        """Apply other processes' config changes when the file moved (one ``stat`` when it did not)."""
+        ref = self._registry
+        try:
+            current = await trio.to_thread.run_sync(ref.store.fingerprint)
+        except OSError:
+            return
+        if current != ref.fingerprint:
+            await self._ask(lambda r: SyncConfig(reply=r))
+
+    def _record(self, server: str) -> McpServerRecord:
+        snap = self._registry.snapshot
+        record = snap.find(server)
+        if record is None:
+            raise server_not_found(server, snap.records.values())
+        return record
+
+    async def _lookup(self, server: str) -> McpServerRecord:
+        """:meth:`_record`, re-reading the config first on a miss (the server may be new elsewhere)."""
+        record = self._registry.snapshot.find(server)
+        if record is None:
+            await self._sync()
+            record = self._record(server)
+        return record
+
+    def _handle(self, record: McpServerRecord) -> ConnectionHandle:
+        handle = self._registry.snapshot.handles.get(record.id)
+        if handle is None or not record.is_active:
+            raise server_inactive(record)
+        return handle
+
+    async def _active(self, server: str) -> tuple[McpServerRecord, ConnectionHandle]:
+        record = await self._lookup(server)
+        return record, self._handle(record)
+
+    # --------------------------------------------------------------- records
+
+    async def list(self) -> builtins.list[McpServerRecord]:
+        """Every configured server's record, in configuration order, current with the file.
+
+        One ``stat`` of the config file; when another process changed it, the change is
+        applied to the running tree first (as if made here, with ``servers:changed``).
+        """
+        await trio.lowlevel.checkpoint()
+        await self._sync()
+        return builtins.list(self._registry.snapshot.records.values())
+
+    def get(self, server: str) -> McpServerRecord:
+        """One server's record, by id or name.
+
+        Raises:
+            ServerNotFound: No such server.
+        """
+        return self._record(server)
+
+    def status(self, server: str) -> ConnectionStatus:
+        """One server's connection status (disabled servers report ``disconnected``)."""
+        record = self._record(server)
+        handle = self._registry.snapshot.handles.get(record.id)
+        if handle is None:
+            return ConnectionStatus(server_id=record.id, server_name=record.name)
+        return handle.status()
+
+    @property
+    def tool_list_requests(self) -> int:
+        """How many ``tools/list`` requests were sent to servers so far (cache misses)."""
+        return self._registry.tool_list_requests
+
+    async def add(self, input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
+        """Add a server and save it; connect it in the background if it is active.
+
+        Args:
+            input: A record, or a JSON-style mapping with the config file's camelCase keys
+                (``name``, ``type``, ``config``, ``isActive``, ...); ``id`` and the
+                timestamps are generated when absent.
+
+        Raises:
+            DuplicateServerName: The name is taken, or collides with another after
+                cleaning (tool ids would collide).
+            InvalidServerConfig: A field is invalid (the error names it).
+            ConfigStoreError: The config file could not be written (nothing was written).
+        """
+        await trio.lowlevel.checkpoint()
+        record = to_record(input)
+        [outcome] = await self._ask(lambda r: AddServers(records=(record,), reply=r))
+        if isinstance(outcome, McpActorsError):
+            raise outcome
+        saved: McpServerRecord = outcome
+        return saved
+
+    async def add_json(self, text: str) -> builtins.list[AddJsonEntryResult]:
+        """Add every server of a desktop-app / IDE ``mcpServers`` document (or VS Code ``servers``).
+
+        Good entries are saved (in one write) even when others are rejected; each entry gets
+        its own result.
+
+        Raises:
+            ConfigError: The text is not JSON, or not any known shape (line/column given).
+            ConfigStoreError: The config file could not be written; no entry was saved.
+        """
+        await trio.lowlevel.checkpoint()
+        report = parse_server_configs(text)
+        good = tuple(entry.record for entry in report.entries if entry.record is not None)
+        outcomes: tuple[McpServerRecord | McpActorsError, ...] = ()
+        if good:
+            outcomes = await self._ask(lambda r: AddServers(records=good, reply=r))
+        by_record = dict(zip([id(r) for r in good], outcomes, strict=True))
+        results: builtins.list[AddJsonEntryResult] = []
+        for entry in report.entries:
+            outcome: McpServerRecord | McpActorsError | None = entry.error
+            if entry.record is not None:
+                outcome = by_record[id(entry.record)]
+            results.append(
+                AddJsonEntryResult(
+                    name=entry.name,
+                    record=outcome if isinstance(outcome, McpServerRecord) else None,
+                    error=outcome if isinstance(outcome, McpActorsError) else None,
+                    unknown_keys=entry.unknown_keys,
+                    notes=entry.notes,
+                )
+            )
+        return results
+
+    async def update(self, server: str, changes: Mapping[str, Any] | None = None, /, **more: Any) -> McpServerRecord:
+        """Change fields of a record and save it.
+
+        Fields are named as on the record (``is_active``) or as in the config file
+        (``isActive``), given as a mapping, as keywords, or both. ``id`` is immutable;
+        ``updated_at`` is set. A change of name, type or config reconnects the server;
+        ``is_active`` starts or stops its connection.
+
+        Raises:
+            ConfigError: An unknown or immutable field, or an invalid value.
+            ServerNotFound: No such server.
+            ConfigStoreError: The config file could not be written (nothing was written).
+        """
+        await trio.lowlevel.checkpoint()
+        fields = normalise_changes({**(changes or {}), **more})
+        server_id = (await self._lookup(server)).id
+        updated: McpServerRecord = await self._ask(lambda r: UpdateServer(server_id=server_id, changes=fields, reply=r))
+        return updated
+
+    async def remove(self, server: str) -> McpServerRecord:
+        """Remove a server: stop its connection (and process) and delete its record.
+
+        Raises:
+            ServerNotFound: No such server.
+            ConfigStoreError: The config file could not be written (the server keeps running).
+        """
+        await trio.lowlevel.checkpoint()
+        server_id = (await self._lookup(server)).id
+        removed: McpServerRecord = await self._ask(lambda r: RemoveServer(server_id=server_id, reply=r))
+        return removed
+
+    # --------------------------------------------------------------- tools
+
+    async def _view(self, record: McpServerRecord, handle: ConnectionHandle) -> ToolView:
+        view = self._registry.snapshot.tools.get(record.id)
+        if view is not None and view.fresh(record, handle, self._registry.tool_cache_ttl):
+            await trio.lowlevel.checkpoint()
+            return view
+        fetched: ToolView = await self._ask(lambda r: GetTools(server_id=record.id, reply=r))
+        return fetched
+
+    async def list_server_tools(self, server: str) -> builtins.list[MCPTool]:
+        """The server's tools (cached for the TTL; ``disabledTools`` filtered out).
+
+        While the server's tools and record are unchanged, a cache hit returns the same
+        :class:`MCPTool` objects (converters may cache on their identity).
+
+        Raises:
+            ServerNotFound, ServerInactive, ConnectionFailed: As the names say.
+        """
+        record, handle = await self._active(server)
+        return builtins.list((await self._view(record, handle)).tools)
+
+    async def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
+        """Tools of every active server; a failing server is logged and skipped."""
+        return builtins.list((await self.list_tools_detailed()).tools)
+
+    async def list_tools_detailed(self, servers: Sequence[str] | None = None) -> ToolListing:
+        """Tools of the given servers (default: all active), with per-server failures.
+
+        The servers are asked concurrently; one that fails does not hold up the others.
+        """
+        await trio.lowlevel.checkpoint()
+        failures: dict[str, McpActorsError] = {}
+        if servers is None:
+            records = [r for r in self._registry.snapshot.records.values() if r.is_active]
+        else:
+            records = []
+            for name in servers:
+                try:
+                    records.append(await self._lookup(name))
+                except McpActorsError as exc:
+                    failures[name] = exc
+        results: dict[str, builtins.list[MCPTool]] = {}
+
+        async def one(record: McpServerRecord) -> None:
+            try:
+                results[record.id] = await self.list_server_tools(record.id)
+            except McpActorsError as exc:
+                logger.warning("server %s: listing tools failed: %s", record.name, exc)
+                failures[record.name] = exc
+
+        async with trio.open_nursery() as nursery:
+            for record in records:
+                nursery.start_soon(one, record)
+        tools = [tool for record in records for tool in results.get(record.id, ())]
+        return ToolListing(tools=tuple(tools), failures=failures)
+
+    def resolve_tool_id(self, tool_id: str) -> tuple[McpServerRecord, str]:
+        """``(record, tool name)`` for a tool id handed out by a listing.
+
+        Raises:
+            ToolNotFound: The id was never handed out (list the tools first), its tool is
+                gone from the server, or its server is gone.
+        """
+        snap = self._registry.snapshot
+        found = snap.tool_ids.get(tool_id)
+        record = snap.records.get(found[0]) if found is not None else None
+        if found is None or record is None:
+            raise ToolNotFound(
+                f"unknown tool id {tool_id!r}; ids come from list_server_tools / list_all_active_server_tools"
+            )
+        return record, found[1]
+
+    def is_auto_approved(self, server: str, tool_name: str) -> bool:
+        """Whether a call needs no approval: the server is trusted and the tool is not excluded."""
+        record = self._record(server)
+        return record.is_trusted and tool_name not in record.disabled_auto_approve_tools
+
+    def set_approver(self, approver: Approver | None) -> None:
+        """Install (or remove) the callback consulted for calls that are not auto-approved.
+
+        Without an approver, such calls proceed: approval is the host's policy.
+        """
+        self._approver = approver
+
+    async def call_tool(
+        self,
+        server: str,
+        tool_name: str,
+        arguments: Mapping[str, Any] | None = None,
+        call_id: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> mcp_types.CallToolResult:
+        """Call a tool and return the MCP result (a tool-level error is ``is_error``, not an exception).
+
+        Emits ``tool:called`` with the duration and success.
+
+        Raises:
+            ServerNotFound, ServerInactive: The server does not exist or is disabled.
+            ToolDisabled: The tool is in ``disabledTools``.
+            ToolCallDenied: The approver said no.
+            ToolCallTimeout: No result within the timeout (the server was told to cancel).
+            ConnectionFailed: The server could not be reached or died during the call.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        record, handle = await self._active(server)
+        check_tool_enabled(record, tool_name)
+        call_id = call_id or _new_call_id()
+        args = dict(arguments or {})
+        if self._approver is not None and not (
+            record.is_trusted and tool_name not in record.disabled_auto_approve_tools
+        ):
+            verdict = self._approver(
+                ApprovalRequest(
+                    server_id=record.id, server_name=record.name, tool_name=tool_name, arguments=args, call_id=call_id
+                )
+            )
+            if inspect.isawaitable(verdict):
+                verdict = await verdict
+            if not verdict:
+                raise ToolCallDenied(
+                    f"the call to {tool_name!r} of server {record.name!r} was not approved",
+                    server=record.name,
+                    tool=tool_name,
+                )
+        start = time.perf_counter()
+        success = False
+        try:
+            result = await handle.call_tool(tool_name, args, timeout=timeout, call_id=call_id)
+            success = not result.is_error
+            return result
+        finally:
+            self._registry.bus.emit(
+                events.TOOL_CALLED,
+                serverId=record.id,
+                serverName=record.name,
+                toolName=tool_name,
+                callId=call_id,
+                duration=time.perf_counter() - start,
+                success=success,
+            )
+
+    async def call_tool_by_id(
+        self,
+        tool_id: str,
+        arguments: Mapping[str, Any] | None = None,
+        call_id: str | None = None,
+        *,
+        timeout: float | None = None,
+    ) -> mcp_types.CallToolResult:
+        """:meth:`call_tool` for a tool id from a listing (what an LLM asks for)."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        record, name = self.resolve_tool_id(tool_id)
+        return await self.call_tool(record.id, name, arguments, call_id, timeout=timeout)
+
+    # --------------------------------------------------------------- connections
+
+    async def test(self, server: str) -> ServerTestResult:
+        """Connect (if needed) and list tools, timing both; failures are a result, not an exception."""
+        await trio.lowlevel.checkpoint()
+        record = await self._lookup(server)
+        try:
+            handle = self._handle(record)
+            start = time.perf_counter()
+            await handle.connect()
+            connected = time.perf_counter()
+            tools = await handle.list_tools()
+            listed = time.perf_counter()
+        except McpActorsError as exc:
+            return ServerTestResult(ok=False, error=exc)
+        return ServerTestResult(
+            ok=True,
+            connect_seconds=connected - start,
+            list_seconds=listed - connected,
+            tool_names=tuple(t.name for t in tools),
+            server_info=handle.status().server_info,
+        )
+
+    async def health(self, server: str, *, timeout: float = 10.0) -> float:
+        """Ping the server now (connecting first if needed); returns the round trip in seconds.
+
+        Health is otherwise checked periodically by each connection (``pingInterval``);
+        this asks on demand, e.g. before handing a server's tools to a model.
+
+        Raises:
+            ServerNotFound, ServerInactive: The server does not exist or is disabled.
+            ConnectionFailed: It could not be reached or did not answer the ping in time.
+        """
+        await trio.lowlevel.checkpoint()
+        _record, handle = await self._active(server)
+        return await handle.health(timeout=timeout)
+
+    async def discover(self, server: str) -> Discovery:
+        """Tools, prompts and resources; each part that fails is reported in ``errors``."""
+        await trio.lowlevel.checkpoint()
+        record, handle = await self._active(server)
+        errors: dict[str, McpActorsError] = {}
+        tools: builtins.list[MCPTool] = []
+        prompts: tuple[mcp_types.Prompt, ...] = ()
+        resources: tuple[mcp_types.Resource, ...] = ()
+        try:
+            tools = await self.list_server_tools(record.id)
+        except McpActorsError as exc:
+            errors["tools"] = exc
+        try:
+            prompts = await handle.list_prompts()
+        except McpActorsError as exc:
+            errors["prompts"] = exc
+        try:
+            resources = await handle.list_resources()
+        except McpActorsError as exc:
+            errors["resources"] = exc
+        return Discovery(tools=tuple(tools), prompts=prompts, resources=resources, errors=errors)
+
+    async def connect(self, server: str) -> None:
+        """Connect now (servers otherwise connect on first use)."""
+        await trio.lowlevel.checkpoint()
+        await (await self._active(server))[1].connect()
+
+    async def disconnect(self, server: str) -> None:
+        """Close the server's connection (it reconnects lazily on the next use)."""
+        await trio.lowlevel.checkpoint()
+        await (await self._active(server))[1].disconnect()
+
+    async def reconnect(self, server: str) -> None:
+        """Close and reconnect; also closes an open circuit and invalidates the tool cache."""
+        await trio.lowlevel.checkpoint()
+        record, handle = await self._active(server)
+        await self._ask(lambda r: ForgetTools(server_id=record.id, reply=r))
+        await handle.reconnect()
+
+    async def cleanup(self) -> None:
+        """Disconnect every server (their processes stop); records are kept."""
+        await trio.lowlevel.checkpoint()
+        async with trio.open_nursery() as nursery:
+            for handle in self._registry.snapshot.handles.values():
+                nursery.start_soon(_disconnect_quietly, handle)
+
+    async def wait_for_stderr(self, server: str, predicate: Callable[[str], bool]) -> str:
+        """Wait until a running stdio server writes a stderr line satisfying ``predicate``.
+
+        For fault-injection tests ("fault: cancelled 7"); unbounded, so wrap it in
+        ``trio.fail_after``. Raises ``RuntimeError`` when the server has no process.
+        """
+        await trio.lowlevel.checkpoint()
+        return await (await self._active(server))[1].wait_for_stderr(predicate)
+
+    def stderr_tail(self, server: str, n: int = 20) -> tuple[str, ...]:
+        """The server's last stderr lines (live while it runs; stdio only)."""
+        return self._handle(self._record(server)).stderr_tail(n)
+
+    def subscribe(self, *, buffer: int = 1024) -> events.Subscription:
+        """Events from now on (bounded; a slow reader loses its oldest events, counted)."""
+        return self._registry.bus.subscribe(buffer=buffer)
+
+
+async def _disconnect_quietly(handle: ConnectionHandle) -> None:
+    try:
+        await handle.disconnect()
+    except McpActorsError as exc:
+        logger.info("server %s: disconnect failed: %s", handle.settings.server_name, exc)

@@ -1,0 +1,57 @@
+"""The stdio transport's configuration errors, through a real runtime and real spawns."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import trio
+
+from mcp_actors import events
+from mcp_actors.connection import ConnectionState
+from mcp_actors.errors import ConnectionFailed, WorkingDirectoryNotFound
+from mcp_actors.runtime import open_runtime
+
+
+def stdio_input(name: str, cwd: str) -> dict[str, object]:
+    return {
+        "name": name,
+        "type": "stdio",
+        "config": {
+            "command": sys.executable,
+            "args": ["-m", "mcp_actors.testing.fault_server"],
+            "cwd": cwd,
+            "pingInterval": 0,
+        },
+    }
+
+
+@pytest.mark.parametrize("kind", ["missing", "a file"])
+async def test_bad_cwd_opens_the_circuit_after_one_attempt(tmp_path: Path, kind: str) -> None:
+    """A cwd that is missing or not a directory fails once, names the cwd, and opens the circuit (no restarts)."""
+    cwd = tmp_path / "no-such-dir"
+    if kind == "a file":
+        cwd = tmp_path / "plain-file"
+        cwd.write_text("not a directory")
+    async with open_runtime(tmp_path / "cfg.json", sweep_ledger=False, connect_on_add=False) as rt:
+        await rt.service.add(stdio_input("badcwd", str(cwd)))
+        sub = rt.service.subscribe()
+        with trio.fail_after(30), pytest.raises(ConnectionFailed) as info:
+            await rt.service.connect("badcwd")
+        # The caller may hear of the failure a moment before the slot opens the circuit.
+        with trio.fail_after(30):
+            async for event in sub:
+                if event.type == events.CONNECTION_STATE and event.data.get("circuitOpen"):
+                    break
+        status = rt.service.status("badcwd")
+        assert status.state is ConnectionState.ERROR
+        assert status.circuit_open and status.restarts == 0
+        assert status.pid is None
+        assert str(cwd) in (status.error or "") and "config.cwd" in (status.error or "")
+        first = info.value
+        assert isinstance(first, WorkingDirectoryNotFound) or isinstance(first.__cause__, WorkingDirectoryNotFound)
+        # A second demand meets the open circuit: still one attempt, still no restart.
+        with trio.fail_after(30), pytest.raises(ConnectionFailed, match=r"no-such-dir|plain-file"):
+            await rt.service.call_tool("badcwd", "echo", {"text": "x"})
+        assert rt.service.status("badcwd").restarts == 0
