@@ -408,11 +408,15 @@ class ServerAuth(httpx2.Auth):
     # ------------------------------------------------------------------ the flow
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
-        """Send with a fresh token lock-free; on a challenge, renew once (single flight) and retry."""
+        """Send with a fresh token lock-free; on a challenge, renew once (single flight) and retry.
+
+        A server that never challenges costs nothing but the first request's look at the store.
+        """
         sent = self._fresh_token()
         response: httpx2.Response | None = None
-        if sent is not None:
-            request.headers["Authorization"] = f"Bearer {sent}"
+        if sent is not None or self._without_tokens():
+            if sent is not None:
+                request.headers["Authorization"] = f"Bearer {sent}"
             response = yield request
             if not _is_challenge(response):
                 return
@@ -422,10 +426,10 @@ class ServerAuth(httpx2.Auth):
                     await self._load()
                 if response is None:
                     self._expire_if_due()
-                    current = self._fresh_token()
-                    if current is not None:
-                        sent = current
-                        request.headers["Authorization"] = f"Bearer {current}"
+                    sent = self._fresh_token()
+                    if sent is not None or self._without_tokens():
+                        if sent is not None:
+                            request.headers["Authorization"] = f"Bearer {sent}"
                         response = yield request
                         if not _is_challenge(response):
                             return
@@ -438,13 +442,17 @@ class ServerAuth(httpx2.Auth):
                         if not _is_challenge(response):
                             return
                 if response is not None and response.status_code == 401:
+                    if self._without_tokens() and not self._wants_oauth(response):
+                        return  # not an OAuth server: the transport reports the 401 as it is
                     self._expire()  # refused: refresh it before anyone is asked to log in
                 stepping = response is not None and _is_step_up(response)
                 if isinstance(self.provider, _CodeProvider):
                     self.provider.stepping_up = stepping
                 final: httpx2.Response | None = None
-                # A step-up starts from the 403 in hand rather than sending the request again.
-                relay = _relay(self, request, response if stepping else None)
+                # A step-up, or a first login, starts from the response in hand (the SDK would
+                # send the very same request first); a refresh must come before a resend.
+                cached = response if stepping or self._without_tokens() else None
+                relay = _relay(self, request, cached)
                 try:
                     outgoing = await relay.__anext__()
                     while True:
@@ -471,6 +479,15 @@ class ServerAuth(httpx2.Auth):
                 raise error from None
 
     # ------------------------------------------------------------------ helpers
+
+    def _without_tokens(self) -> bool:
+        """Loaded, and nothing stored: requests go out bare until the server challenges."""
+        return bool(getattr(self.provider, "_initialized", False)) and self.provider.context.current_tokens is None
+
+    def _wants_oauth(self, response: httpx2.Response) -> bool:
+        """A 401 the OAuth flow should answer: configured for OAuth, or a Bearer challenge."""
+        challenge = response.headers.get("WWW-Authenticate", "")
+        return self.target.oauth is not None or challenge.lower().startswith("bearer")
 
     def _fresh_token(self) -> str | None:
         if not getattr(self.provider, "_initialized", False):
