@@ -67,7 +67,7 @@ from mcp_actors.errors import (
     AuthorizationServerUnreachable,
     McpActorsError,
 )
-from mcp_actors.records import OAuthConfig, OAuthGrant, redact_url
+from mcp_actors.records import McpServerRecord, OAuthConfig, OAuthGrant, redact_url
 
 __all__ = [
     "DEFAULT_REDIRECT_PORT",
@@ -77,6 +77,8 @@ __all__ = [
     "ServerAuth",
     "build_auth",
     "current_auth_settings",
+    "oauth_target_for",
+    "open_auth_settings",
     "open_authorized_session",
     "parse_redirect",
     "redirect_uri",
@@ -159,6 +161,13 @@ def use_auth_settings(settings: AuthSettings) -> Iterator[None]:
         yield
     finally:
         _SETTINGS.reset(token)
+
+
+@contextlib.asynccontextmanager
+async def open_auth_settings(settings: AuthSettings) -> AsyncIterator[None]:
+    """:func:`use_auth_settings` as an async context manager (``open_runtime`` nests it)."""
+    with use_auth_settings(settings):
+        yield
 
 
 def parse_redirect(url: str, *, server: str) -> AuthorizationCodeResult:
@@ -627,6 +636,20 @@ async def _relay(
                 return
     finally:
         await inner.aclose()
+
+
+def oauth_target_for(record: McpServerRecord) -> OAuthTarget | None:
+    """The OAuth target of an sse/http record, or None when OAuth is off for it.
+
+    Off for stdio records, and for records that send their own ``Authorization`` header and
+    have no ``config.oauth`` (static credentials: a 401 then means the header is wrong).
+    """
+    config = record.config
+    if config.url is None:
+        return None
+    if config.oauth is None and any(key.lower() == "authorization" for key in config.headers):
+        return None
+    return OAuthTarget(server_id=record.id, server_name=record.name, url=config.url, oauth=config.oauth)
 
 
 def build_auth(
