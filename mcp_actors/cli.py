@@ -45,6 +45,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from mcp_actors._cli_auth import auth_app
 from mcp_actors._cli_support import (
     PROGRAM,
     CliError,
@@ -116,6 +117,7 @@ app = typer.Typer(
 )
 servers_app = typer.Typer(help="Add, import, list, remove, enable, disable and trust servers.", no_args_is_help=True)
 app.add_typer(servers_app, name="servers")
+app.add_typer(auth_app, name="auth")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]
 ServerArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name (or id).")]
