@@ -1,7 +1,8 @@
 """A small OAuth authorization server guarding the demo MCP server, for tests (loopback only).
 
 ``python -m mcp_actors.testing._oauth_server [--options JSON] [--port N]`` serves, on one
-port, the demo server's streamable HTTP endpoint at ``/mcp`` behind bearer tokens, and an
+port, the demo server's streamable HTTP endpoint at ``/mcp`` and its SSE endpoint at ``/sse``
+behind bearer tokens, and an
 authorization server beside it: protected-resource metadata (RFC 9728), authorization-server
 metadata (RFC 8414 or OpenID discovery), ``/authorize`` (code + PKCE S256, auto-approved: it
 redirects at once), ``/token`` (authorization_code, refresh_token, client_credentials with
@@ -76,9 +77,10 @@ _DEFAULTS: dict[str, Any] = {
 class OAuthTestServer:
     """The state and routes of the test authorization server plus its protected resource."""
 
-    def __init__(self, options: dict[str, Any], mcp_app: Any) -> None:
+    def __init__(self, options: dict[str, Any], mcp_app: Any, sse_app: Any = None) -> None:
         self.options = {**_DEFAULTS, **options}
         self.mcp_app = mcp_app
+        self.sse_app = sse_app
         self.base = ""  # http://127.0.0.1:PORT, set on the first request
         self.codes: dict[str, dict[str, Any]] = {}
         self.access: dict[str, dict[str, Any]] = {}
@@ -98,8 +100,8 @@ class OAuthTestServer:
     def resource(self) -> str:
         return self.base + "/mcp"
 
-    def _prm_url(self) -> str:
-        return self.base + "/.well-known/oauth-protected-resource/mcp"
+    def _prm_url(self, endpoint: str = "/mcp") -> str:
+        return self.base + "/.well-known/oauth-protected-resource" + endpoint
 
     # ------------------------------------------------------------------ ASGI
 
@@ -114,13 +116,16 @@ class OAuthTestServer:
             self.base = f"http://{host}"
         path: str = scope["path"]
         if path == "/mcp" or path.startswith("/mcp/"):
-            await self._protected(scope, receive, send)
+            await self._protected(scope, receive, send, self.mcp_app, "/mcp")
+            return
+        if self.sse_app is not None and (path == "/sse" or path.startswith("/messages")):
+            await self._protected(scope, receive, send, self.sse_app, "/sse")
             return
         request = Request(scope, receive)
         response = await self._route(request)
         await response(scope, receive, send)
 
-    async def _protected(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def _protected(self, scope: Scope, receive: Receive, send: Send, app: Any, endpoint: str) -> None:
         body = b""
         more = True
         while more:
@@ -137,7 +142,7 @@ class OAuthTestServer:
             self.stats["mcp401"] += 1
             parts = []
             if self.options["prm"] == "header":
-                parts.append(f'resource_metadata="{self._prm_url()}"')
+                parts.append(f'resource_metadata="{self._prm_url(endpoint)}"')
             if self.options["challengeScope"]:
                 parts.append(f'scope="{self.options["challengeScope"]}"')
             if token:
@@ -164,7 +169,7 @@ class OAuthTestServer:
                 needed = " ".join(sorted({*grant["scope"].split(), step_up["scope"]}))
                 challenge = f'Bearer error="insufficient_scope", scope="{needed}"'
                 if self.options["prm"] == "header":
-                    challenge += f', resource_metadata="{self._prm_url()}"'
+                    challenge += f', resource_metadata="{self._prm_url(endpoint)}"'
                 response = PlainTextResponse("forbidden", status_code=403, headers={"WWW-Authenticate": challenge})
                 await response(scope, receive, send)
                 return
@@ -178,7 +183,7 @@ class OAuthTestServer:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
-        await self.mcp_app(scope, replay, send)
+        await app(scope, replay, send)
 
     async def _route(self, request: Request) -> Response:
         path = request.url.path
@@ -195,11 +200,12 @@ class OAuthTestServer:
                     "registered": sorted(self.registered),
                 }
             )
-        if (path == "/.well-known/oauth-protected-resource/mcp" and prm in ("header", "path")) or (
-            path == "/.well-known/oauth-protected-resource" and prm == "root"
-        ):
-            self.stats["prm"] += 1
-            return self._metadata("prm", self._prm())
+        for endpoint in ("/mcp", "/sse"):
+            if (path == "/.well-known/oauth-protected-resource" + endpoint and prm in ("header", "path")) or (
+                path == "/.well-known/oauth-protected-resource" and prm == "root" and endpoint == "/mcp"
+            ):
+                self.stats["prm"] += 1
+                return self._metadata("prm", self._prm(endpoint))
         well_known = (
             "/.well-known/oauth-authorization-server" if asm == "oauth" else "/.well-known/openid-configuration"
         )
@@ -226,9 +232,9 @@ class OAuthTestServer:
             return Response('{"issuer": 42, "authorization_servers": "nope"', media_type="application/json")
         return JSONResponse(document)
 
-    def _prm(self) -> dict[str, Any]:
+    def _prm(self, endpoint: str = "/mcp") -> dict[str, Any]:
         document: dict[str, Any] = {
-            "resource": self.options["prmResource"] or self.resource,
+            "resource": self.options["prmResource"] or self.base + endpoint,
             "authorization_servers": self.options["authServers"] or [self.issuer],
             "bearer_methods_supported": ["header"],
         }
@@ -375,7 +381,7 @@ class OAuthTestServer:
         resource = form.get("resource")
         if resource is not None:
             self.resources.append(resource)
-        return resource is None or resource in (self.resource, self.options["prmResource"])
+        return resource is None or resource in (self.resource, self.base + "/sse", self.options["prmResource"])
 
     async def _token(self, request: Request) -> Response:
         form = {k: str(v) for k, v in (await request.form()).items()}
@@ -426,7 +432,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     from mcp_actors.demo_server import create_demo_server, serve_http_app
 
     mcp_app = create_demo_server().streamable_http_app(host="127.0.0.1")
-    server = OAuthTestServer(json.loads(args.options), mcp_app)
+    sse_app = create_demo_server().sse_app(host="127.0.0.1")
+    server = OAuthTestServer(json.loads(args.options), mcp_app, sse_app)
 
     async def serve() -> None:
         await serve_http_app(server, host="127.0.0.1", port=args.port, path="/mcp")  # type: ignore[arg-type]

@@ -99,3 +99,22 @@ async def test_revocation_mid_session_ends_in_authorization_required(tmp_path: P
                     await rt.service.call_tool("guarded", "echo", {"text": "x"})
                 status = rt.service.status("guarded")
                 assert status.state is ConnectionState.ERROR and status.circuit_open
+
+
+async def test_sse_server_logs_in_through_the_runtime(auth_server: AuthServer, tmp_path: Path) -> None:
+    """An OAuth-protected SSE server is authorized the same way (discovery from its own /sse resource)."""
+    store = MemoryTokenStore()
+    url = auth_server.url.removesuffix("/mcp") + "/sse"
+    with fail_after():
+        async with open_runtime(
+            tmp_path / "cfg.json",
+            sweep_ledger=False,
+            connect_on_add=False,
+            authorization_handler=browser,
+            token_store=store,
+        ) as rt:
+            record = await rt.service.add({"name": "guarded-sse", "type": "sse", "config": {"url": url}})
+            result = await rt.service.call_tool("guarded-sse", "echo", {"text": "over sse"})
+    assert result.content[0].text == "over sse"  # type: ignore[union-attr]
+    assert (await store.status(record.id)).logged_in
+    assert url in (await auth_server.stats())["resources"]
