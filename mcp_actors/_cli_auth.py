@@ -329,8 +329,13 @@ def login_command(
         # A login means a new grant: drop the old tokens, keep the client registration.
         await store.update(record.id, target.url, lambda entry: entry.pop("tokens", None))
         wanted = port if port is not None else (target.config.redirect_port or 0)
-        listeners = await trio.open_tcp_listeners(wanted, host="127.0.0.1")
-        listener = listeners[0]
+        try:
+            listener = (await trio.open_tcp_listeners(wanted, host="127.0.0.1"))[0]
+        except OSError as exc:
+            raise CliError(
+                f"cannot listen for the login redirect on 127.0.0.1:{wanted} ({exc.strerror or exc});"
+                " pick another port with --port (and config.oauth.redirectPort if the client is registered with it)"
+            ) from None
         try:
             bound = listener.socket.getsockname()[1]
             handler = _login_handler(listener, browser=not no_browser, timeout=timeout)

@@ -559,6 +559,12 @@ class ServerAuth(httpx2.Auth):
                 " with the authorization server and set config.oauth.clientId",
                 server=name,
             )
+        if detail.startswith("State parameter mismatch"):
+            return AuthorizationFailed(
+                f"server {name!r}: the redirect's state does not match the login's (a stale or forged"
+                f" redirect); run `mcp-actors auth login {name}` again",
+                server=name,
+            )
         if "does not match" in detail and "resource" in detail.lower():
             return AuthorizationFailed(
                 f"server {name!r}: its protected-resource metadata names another resource ({detail});"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -160,3 +161,15 @@ async def test_login_of_a_stdio_server_is_a_usage_error(tmp_path: Path) -> None:
     login = await _cli(tmp_path, config, "auth", "login", "local")
     assert login.returncode == 2
     assert "stdio" in login.stderr.decode()
+
+
+async def test_login_on_a_busy_port_says_so(auth_server: AuthServer, tmp_path: Path) -> None:
+    """A redirect port already in use is a usage error naming the port and --port (exit 2)."""
+    config = _write_config(tmp_path, auth_server)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        login = await _cli(tmp_path, config, "auth", "login", "guarded", "--no-browser", "--port", str(port))
+    assert login.returncode == 2
+    assert f"127.0.0.1:{port}" in login.stderr.decode() and "--port" in login.stderr.decode()

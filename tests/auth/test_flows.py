@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -324,3 +325,38 @@ async def test_tokens_survive_a_restart_in_the_file_store(auth_server: AuthServe
     assert await _echo(target, build_auth(target, _settings(FileTokenStore(path), handler=False))) == "hi"
     assert await auth_server.count("authorize") == 1
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(
+    ("param", "value", "words"),
+    [("state", "forged-state", "state does not match"), ("iss", "http://127.0.0.1:9/evil", "iss")],
+)
+async def test_tampered_redirect_is_authorization_failed(
+    auth_server: AuthServer, param: str, value: str, words: str
+) -> None:
+    """A redirect URL whose state or iss was changed (RFC 9207) is refused: no token request is made."""
+
+    async def tampering(server_id: str, url: str) -> str:
+        redirect = await browser(server_id, url)
+        parts = urllib.parse.urlsplit(redirect)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        query[param] = value
+        return urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query)))
+
+    target = auth_server.target()
+    settings = AuthSettings(token_store=MemoryTokenStore(), authorization_handler=tampering)
+    with fail_after(), pytest.raises(AuthorizationFailed, match=words):
+        await _echo(target, build_auth(target, settings))
+    assert await auth_server.count("token:authorization_code") == 0
+
+
+async def test_handler_returning_no_code_is_authorization_failed(auth_server: AuthServer) -> None:
+    """A handler that returns a URL without a code gets a typed error saying what to pass."""
+
+    async def careless(server_id: str, url: str) -> str:
+        return "http://127.0.0.1:1/callback"
+
+    target = auth_server.target()
+    settings = AuthSettings(token_store=MemoryTokenStore(), authorization_handler=careless)
+    with fail_after(), pytest.raises(AuthorizationFailed, match="no authorization code"):
+        await _echo(target, build_auth(target, settings))

@@ -9,7 +9,13 @@ import trio
 
 from mcp_actors._token_store import MemoryTokenStore
 from mcp_actors.connection import ConnectionState
-from mcp_actors.errors import AuthorizationRequired, ConnectionFailed, ServerCircuitOpen
+from mcp_actors.errors import (
+    AuthorizationFailed,
+    AuthorizationRequired,
+    AuthorizationServerUnreachable,
+    ConnectionFailed,
+    ServerCircuitOpen,
+)
 from mcp_actors.events import Subscription
 from mcp_actors.runtime import open_runtime
 from tests.auth.conftest import AuthServer, browser, fail_after, oauth_server
@@ -118,3 +124,37 @@ async def test_sse_server_logs_in_through_the_runtime(auth_server: AuthServer, t
     assert result.content[0].text == "over sse"  # type: ignore[union-attr]
     assert (await store.status(record.id)).logged_in
     assert url in (await auth_server.stats())["resources"]
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "parked"),
+    [
+        ({"prmResource": "http://127.0.0.1:9/elsewhere"}, AuthorizationFailed, True),
+        ({"malformed": "asm"}, AuthorizationFailed, True),
+        ({"authServers": ["http://127.0.0.1:9"]}, AuthorizationServerUnreachable, False),
+    ],
+    ids=["resource-mismatch", "malformed-metadata", "unreachable-authorization-server"],
+)
+async def test_authorization_failures_end_in_the_right_state(
+    tmp_path: Path, options: dict[str, object], error: type[Exception], parked: bool
+) -> None:
+    """Each failure is its typed error and state error; only an unreachable server is retried (circuit closed)."""
+    async with oauth_server(**options) as server:
+        with fail_after():
+            async with open_runtime(
+                tmp_path / "cfg.json",
+                sweep_ledger=False,
+                connect_on_add=False,
+                authorization_handler=browser,
+                token_store=MemoryTokenStore(),
+            ) as rt:
+                await rt.service.add(_record(server))
+                events = rt.service.subscribe()
+                with pytest.raises(error):
+                    await rt.service.call_tool("guarded", "echo", {"text": "x"})
+                if parked:
+                    await _wait_circuit_open(events)
+                status = rt.service.status("guarded")
+                assert status.state in (ConnectionState.ERROR, ConnectionState.CONNECTING)
+                assert status.circuit_open is parked
+        assert await server.count("token:authorization_code") == 0
