@@ -27,12 +27,12 @@ from mcp_actors._adapter_base import (
     _Target,
     flatten_result,
 )
+from mcp_actors._registry import enabled_tools, server_inactive, settings_for
 from mcp_actors.connection import ConnectionHandle, ConnectionStatus, open_connection
-from mcp_actors.errors import McpActorsError, ServerInactive
+from mcp_actors.errors import McpActorsError
 from mcp_actors.naming import claim_name, direct_tool_name
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
 from mcp_actors.records import McpServerRecord
-from mcp_actors.registry import settings_for
 from mcp_actors.tools import MCPTool
 
 __all__ = [
@@ -303,16 +303,12 @@ async def load_direct_mcp_tools(
             failures[connection.name] = exc
             await tracker.close_connection(connection)
             return
-        disabled = set(connection.record.disabled_tools)
-        listed[connection.record.id] = tuple(tool for tool in tools if tool.name not in disabled)
+        listed[connection.record.id] = tuple(enabled_tools(connection.record, tools))
 
     try:
         for record in records:
             if not record.is_active:
-                failures[record.name] = ServerInactive(
-                    f"server {record.name!r} is disabled (isActive: false); enable it to load its tools",
-                    server=record.name,
-                )
+                failures[record.name] = server_inactive(record)
                 continue
             handle, start = open_connection(settings_for(record), bus)
             connection = DirectMcpConnection(record, handle)

@@ -55,9 +55,10 @@ from mcp_actors.errors import (
     ServerNotFound,
     ToolDisabled,
 )
-from mcp_actors.naming import ToolIdMap, clean_name
+from mcp_actors.naming import ToolIdMap
 from mcp_actors.records import (
     McpServerRecord,
+    check_name_free,
     new_server_id,
     record_from_json_dict,
     record_to_json_dict,
@@ -204,27 +205,6 @@ def to_record(input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
     data.setdefault("createdAt", now)
     data.setdefault("updatedAt", data["createdAt"])
     return record_from_json_dict(data)
-
-
-def check_name_free(records: Sequence[McpServerRecord], name: str, own_id: str) -> None:
-    """Raise DuplicateServerName when ``name`` is taken or collides after cleaning."""
-    cleaned = clean_name(name)
-    for other in records:
-        if other.id == own_id:
-            continue
-        if other.name == name:
-            raise DuplicateServerName(
-                f"a server named {name!r} already exists; choose another name or update that one",
-                server=name,
-                field="name",
-            )
-        if clean_name(other.name) == cleaned:
-            raise DuplicateServerName(
-                f"server name {name!r} collides with {other.name!r}: both become {cleaned!r} in tool ids; choose a name"
-                " that differs in letters or digits",
-                server=name,
-                field="name",
-            )
 
 
 def _config_from_mapping(current: McpServerRecord, config: Mapping[str, Any]) -> Any:

@@ -14,7 +14,7 @@
 Comments and trailing commas (JSONC, as VS Code writes) are accepted. Invalid JSON raises
 :class:`~mcp_actors.errors.ConfigError` with the line and column.
 
-Each server becomes one :class:`ImportEntry`: a record, or the
+Each server becomes one :class:`AddJsonEntryResult`: a record, or the
 :class:`~mcp_actors.errors.InvalidServerConfig` that explains why not. One bad entry never
 stops the others. Keys we do not know are listed in ``unknown_keys`` (never dropped
 silently); keys we know but cannot honour, and every guess we made, are explained in
@@ -73,7 +73,7 @@ from typing import Any, Final
 
 import attrs
 
-from mcp_actors.errors import ConfigError, InvalidServerConfig
+from mcp_actors.errors import ConfigError, InvalidServerConfig, McpActorsError
 from mcp_actors.records import (
     CONFIG_KEYS,
     DOCUMENT_VERSION,
@@ -89,7 +89,7 @@ from mcp_actors.records import (
 from mcp_actors.records import _type_name as _json_type
 
 __all__ = [
-    "ImportEntry",
+    "AddJsonEntryResult",
     "ImportFormat",
     "ImportReport",
     "parse_server_configs",
@@ -114,28 +114,33 @@ class ImportFormat(enum.StrEnum):
 
 
 @attrs.frozen(kw_only=True)
-class ImportEntry:
-    """The result of importing one server.
+class AddJsonEntryResult:
+    """One server of an imported document: parsed here, then saved by ``McpService.add_json``.
+
+    The same value serves both steps (one class for one concept): :func:`parse_server_configs`
+    fills ``record`` with the record to add, and ``add_json`` answers with the record as
+    saved, or with the error that kept it out (a bad field, a duplicate name, a config
+    file the disk refused).
 
     Attributes:
         name: The server's name (its key in the input).
-        record: The record to add, or ``None`` when the entry is invalid.
-        error: Why the entry could not be imported (names the server and the field), or
-            ``None``.
+        record: The record (to add, or as saved), or ``None`` when the entry was rejected.
+        error: Why the entry was rejected (names the server and the field, says what to
+            do), or ``None``.
         unknown_keys: Keys of the entry that mcp-actors does not know; they were not
-            imported.
+            imported (reported, never silently dropped).
         notes: What was guessed, converted or could not be honoured, in words.
     """
 
     name: str
     record: McpServerRecord | None = None
-    error: InvalidServerConfig | None = None
+    error: McpActorsError | None = None
     unknown_keys: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        """Whether the entry produced a record."""
+        """Whether the entry produced (or, after ``add_json``, saved) a record."""
         return self.record is not None
 
 
@@ -152,7 +157,7 @@ class ImportReport:
     """
 
     format: ImportFormat
-    entries: tuple[ImportEntry, ...] = ()
+    entries: tuple[AddJsonEntryResult, ...] = ()
     ignored_keys: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -162,7 +167,7 @@ class ImportReport:
         return tuple(entry.record for entry in self.entries if entry.record is not None)
 
     @property
-    def errors(self) -> tuple[InvalidServerConfig, ...]:
+    def errors(self) -> tuple[McpActorsError, ...]:
         """The errors of the bad entries."""
         return tuple(entry.error for entry in self.entries if entry.error is not None)
 
@@ -444,17 +449,17 @@ def _now_iso() -> str:
     return now
 
 
-def _desktop_entry(name: str, config: Any, install_source: InstallSource) -> ImportEntry:
+def _desktop_entry(name: str, config: Any, install_source: InstallSource) -> AddJsonEntryResult:
     """Translate one ``{name: config}`` entry of the desktop-app/IDE formats."""
     if not name.strip():
         error = InvalidServerConfig("a server has an empty name; give it a name and retry", field="name")
-        return ImportEntry(name=name, error=error)
+        return AddJsonEntryResult(name=name, error=error)
     if not isinstance(config, Mapping):
         error = InvalidServerConfig(
             f"invalid server {name!r}: its config must be an object with command or url, got {_json_type(config)}",
             server=name,
         )
-        return ImportEntry(name=name, error=error)
+        return AddJsonEntryResult(name=name, error=error)
     notes: list[str] = []
     unknown = tuple(key for key in config if key not in _KNOWN_KEYS)
     notes.extend(text for key, text in _UNSUPPORTED.items() if key in config)
@@ -466,10 +471,10 @@ def _desktop_entry(name: str, config: Any, install_source: InstallSource) -> Imp
             server=name,
             field=exc.path,
         )
-        return ImportEntry(name=name, error=error, unknown_keys=unknown, notes=tuple(notes))
+        return AddJsonEntryResult(name=name, error=error, unknown_keys=unknown, notes=tuple(notes))
     except InvalidServerConfig as exc:
-        return ImportEntry(name=name, error=exc, unknown_keys=unknown, notes=tuple(notes))
-    return ImportEntry(name=name, record=record, unknown_keys=unknown, notes=tuple(notes))
+        return AddJsonEntryResult(name=name, error=exc, unknown_keys=unknown, notes=tuple(notes))
+    return AddJsonEntryResult(name=name, record=record, unknown_keys=unknown, notes=tuple(notes))
 
 
 def _translate(
@@ -567,12 +572,12 @@ def _translate(
     )
 
 
-def _record_entry(index: int, entry: Any, install_source: InstallSource) -> ImportEntry:
+def _record_entry(index: int, entry: Any, install_source: InstallSource) -> AddJsonEntryResult:
     """Translate one entry of our own list form, reporting (not failing on) unknown keys."""
     label = f"mcpServers[{index}]"
     if not isinstance(entry, Mapping):
         error = InvalidServerConfig(f"invalid server {label}: it must be an object, got {_json_type(entry)}")
-        return ImportEntry(name=label, error=error)
+        return AddJsonEntryResult(name=label, error=error)
     name = entry.get("name")
     name = name if isinstance(name, str) and name.strip() else label
     unknown = [key for key in entry if key not in RECORD_KEYS]
@@ -590,8 +595,8 @@ def _record_entry(index: int, entry: Any, install_source: InstallSource) -> Impo
     try:
         record = record_from_json_dict(cleaned)
     except InvalidServerConfig as exc:
-        return ImportEntry(name=name, error=exc, unknown_keys=tuple(unknown), notes=tuple(notes))
-    return ImportEntry(name=name, record=record, unknown_keys=tuple(unknown), notes=tuple(notes))
+        return AddJsonEntryResult(name=name, error=exc, unknown_keys=tuple(unknown), notes=tuple(notes))
+    return AddJsonEntryResult(name=name, record=record, unknown_keys=tuple(unknown), notes=tuple(notes))
 
 
 # ----------------------------------------------------------------------------- documents

@@ -45,13 +45,13 @@ import string
 import sys
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, final
 
 import attrs
 
 from mcp_actors._redact import redact_url as redact_url
-from mcp_actors.errors import InvalidServerConfig
+from mcp_actors.errors import DuplicateServerName, InvalidServerConfig
 
 __all__ = [
     "CONFIG_KEYS",
@@ -70,6 +70,8 @@ __all__ = [
     "ServerConfig",
     "ServerType",
     "builtin_demo_record",
+    "check_name_free",
+    "check_record_set",
     "converter",
     "document_from_records",
     "new_server_id",
@@ -780,3 +782,55 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def check_name_free(records: Sequence[McpServerRecord], name: str, own_id: str) -> None:
+    """Refuse ``name`` when another record has it, or a name that cleans to the same tool-id part.
+
+    Raises:
+        DuplicateServerName: Names both servers and says what to choose.
+    """
+    from mcp_actors.naming import clean_name
+
+    cleaned = clean_name(name)
+    for other in records:
+        if other.id == own_id:
+            continue
+        if other.name == name:
+            raise DuplicateServerName(
+                f"a server named {name!r} already exists; choose another name or update that one",
+                server=name,
+                field="name",
+            )
+        if clean_name(other.name) == cleaned:
+            raise DuplicateServerName(
+                f"server name {name!r} collides with {other.name!r}: both become {cleaned!r} in tool ids; choose a name"
+                " that differs in letters or digits",
+                server=name,
+                field="name",
+            )
+
+
+def check_record_set(records: Sequence[McpServerRecord]) -> None:
+    """The one check of a whole record set, run before any write of it (store, service, CLI).
+
+    Every item is a record, every id is unique, every name is unique also after cleaning
+    (tool ids would collide otherwise).
+
+    Raises:
+        TypeError: An item is not a :class:`McpServerRecord` (a bug of the caller).
+        DuplicateServerName: Two records share an id or a name (a ``ValueError``).
+    """
+    seen: set[str] = set()
+    for index, record in enumerate(records):
+        if not isinstance(record, McpServerRecord):
+            raise TypeError(f"records[{index}] must be a McpServerRecord, got {type(record).__name__}")
+        if record.id in seen:
+            raise DuplicateServerName(
+                f"records[{index}] has id {record.id!r}, which another record already uses",
+                server=record.name,
+                field="id",
+            )
+        seen.add(record.id)
+    for index, record in enumerate(records):
+        check_name_free(records[:index], record.name, record.id)

@@ -42,7 +42,7 @@ from mcp_actors._registry import (
     server_not_found,
     to_record,
 )
-from mcp_actors.config_import import parse_server_configs
+from mcp_actors.config_import import AddJsonEntryResult, parse_server_configs
 from mcp_actors.connection import ConnectionHandle, ConnectionStatus
 from mcp_actors.errors import (
     ActorStopped,
@@ -80,30 +80,6 @@ class ApprovalRequest:
 
 Approver = Callable[[ApprovalRequest], Awaitable[bool] | bool]
 """A host's callback deciding calls that are not auto-approved (True allows)."""
-
-
-@attrs.frozen(kw_only=True)
-class AddJsonEntryResult:
-    """The outcome of one entry of :meth:`McpService.add_json`.
-
-    Attributes:
-        name: The entry's server name.
-        record: The saved record, or ``None`` when the entry was rejected.
-        error: Why it was rejected (names the field and what to do).
-        unknown_keys: Keys of the entry we do not understand (reported, not silently dropped).
-        notes: Anything else worth telling (a guessed type, a converted timeout, ...).
-    """
-
-    name: str
-    record: McpServerRecord | None = None
-    error: McpActorsError | None = None
-    unknown_keys: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Whether the entry was saved."""
-        return self.record is not None
 
 
 @attrs.frozen(kw_only=True)
@@ -297,12 +273,10 @@ class McpService:
             if entry.record is not None:
                 outcome = by_record[id(entry.record)]
             results.append(
-                AddJsonEntryResult(
-                    name=entry.name,
+                attrs.evolve(
+                    entry,
                     record=outcome if isinstance(outcome, McpServerRecord) else None,
                     error=outcome if isinstance(outcome, McpActorsError) else None,
-                    unknown_keys=entry.unknown_keys,
-                    notes=entry.notes,
                 )
             )
         return results

@@ -15,6 +15,7 @@ import mcp.types as mcp_types
 import pytest
 import trio
 import trio.testing
+from testkit import runtime_at
 
 import mcp_actors.adapters as adapters
 from mcp_actors import events
@@ -36,7 +37,6 @@ from mcp_actors.errors import (
     ToolCallTimeout,
 )
 from mcp_actors.registry import McpService
-from mcp_actors.runtime import open_runtime
 from mcp_actors.testing import demo_server_command, fault_server_command, serve_http
 from mcp_actors.tools import MCPTool
 
@@ -62,7 +62,7 @@ def http_entry(name: str, url: str) -> dict[str, Any]:
 @asynccontextmanager
 async def service_with(tmp_path: Path, *entries: dict[str, Any]) -> AsyncIterator[McpService]:
     """A runtime whose config holds the given servers (and the built-in demo, unused)."""
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
         for entry in entries:
             await rt.service.add(entry)
         yield rt.service

@@ -9,6 +9,7 @@ import pytest
 import trio
 import trio.testing
 from mcp.server.mcpserver import MCPServer
+from testkit import text_of
 
 from mcp_actors import events
 from mcp_actors._oauth import OAuthTarget
@@ -61,10 +62,6 @@ def memory_settings(**overrides: Any) -> ConnectionSettings:
     }
     fields.update(overrides)
     return ConnectionSettings(**fields)
-
-
-def text_of(result: Any) -> str:
-    return "".join(getattr(item, "text", "") for item in result.content)
 
 
 async def wait_state(sub: events.Subscription, state: ConnectionState) -> events.Event:
