@@ -97,6 +97,27 @@ DEFAULT_REDIRECT_PORT: Final = 33418
 _REFRESH_MARGIN: Final = 60.0
 
 
+class _ExpectedAuthFailures(logging.Filter):
+    """Drop the SDK's "OAuth flow error" traceback when the failure is one of our typed errors.
+
+    The SDK logs every exception of its flow at ERROR with a traceback; ours (a login nobody
+    can give, a refused grant) are expected outcomes, reported once, typed, to the caller.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        return not isinstance(exc, McpActorsError)
+
+
+def _install_log_filter() -> None:
+    sdk_logger = logging.getLogger("mcp.client.auth.oauth2")
+    if not any(isinstance(f, _ExpectedAuthFailures) for f in sdk_logger.filters):
+        sdk_logger.addFilter(_ExpectedAuthFailures())
+
+
+_install_log_filter()
+
+
 def redirect_uri(port: int) -> str:
     """The loopback redirect URI for ``port`` (RFC 8252: 127.0.0.1, any port)."""
     return f"http://127.0.0.1:{port}/callback"

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mcp_actors._oauth import build_auth, oauth_target_for
+from mcp_actors._oauth import AuthSettings, build_auth, oauth_target_for, open_authorized_session
 from mcp_actors.auth import MemoryTokenStore, OAuthConfig
-from mcp_actors.errors import ConnectionFailed
+from mcp_actors.errors import AuthorizationRequired, ConnectionFailed
 from mcp_actors.events import Event
 from mcp_actors.runtime import open_runtime
 from tests.auth.conftest import browser, fail_after, oauth_server
@@ -106,3 +106,14 @@ def test_oauth_config_repr_hides_the_client_secret() -> None:
     """The record's OAuth settings show the client secret as '***'."""
     config = OAuthConfig(client_id="app", client_secret=_SECRET)
     assert _SECRET not in repr(config) and "'***'" in repr(config)
+
+
+async def test_an_expected_authorization_failure_logs_no_error_traceback(logs: _Collect) -> None:
+    """A login nobody can give is reported to the caller, typed; the SDK's ERROR traceback is not logged."""
+    async with oauth_server() as server:
+        target = server.target()
+        auth = build_auth(target, AuthSettings(token_store=MemoryTokenStore()))
+        with fail_after(), pytest.raises(AuthorizationRequired):
+            async with open_authorized_session(target, auth):
+                pass
+    assert not [line for line in logs.lines if "OAuth flow error" in line]
