@@ -41,6 +41,7 @@ from mcp_actors.records import ServerType
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from mcp_actors._oauth import OAuthTarget, ServerAuth
     from mcp_actors.records import McpServerRecord
 
 __all__ = ["HttpParams", "open_http_transport"]
@@ -64,6 +65,9 @@ class HttpParams:
         max_message_bytes: Largest single message (SSE event) accepted from a streamable
             HTTP server; as for stdio. The SDK's own default (1 MiB) would fail every
             larger tool result.
+        oauth: Who the server is for OAuth (its tokens' key, ``config.oauth``), or None for no
+            OAuth; the token store and the login handler come from the runtime
+            (:func:`mcp_actors._oauth.current_auth_settings`) when the transport opens.
     """
 
     url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
@@ -76,6 +80,7 @@ class HttpParams:
     connect_timeout: float = 30.0
     read_timeout: float = 300.0
     max_message_bytes: int = 256 * 1024 * 1024
+    oauth: OAuthTarget | None = None
 
     @classmethod
     def from_record(cls, record: McpServerRecord) -> HttpParams:
@@ -85,11 +90,14 @@ class HttpParams:
             raise InvalidServerConfig(
                 f"server {record.name!r} has no url; set config.url", server=record.name, field="url"
             )
+        from mcp_actors._oauth import oauth_target_for
+
         return cls(
             url=config.url,
             kind=record.type,
             headers=dict(config.headers),
             connect_timeout=config.connect_timeout,
+            oauth=oauth_target_for(record),
         )
 
     def open(self, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
@@ -97,10 +105,12 @@ class HttpParams:
         return open_http_transport(self, label=label)
 
     def secret_values(self) -> tuple[str, ...]:
-        """The header values (bearer tokens, API keys) and the URL's credentials."""
+        """The header values (bearer tokens, API keys), the URL's credentials, the OAuth client secret."""
         from urllib.parse import parse_qsl, urlsplit
 
         values = list(self.headers.values())
+        if self.oauth is not None:
+            values += self.oauth.config.secret_values()
         with contextlib.suppress(ValueError):
             parts = urlsplit(self.url)
             values += [v for v in (parts.username, parts.password) if v]
@@ -284,6 +294,21 @@ async def _relay_http(
     link.die("the HTTP stream closed")
 
 
+def _auth_for(params: HttpParams) -> ServerAuth | None:
+    """The OAuth of this connection (a fresh one per connection), or None."""
+    if params.oauth is None:
+        return None
+    from mcp_actors._oauth import build_auth
+
+    return build_auth(params.oauth, timeout=params.connect_timeout)
+
+
+async def _watch_auth(auth: ServerAuth, link: TransportLink) -> None:
+    """An authorization that fails mid-session ends the link, with the reason (and the fix)."""
+    await auth.failed.wait()
+    link.die(str(auth.failure))
+
+
 @contextlib.asynccontextmanager
 async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterator[TransportLink]:
     """Open an SSE or streamable HTTP transport through the SDK and yield its link.
@@ -295,6 +320,7 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
     from mcp.client.streamable_http import streamable_http_client
 
     install_log_filter()  # again: the SDK's loggers exist only once its modules are imported
+    auth = _auth_for(params)
     secrets = params.secret_values()
     watch = _HttpWatch(label=label, secrets=secrets, optional_get=params.kind is ServerType.HTTP)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
@@ -308,9 +334,12 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
                         timeout=params.connect_timeout,
                         sse_read_timeout=params.read_timeout,
                         httpx_client_factory=_client_factory(watch),
+                        auth=auth,
                     )
                 )
             except Exception as exc:
+                if auth is not None and auth.failure is not None:
+                    raise auth.failure from None
                 # The SSE stream is opened before there is a link: say what our client saw.
                 if watch.pending is None:
                     raise
@@ -320,6 +349,7 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
                 watch,
                 headers=dict(params.headers),
                 timeout=httpx2.Timeout(params.connect_timeout, read=params.read_timeout),
+                auth=auth,
             )
             await stack.enter_async_context(client)
             sdk_read, sdk_write = await stack.enter_async_context(
@@ -330,8 +360,16 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
         watch.attach(link)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_relay_http, sdk_read, read_writer, link, watch)
+            if auth is not None:
+                nursery.start_soon(_watch_auth, auth, link)
             try:
                 yield link
             finally:
                 link.die(link.death_reason or "closed by the client")
                 nursery.cancel_scope.cancel()
+                if auth is not None:
+                    with trio.CancelScope(shield=True):
+                        await auth.aclose()
+                    if auth.failure is not None:
+                        # The SDK swallows what its HTTP client raised; the typed reason is ours.
+                        raise auth.failure

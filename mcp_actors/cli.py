@@ -45,6 +45,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from mcp_actors._cli_auth import auth_app
+from mcp_actors._cli_stress import stress_app
 from mcp_actors._cli_support import (
     PROGRAM,
     CliError,
@@ -116,9 +118,7 @@ app = typer.Typer(
 )
 servers_app = typer.Typer(help="Add, import, list, remove, enable, disable and trust servers.", no_args_is_help=True)
 app.add_typer(servers_app, name="servers")
-
-from mcp_actors._cli_stress import stress_app  # noqa: E402 - registered after the app exists
-
+app.add_typer(auth_app, name="auth")
 app.add_typer(stress_app, name="stress")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]

@@ -40,6 +40,16 @@ Per-server keys understood (spellings of the apps above):
 ``connectTimeout``         our own keys, in seconds
 ``callTimeout``
 ``pingInterval``
+``oauth``                  OAuth settings of a remote server (Claude Code, Gemini CLI, ours):
+                           ``clientId``, ``clientSecret``, ``clientMetadataUrl``, ``scopes``
+                           (a list or one space-separated string), ``grant``/``grantType``,
+                           ``privateKeyFile``, ``signingAlgorithm``, ``redirectPort`` or
+                           ``callbackPort`` (Claude Code), ``redirectUri`` (Gemini CLI; its
+                           loopback port is kept). ``enabled: false`` imports no OAuth settings;
+                           endpoints (``authorizationUrl``, ``tokenUrl``) are discovered from
+                           the server instead, so they are noted and left out.
+``authProviderType``       Gemini CLI: only ``dynamic_discovery`` is the MCP spec's flow; others
+                           are noted
 ========================== ===========================================================
 
 The type, when missing, is inferred: ``command`` → stdio; a URL → streamable HTTP, unless
@@ -270,6 +280,8 @@ _KNOWN_KEYS: Final = frozenset(
         "excludeTools",
         "timeout",
         "name",
+        "oauth",
+        "authProviderType",
         *_TYPE_KEYS,
         *_URL_KEYS,
         *_SECONDS_KEYS,
@@ -353,6 +365,54 @@ def _tool_names(value: Any, key: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise _FieldProblem(key, f"must be a list of tool names, got {_json_type(value)}")
     return list(value)
+
+
+_OAUTH_KEYS: Final = {
+    "clientId": "clientId",
+    "clientSecret": "clientSecret",
+    "clientMetadataUrl": "clientMetadataUrl",
+    "scopes": "scopes",
+    "grant": "grant",
+    "grantType": "grant",
+    "privateKeyFile": "privateKeyFile",
+    "signingAlgorithm": "signingAlgorithm",
+    "redirectPort": "redirectPort",
+    "callbackPort": "redirectPort",
+}
+_OAUTH_DISCOVERED: Final = ("authorizationUrl", "tokenUrl", "registrationUrl", "issuer", "audiences", "tokenParamName")
+
+
+def _oauth(value: Any, notes: list[str]) -> dict[str, Any] | None:
+    """Translate a host's ``oauth`` object into ``config.oauth`` (None: no OAuth settings)."""
+    if not isinstance(value, Mapping):
+        raise _FieldProblem("oauth", f"must be an object, got {_json_type(value)}")
+    if value.get("enabled") is False:
+        notes.append("oauth.enabled is false: imported without OAuth settings")
+        return None
+    result: dict[str, Any] = {}
+    for key, item in value.items():
+        if key in _OAUTH_KEYS:
+            target = _OAUTH_KEYS[key]
+            if target == "scopes" and isinstance(item, str):
+                item = item.split()
+            if target == "grant" and isinstance(item, str):
+                item = item.replace("-", "_").lower()
+            result[target] = item
+        elif key == "redirectUri":
+            try:
+                parts = urllib.parse.urlsplit(item) if isinstance(item, str) else None
+                port = parts.port if parts is not None else None
+            except ValueError:
+                parts, port = None, None
+            if parts is not None and parts.hostname in ("127.0.0.1", "localhost", "::1") and port:
+                result.setdefault("redirectPort", port)
+            else:
+                notes.append("oauth.redirectUri is not a loopback URL with a port; the default redirect is used")
+        elif key in _OAUTH_DISCOVERED:
+            notes.append(f"oauth.{key} is discovered from the server's metadata; it was left out")
+        elif key != "enabled":
+            notes.append(f"oauth.{key} is not a known OAuth setting; it was left out")
+    return result
 
 
 def _strings_in(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -447,6 +507,19 @@ def _translate(
             record_config[key] = config[key]
     if url is not None:
         record_config["url"] = url
+    if "oauth" in config:
+        if server_type is ServerType.STDIO:
+            notes.append("oauth is not used by stdio servers; it was left out")
+        else:
+            oauth = _oauth(config["oauth"], notes)
+            if oauth is not None:
+                record_config["oauth"] = oauth
+    provider = config.get("authProviderType")
+    if provider is not None and provider != "dynamic_discovery":
+        notes.append(
+            f"authProviderType {provider!r} is not supported; the MCP authorization spec's flow"
+            " (discovery, then login with `mcp-actors auth login`) is used"
+        )
     if "timeout" in config:
         timeout = _seconds(config["timeout"], "timeout")
         if timeout > MAX_TIMEOUT_SECONDS:

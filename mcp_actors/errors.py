@@ -20,6 +20,9 @@ from __future__ import annotations
 
 __all__ = [
     "ActorStopped",
+    "AuthorizationFailed",
+    "AuthorizationRequired",
+    "AuthorizationServerUnreachable",
     "CommandNotFound",
     "ConfigError",
     "ConfigFileCorrupt",
@@ -315,4 +318,42 @@ class StressConfigInvalid(ConfigError):
 
     Attributes:
         field: The offending option (``--rate``) or scenario path (``operations[2].weight``).
+    """
+
+
+# ----------------------------------------------------------------------------- authorization
+
+
+class AuthorizationRequired(ServerMisconfigured):
+    """The server needs an OAuth login that no one can give now.
+
+    There is no usable token for it (never logged in, logged out, or the grant was revoked)
+    and the runtime has no ``authorization_handler`` to ask a person: no call ever waits on
+    a human. Log in (``mcp-actors auth login NAME``) or install a handler, then
+    ``reconnect``. The circuit opens at once: no retry can fix it.
+    """
+
+
+class AuthorizationFailed(ServerMisconfigured):
+    """The OAuth flow for the server failed in a way no retry can fix.
+
+    A refused refresh with no way to log in again, a denied or mismatched authorization
+    response, malformed discovery metadata, a protected resource that names another server,
+    a token endpoint that rejects the client: the message says which. Fix the server's
+    ``config.oauth`` (or the authorization server), log in again, then ``reconnect``.
+
+    Attributes:
+        oauth_error: The OAuth ``error`` code the authorization server sent, if any.
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, oauth_error: str | None = None) -> None:
+        super().__init__(message, server=server)
+        self.oauth_error = oauth_error
+
+
+class AuthorizationServerUnreachable(ConnectionFailed):
+    """The authorization server (or the metadata it publishes) could not be reached.
+
+    Transient: the slot retries with backoff as for any connection failure. Check the
+    network and the authorization server.
     """

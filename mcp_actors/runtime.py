@@ -29,6 +29,7 @@ import attrs
 import trio
 
 from mcp_actors import events
+from mcp_actors._oauth import AuthorizationHandler, AuthSettings, open_auth_settings
 from mcp_actors._registry import (
     DEFAULT_CONFIG_POLL_INTERVAL,
     DEFAULT_TOOL_CACHE_TTL,
@@ -36,6 +37,7 @@ from mcp_actors._registry import (
     run_registry,
     stop_slot,
 )
+from mcp_actors._token_store import FileTokenStore, TokenStore
 from mcp_actors.connection import ConnectionHandle
 from mcp_actors.process_tracker import ProcessTracker
 from mcp_actors.service import McpService
@@ -115,6 +117,8 @@ async def open_runtime(
     sweep_ledger: bool = True,
     connect_on_add: bool = True,
     config_poll_interval: float = DEFAULT_CONFIG_POLL_INTERVAL,
+    authorization_handler: AuthorizationHandler | None = None,
+    token_store: TokenStore | None = None,
 ) -> AsyncIterator[Runtime]:
     """Start the tree; yield a :class:`Runtime`; on exit close every server and stop.
 
@@ -128,6 +132,12 @@ async def open_runtime(
         config_poll_interval: Seconds between checks (one ``stat``) of the config file for
             changes made by other processes, which are then applied to the running tree;
             0 turns the periodic check off (``list()`` and look-up misses still check).
+        authorization_handler: ``async (server_id, authorization_url) -> redirect_url``, asked
+            when an OAuth server needs a person to log in (see docs/auth.md). Without one, such
+            a server goes to ``error`` with :class:`~mcp_actors.errors.AuthorizationRequired`
+            and calls fail fast: the runtime never opens a browser by itself.
+        token_store: Where OAuth tokens live (:mod:`mcp_actors.auth`); default: a 0600 JSON
+            file in the state directory.
 
     Servers connect lazily: nothing is spawned until a server is first used.
     """
@@ -159,8 +169,10 @@ async def open_runtime(
         ChildSpec(id="connections", start=_run_connections, restart=Restart.PERMANENT, shutdown=Shutdown.after(60.0)),
         ChildSpec(id="registry", start=start_registry, restart=Restart.PERMANENT, shutdown=Shutdown.after(10.0)),
     ]
+    auth = AuthSettings(token_store=token_store or FileTokenStore(), authorization_handler=authorization_handler)
     # Started one by one once the root exists, so the registry's start can reach its sibling.
-    async with open_supervisor(ROOT_SPEC, children=[], name="root") as root:
+    # Every task of the tree inherits the auth settings (the HTTP transports read them).
+    async with open_auth_settings(auth), open_supervisor(ROOT_SPEC, children=[], name="root") as root:
         for spec in children:
             await root.start_child(spec)
         runtime = Runtime(bus=bus, tracker=tracker, root=root, service=McpService(ref))

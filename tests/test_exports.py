@@ -22,6 +22,7 @@ PACKAGES = [
     "mcp_actors.portal",
     "mcp_actors.cli",
     "mcp_actors.adapters",
+    "mcp_actors.auth",
     "mcp_actors.process_tracker",
     "mcp_actors.records",
     "mcp_actors.store",
