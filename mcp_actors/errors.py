@@ -18,6 +18,8 @@ The hierarchy is grouped by what a caller does about it:
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ActorStopped",
     "AuthorizationFailed",
@@ -53,6 +55,14 @@ __all__ = [
 ]
 
 
+def _rebuild_error(cls: type[McpActorsError], args: tuple[Any, ...], state: dict[str, Any]) -> McpActorsError:
+    """Unpickle an error without calling its ``__init__`` (see :meth:`McpActorsError.__reduce__`)."""
+    error = cls.__new__(cls, *args)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
+
+
 class McpActorsError(Exception):
     """Root of every error this library raises on purpose.
 
@@ -66,6 +76,12 @@ class McpActorsError(Exception):
     def __init__(self, message: str, *, server: str | None = None) -> None:
         super().__init__(message)
         self.server = server
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exceptions pickle as ``cls(*args)``, which loses keyword-only attributes (and
+        # fails for required ones): rebuild from the message and the attributes instead,
+        # so an error raised in a worker process reaches its parent intact.
+        return (_rebuild_error, (type(self), self.args, dict(vars(self))))
 
 
 # ----------------------------------------------------------------------------- config
