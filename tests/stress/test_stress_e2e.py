@@ -159,9 +159,9 @@ def test_merge_and_compare(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
 def test_injected_latency_is_measured(capsys: pytest.CaptureFixture[str]) -> None:
     """A 500 ms tool far below capacity is measured at 500 ms p50: never less, and at most 10 % more.
 
-    The strict 5 % figure (p50 and p99) is measured by ``benchmarks/stress_ceiling.py`` on an
-    idle machine; here a second copy of the suite may be running, and the server's own
-    sleeps overshoot under load, so only the bound a loaded machine cannot break is strict.
+    The strict 5 % figures (p50 and p99) are measured by ``benchmarks/stress_ceiling.py``: here
+    a second copy of the suite may be running, which delays the server itself (one run in
+    seven was 5-10 % late under load), so only the bound a loaded machine cannot break is strict.
     """
     code, doc, err = _stress(
         capsys, "--command", FAULT, "--tool", "sleep", "--args", '{"seconds": 0.5}',
