@@ -80,3 +80,27 @@ def test_keyring_store_without_the_package_says_what_to_install(monkeypatch: pyt
     monkeypatch.setitem(sys.modules, "keyring", None)
     with pytest.raises(RuntimeError, match="pip install keyring"):
         KeyringTokenStore()
+
+
+async def test_keyring_store_keeps_tokens_in_a_real_keyring(tmp_path: Path) -> None:
+    """With the keyring package (a file backend from keyrings.alt), tokens round-trip per server and logout forgets."""
+    import keyring
+    from keyrings.alt.file import PlaintextKeyring
+
+    backend = PlaintextKeyring()
+    backend.file_path = str(tmp_path / "keyring.cfg")  # type: ignore[misc]
+    previous = keyring.get_keyring()
+    keyring.set_keyring(backend)
+    try:
+        store = KeyringTokenStore(service="mcp-actors-test")
+        storage = store.storage_for("mcp_k", server_url="https://k.example/mcp")
+        await storage.set_tokens(OAuthToken(access_token="kr-access", expires_in=60, scope="a"))
+        again = KeyringTokenStore(service="mcp-actors-test").storage_for("mcp_k", server_url="https://k.example/mcp")
+        tokens = await again.get_tokens()
+        assert tokens is not None and tokens.access_token == "kr-access"
+        assert "kr-access" not in repr(store)
+        assert (await store.status("mcp_k")).logged_in
+        assert await store.forget("mcp_k") is True
+        assert not (await store.status("mcp_k")).logged_in
+    finally:
+        keyring.set_keyring(previous)
