@@ -64,6 +64,7 @@ from mcp import ClientSession
 from mcp.shared.exceptions import MCPError
 
 from mcp_actors import events
+from mcp_actors._callbacks import HostCallbacks
 from mcp_actors._live import LiveSession, SessionEnded
 from mcp_actors.errors import (
     ActorStopped,
@@ -147,6 +148,10 @@ class ConnectionSettings:
         intensity: Restarts allowed per period before the circuit opens.
         backoff: Delay policy between restarts.
         mailbox_capacity: Requests that may queue before senders wait.
+        host: The runtime's host callbacks (sampling, elicitation, roots); ``None`` offers none.
+        allow_sampling: The record lets this server sample through the host (``config.allowSampling``).
+        allow_elicitation: The record lets this server elicit (``config.allowElicitation``).
+        allow_roots: The record lets this server list the host's roots (``config.allowRoots``).
     """
 
     server_id: str
@@ -159,6 +164,11 @@ class ConnectionSettings:
     intensity: Intensity = Intensity(max_restarts=5, period=60.0)
     backoff: Backoff = Backoff(min_delay=0.5, max_delay=30.0, jitter=0.2, reset_after=60.0)
     mailbox_capacity: int = 256
+    # -- host callbacks (issue 12 item 1): what the host offers, and what this server's record allows
+    host: HostCallbacks | None = None
+    allow_sampling: bool = True
+    allow_elicitation: bool = True
+    allow_roots: bool = True
 
     def session_bound(self) -> float:
         """Seconds a caller may wait for a live session.
@@ -445,6 +455,7 @@ class _ConnectionActor:
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=CLIENT_INFO,
+                        **(settings.host.session_kwargs(settings) if settings.host is not None else {}),
                     )
                     async with session:
                         result = await session.initialize()
@@ -903,6 +914,31 @@ class ConnectionHandle:
             return time.perf_counter() - start
 
         return await self._request("ping", op, timeout=timeout, die_on_timeout=True)
+
+    # -- host callbacks (issue 12 item 1)
+
+    def offers(self) -> frozenset[str]:
+        """What the host offers this server (``"sampling"``, ``"elicitation"``, ``"roots"``), record allowing."""
+        host = self.settings.host
+        return host.offers(self.settings) if host is not None else frozenset()
+
+    async def notify_roots_changed(self) -> bool:
+        """Send ``notifications/roots/list_changed`` if connected and roots are offered to this server.
+
+        Returns whether it was sent. Never connects, never raises for a dying connection
+        (the next connection lists the roots afresh anyway); bounded by the ping timeout.
+        """
+        live = self._cell.live
+        if live is None or "roots" not in self.offers() or live.lost is not None:
+            return False
+        with trio.move_on_after(self.settings.ping_timeout):
+            try:
+                await live.session.send_notification(mcp_types.RootsListChangedNotification())
+            except Exception as exc:
+                logger.debug("server %s: roots/list_changed not sent: %s", self.settings.server_name, exc)
+                return False
+            return True
+        return False
 
     async def disconnect(self) -> None:
         """Close the connection (and stop a stdio server); it reconnects lazily on the next demand."""

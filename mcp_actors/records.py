@@ -454,6 +454,11 @@ class ServerConfig:
         connect_timeout: Seconds for spawning/connecting plus the MCP handshake (> 0).
         call_timeout: Default seconds for one tool call (> 0); a call may override it.
         ping_interval: Seconds between health pings while connected; ``0`` disables them.
+        allow_sampling: Let this server sample the host's model when the host offers a
+            sampling handler (``allowSampling``; false: the capability is not declared to it).
+        allow_elicitation: Let this server ask the user through the host's elicitation
+            handler (``allowElicitation``).
+        allow_roots: Let this server list the host's roots (``allowRoots``).
 
     Raises:
         InvalidServerConfig: A field has the wrong type or value; ``field`` names it in
@@ -481,6 +486,10 @@ class ServerConfig:
     ping_interval: float = attrs.field(
         default=DEFAULT_PING_INTERVAL, converter=_to_float, validator=_seconds_checker(allow_zero=True)
     )
+    # -- host callbacks (issue 12 item 1): a record may refuse what the host offers
+    allow_sampling: bool = attrs.field(default=True, validator=_check_bool)
+    allow_elicitation: bool = attrs.field(default=True, validator=_check_bool)
+    allow_roots: bool = attrs.field(default=True, validator=_check_bool)
 
 
 def _check_config(instance: McpServerRecord, attribute: attrs.Attribute[ServerConfig], config: ServerConfig) -> None:

@@ -29,6 +29,13 @@ import attrs
 import trio
 
 from mcp_actors import events
+from mcp_actors._callbacks import (
+    DEFAULT_CALLBACK_TIMEOUT,
+    ElicitationHandler,
+    HostCallbacks,
+    RootsSource,
+    SamplingHandler,
+)
 from mcp_actors._registry import (
     DEFAULT_CONFIG_POLL_INTERVAL,
     DEFAULT_TOOL_CACHE_TTL,
@@ -115,6 +122,10 @@ async def open_runtime(
     sweep_ledger: bool = True,
     connect_on_add: bool = True,
     config_poll_interval: float = DEFAULT_CONFIG_POLL_INTERVAL,
+    sampling_handler: SamplingHandler | None = None,
+    elicitation_handler: ElicitationHandler | None = None,
+    roots: RootsSource | None = None,
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
 ) -> AsyncIterator[Runtime]:
     """Start the tree; yield a :class:`Runtime`; on exit close every server and stop.
 
@@ -128,6 +139,16 @@ async def open_runtime(
         config_poll_interval: Seconds between checks (one ``stat``) of the config file for
             changes made by other processes, which are then applied to the running tree;
             0 turns the periodic check off (``list()`` and look-up misses still check).
+        sampling_handler: ``async (server_id, params) -> CreateMessageResult``: lets servers
+            sample the host's model (declared to servers only when given; a record may refuse
+            it with ``config.allowSampling: false``). See docs/protocol/callbacks.md.
+        elicitation_handler: ``async (server_id, params) -> ElicitResult``: lets servers ask
+            the user, form or URL mode (``config.allowElicitation``).
+        roots: The host's roots: a list of ``file://`` URIs / ``Root`` values, or
+            ``async (server_id) -> list``; change them later with ``service.set_roots``
+            (``config.allowRoots``).
+        callback_timeout: Seconds any one handler may take before the server gets a timeout
+            error (an elicitation: ``cancel``).
 
     Servers connect lazily: nothing is spawned until a server is first used.
     """
@@ -140,7 +161,10 @@ async def open_runtime(
     # error (path, line, column), rather than as a registry start failure.
     first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
     # The registry's first start reuses that read; a restart reads afresh.
-    ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records)
+    host = HostCallbacks(
+        sampling=sampling_handler, elicitation=elicitation_handler, roots=roots, timeout=callback_timeout
+    )
+    ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
     ref.fingerprint = fingerprint
 
     async def start_registry(*, task_status: trio.TaskStatus[RegistryRef] = trio.TASK_STATUS_IGNORED) -> None:
