@@ -288,7 +288,7 @@ class HostCallbacks:
         """The current roots for a server (calling the roots callable, bounded)."""
         source = self.roots
         if source is None:
-            return _error(mcp_types.INVALID_REQUEST, "roots are not offered by this client")
+            return mcp_types.ListRootsResult(roots=[])  # declared at connect, withdrawn since by set_roots(None)
         if not callable(source):
             return mcp_types.ListRootsResult(roots=list(to_roots(source)))
         with trio.move_on_after(self.timeout):

@@ -449,18 +449,21 @@ class _ConnectionActor:
                 async with open_transport(settings.transport, label=self.label) as link:
                     cell.set(process=link.process)
                     cell.stderr = link.stderr
+                    # Host callbacks: fixed for the session's life, as its handshake declared them.
+                    offered = settings.host.offers(settings) if settings.host is not None else frozenset()
+                    host_kwargs = settings.host.session_kwargs(settings) if settings.host is not None else {}
                     session = ClientSession(
                         link.read_stream,
                         link.write_stream,
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=CLIENT_INFO,
-                        **(settings.host.session_kwargs(settings) if settings.host is not None else {}),
+                        **host_kwargs,
                     )
                     async with session:
                         result = await session.initialize()
                         scope.deadline = math.inf
-                        run.live = LiveSession(session=session, link=link, label=self.label)
+                        run.live = LiveSession(session=session, link=link, label=self.label, offered=offered)
                         self._connected(run.live, result)
                         await self._connected_life(run, run.live)
             except BaseException as exc:
@@ -918,9 +921,9 @@ class ConnectionHandle:
     # -- host callbacks (issue 12 item 1)
 
     def offers(self) -> frozenset[str]:
-        """What the host offers this server (``"sampling"``, ``"elicitation"``, ``"roots"``), record allowing."""
-        host = self.settings.host
-        return host.offers(self.settings) if host is not None else frozenset()
+        """What the live session declared (``"sampling"``, ``"elicitation"``, ``"roots"``); empty when not connected."""
+        live = self._cell.live
+        return live.offered if live is not None else frozenset()
 
     async def notify_roots_changed(self) -> bool:
         """Send ``notifications/roots/list_changed`` if connected and roots are offered to this server.
@@ -929,7 +932,7 @@ class ConnectionHandle:
         (the next connection lists the roots afresh anyway); bounded by the ping timeout.
         """
         live = self._cell.live
-        if live is None or "roots" not in self.offers() or live.lost is not None:
+        if live is None or "roots" not in live.offered or live.lost is not None:
             return False
         with trio.move_on_after(self.settings.ping_timeout):
             try:

@@ -26,6 +26,8 @@ from mcp_actors.errors import ToolCallFailed
 from mcp_actors.transports import MemoryParams
 from supervisors import Backoff
 
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
 
 def text_of(result: mcp_types.CallToolResult) -> str:
     return "".join(getattr(item, "text", "") for item in result.content)
@@ -367,6 +369,10 @@ async def test_roots_changed_reaches_the_server(autojump_clock: trio.abc.Clock) 
         assert await handle.notify_roots_changed() is True
         assert await call_json(handle, "wait_roots_changed", {"count": 1}) == 1
         assert await call_json(handle, "list_host_roots") == [{"uri": "file:///b", "name": None}]
+        host.set_roots(None)  # withdrawn: a server that was told of roots now lists none
+        assert await handle.notify_roots_changed() is True
+        assert await call_json(handle, "wait_roots_changed", {"count": 2}) == 2
+        assert await call_json(handle, "list_host_roots") == []
 
 
 async def test_roots_changed_not_sent_where_not_offered(autojump_clock: trio.abc.Clock) -> None:
