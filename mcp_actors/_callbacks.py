@@ -28,13 +28,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 
 import attrs
 import jsonschema  # type: ignore[import-untyped]  # a dependency of the mcp SDK; no stubs installed
 import mcp.types as mcp_types
 import trio
-from mcp.client.session import ClientRequestContext
+from mcp.client._input_required import run_input_required_driver
+from mcp.client.session import ClientRequestContext, ClientSession
 
 if TYPE_CHECKING:
     from mcp_actors.connection import ConnectionSettings
@@ -46,6 +47,7 @@ __all__ = [
     "RootsSource",
     "SamplingHandler",
     "complete_elicitation",
+    "fulfil_input_required",
     "to_roots",
 ]
 
@@ -138,6 +140,46 @@ def complete_elicitation(schema: Mapping[str, Any], content: Mapping[str, Any] |
             problems.append(f"{where}: {error.message}")
         raise ValueError("; ".join(problems))
     return filled
+
+
+# ---------------------------------------------------------------------- 2026-07-28: InputRequiredResult
+
+INPUT_REQUIRED_MAX_ROUNDS: Final = 10
+"""Retry rounds before giving up on a server that keeps asking (the SDK's and other SDKs' default)."""
+
+_R = TypeVar("_R")
+
+
+async def fulfil_input_required(
+    session: ClientSession,
+    first: _R | mcp_types.InputRequiredResult,
+    retry: Callable[[mcp_types.InputResponses | None, str | None], Awaitable[_R | mcp_types.InputRequiredResult]],
+) -> _R:
+    """Resolve an ``InputRequiredResult`` (SEP-2322) through the same host callbacks as a server request.
+
+    Each embedded input request (sampling, elicitation, roots) is dispatched through the
+    session's callback table, so defaults, validation, timeouts and refusals are exactly
+    those of the handshake revisions; the original request is retried with the answers and
+    the server's ``request_state`` until a final result comes (at most
+    :data:`INPUT_REQUIRED_MAX_ROUNDS` rounds). A result that is not an
+    ``InputRequiredResult`` passes through untouched.
+
+    Raises:
+        MCPError: A callback refused (its error, as the server would have received it).
+        RuntimeError: The server asked for more than the allowed rounds.
+    """
+    if not isinstance(first, mcp_types.InputRequiredResult):
+        return first
+
+    async def dispatch(key: str, request: mcp_types.InputRequest) -> mcp_types.InputResponse | mcp_types.ErrorData:
+        meta = request.params.meta if request.params is not None else None
+        ctx = ClientRequestContext(session=session, request_id=key, meta=meta)
+        return await session.dispatch_input_request(ctx, request)
+
+    result: _R = await run_input_required_driver(
+        first, dispatch=dispatch, retry=retry, max_rounds=INPUT_REQUIRED_MAX_ROUNDS
+    )
+    return result
 
 
 # ---------------------------------------------------------------------- the host's callbacks

@@ -16,6 +16,7 @@ answered as JSON text, so a test or a user sees exactly what crossed the wire:
 ``ask_user_resolved()``        the same question as ``ask_user`` (name only), asked the way the
                                negotiated revision wants: a server-to-client request up to
                                2025-11-25, an ``InputRequiredResult`` at 2026-07-28 (SEP-2322)
+``ask_model_resolved(prompt)`` sampling, asked the same revision-dependent way
 =============================  ===================================================================
 
 A failure of the host's answer (capability not declared, handler error) reaches the tool as
@@ -33,7 +34,7 @@ import anyio
 import mcp_types as types
 from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.resolve import Elicit, Resolve
+from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel, Field
 
@@ -91,6 +92,11 @@ class _Name(BaseModel):
 
 async def _ask_name() -> Elicit[_Name]:
     return Elicit("What is your name?", _Name)
+
+
+async def _sample_prompt(prompt: str) -> Sample:
+    message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))
+    return Sample([message], max_tokens=200)
 
 
 def _sampled(result: types.CreateMessageResult | types.CreateMessageResultWithTools) -> dict[str, Any]:
@@ -155,6 +161,13 @@ def add_callback_tools(server: MCPServer[Any]) -> None:
             while roots_changes < count:
                 await roots_changed.wait()
         return str(roots_changes)
+
+    @server.tool(description="Ask the host's model, the way the protocol revision wants (request or InputRequired).")
+    async def ask_model_resolved(
+        prompt: Annotated[str, Field(description="What to ask the model.")],
+        answer: Annotated[types.CreateMessageResult, Resolve(_sample_prompt)],
+    ) -> str:
+        return json.dumps(_sampled(answer))
 
     @server.tool(description="Ask the user's name the way the protocol revision wants (request or InputRequired).")
     async def ask_user_resolved(

@@ -419,3 +419,54 @@ def test_complete_elicitation_titled_multi_select_and_formats() -> None:
         complete_elicitation(schema, {"pick": ["c"]})
     with pytest.raises(ValueError, match="field 'when'"):
         complete_elicitation(schema, {"when": "yesterday"})
+
+
+# ---------------------------------------------------------------------- 2026-07-28: InputRequiredResult (SEP-2322)
+
+
+async def test_input_required_is_fulfilled_by_the_same_handler(autojump_clock: trio.abc.Clock) -> None:
+    """At 2026-07-28 an elicitation comes as an InputRequiredResult; the host handler answers it and the call retries."""
+    seen: list[Any] = []
+    answer = elicitor(lambda p: mcp_types.ElicitResult(action="accept", content={"name": "Lin"}), seen)
+    async with connected(HostCallbacks(elicitation=answer), negotiate="auto") as handle:
+        live = handle._cell.live
+        assert live is not None and live.session.protocol_version == "2026-07-28"
+        assert await call_json(handle, "ask_user_resolved") == {"action": "accept", "content": {"name": "Lin"}}
+    assert len(seen) == 1 and seen[0][0] == "id-demo"
+
+
+async def test_input_required_declined_and_absent(autojump_clock: trio.abc.Clock) -> None:
+    """At 2026-07-28 a declined elicitation reaches the tool as decline; with no handler the call fails naming it."""
+    answer = elicitor(lambda p: mcp_types.ElicitResult(action="decline"))
+    async with connected(HostCallbacks(elicitation=answer), negotiate="auto") as handle:
+        assert await call_json(handle, "ask_user_resolved") == {"action": "decline"}
+    async with connected(HostCallbacks(), negotiate="auto") as handle:
+        message = await call_error(handle, "ask_user_resolved")
+    assert "did not declare the form elicitation capability" in message and "-32021" in message
+
+
+async def test_input_required_handshake_revision_still_uses_server_requests(autojump_clock: trio.abc.Clock) -> None:
+    """The same resolver tool over the handshake (legacy) revision is answered by a server-to-client request."""
+    answer = elicitor(lambda p: mcp_types.ElicitResult(action="accept", content={"name": "Old"}))
+    async with connected(HostCallbacks(elicitation=answer)) as handle:
+        live = handle._cell.live
+        assert live is not None and live.session.protocol_version != "2026-07-28"
+        assert await call_json(handle, "ask_user_resolved") == {"action": "accept", "content": {"name": "Old"}}
+
+
+async def test_input_required_sampling_answered_and_raising(autojump_clock: trio.abc.Clock) -> None:
+    """At 2026-07-28 sampling rides an InputRequiredResult: answered by the handler; a raising one fails the call."""
+    async with connected(HostCallbacks(sampling=lambda sid, p: _async(sampled("round trip"))), negotiate="auto") as h:
+        answer = await call_json(h, "ask_model_resolved", {"prompt": "hi"})
+        assert answer["content"][0]["text"] == "round trip"
+
+    async def raising(server_id: str, params: mcp_types.CreateMessageRequestParams) -> mcp_types.CreateMessageResult:
+        raise RuntimeError("secret-token")
+
+    async with connected(HostCallbacks(sampling=raising), negotiate="auto") as h:
+        message = await call_error(h, "ask_model_resolved", {"prompt": "hi"})
+    assert "sampling handler failed" in message and "secret-token" not in message
+
+
+async def _async(value: Any) -> Any:
+    return value

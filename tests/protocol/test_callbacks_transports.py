@@ -16,11 +16,15 @@ import mcp.types as mcp_types
 import pytest
 import trio
 
+from mcp_actors import events
+from mcp_actors._callbacks import HostCallbacks
+from mcp_actors.connection import ConnectionSettings, open_connection
 from mcp_actors.errors import InvalidServerConfig, ToolCallFailed
 from mcp_actors.records import record_to_json_dict
 from mcp_actors.registry import McpService
 from mcp_actors.runtime import open_runtime
 from mcp_actors.testing import demo_server_command, serve_http
+from mcp_actors.transports import HttpParams, StdioParams, TransportParams
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -126,3 +130,39 @@ async def test_runtime_without_handlers_offers_nothing(tmp_path: Path) -> None:
             assert await svc.set_roots(["file:///later"]) == 0
             with pytest.raises(ValueError, match="file:// URI"):
                 await svc.set_roots(["relative/dir"])
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+async def test_input_required_over_real_transports(transport: str) -> None:
+    """At 2026-07-28 (negotiated through server/discover) the InputRequiredResult round trip works over the wire."""
+    seen: list[str] = []
+
+    async def answer(server_id: str, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        seen.append(server_id)
+        return mcp_types.ElicitResult(action="accept", content={"name": "Wire"})
+
+    host = HostCallbacks(elicitation=answer)
+
+    async def check(params: TransportParams) -> None:
+        settings = ConnectionSettings(
+            server_id="id-wire", server_name="wire", transport=params, ping_interval=0, host=host, negotiate="auto"
+        )
+        handle, start = open_connection(settings, events.EventBus())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(start)
+            try:
+                result = await handle.call_tool("ask_user_resolved", {})
+                assert json.loads(text_of(result)) == {"action": "accept", "content": {"name": "Wire"}}
+                live = handle._cell.live
+                assert live is not None and live.session.protocol_version == "2026-07-28"
+            finally:
+                await handle.aclose()
+
+    with trio.fail_after(120):
+        if transport == "stdio":
+            argv = demo_server_command()
+            await check(StdioParams(command=argv[0], args=argv[1:]))
+        else:
+            async with serve_http(demo_server_command("--transport", "streamable-http", "--port", "0")) as server:
+                await check(HttpParams(url=server.url, kind="http"))  # type: ignore[arg-type]
+    assert seen == ["id-wire"]
