@@ -425,7 +425,7 @@ def test_complete_elicitation_titled_multi_select_and_formats() -> None:
 
 
 async def test_input_required_is_fulfilled_by_the_same_handler(autojump_clock: trio.abc.Clock) -> None:
-    """At 2026-07-28 an elicitation comes as an InputRequiredResult; the host handler answers it and the call retries."""
+    """At 2026-07-28 an elicitation comes as an InputRequiredResult; the host handler answers, the call retries."""
     seen: list[Any] = []
     answer = elicitor(lambda p: mcp_types.ElicitResult(action="accept", content={"name": "Lin"}), seen)
     async with connected(HostCallbacks(elicitation=answer), negotiate="auto") as handle:
