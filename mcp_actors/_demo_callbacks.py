@@ -38,11 +38,24 @@ from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
 from mcp.shared.exceptions import MCPDeprecationWarning
 from pydantic import BaseModel, Field
 
-__all__ = ["ASK_USER_SCHEMA", "CONSENT_URL", "add_callback_tools"]
+__all__ = ["ASK_USER_SCHEMA", "CALLBACK_TOOL_NAMES", "CONSENT_URL", "add_callback_tools"]
 
 # The handshake-era requests below are deprecated at 2026-07-28 but are what those revisions
 # speak; this module uses them on purpose, so their warning is noise here (and only here).
 warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=__name__)
+
+CALLBACK_TOOL_NAMES: Final = frozenset(
+    {
+        "ask_model",
+        "ask_model_resolved",
+        "ask_user",
+        "ask_user_resolved",
+        "ask_user_url",
+        "list_host_roots",
+        "wait_roots_changed",
+    }
+)
+"""The tools :func:`add_callback_tools` registers."""
 
 CONSENT_URL: Final = "https://example.com/mcp-actors-demo/consent"
 """The page ``ask_user_url`` asks the user to open."""
