@@ -12,6 +12,8 @@ The rules, written once here:
   the server's record allows it (``config.allowSampling`` / ``allowElicitation`` /
   ``allowRoots``, default true). A server that asks for an undeclared capability gets the
   SDK's JSON-RPC error ``-32600`` ("... not supported"), as the protocol says.
+* A handler that raises ``mcp.shared.exceptions.MCPError`` answers the server with exactly
+  that error (code and message): the way a host refuses with its own words.
 * Every handler is bounded by :attr:`HostCallbacks.timeout`. A sampling or roots handler
   that times out or raises answers the server with a JSON-RPC error (``-32001`` for the
   timeout, ``-32603`` for a raise) whose message names the server and the handler, never
@@ -36,6 +38,7 @@ import mcp.types as mcp_types
 import trio
 from mcp.client._input_required import run_input_required_driver
 from mcp.client.session import ClientRequestContext, ClientSession
+from mcp.shared.exceptions import MCPError
 
 if TYPE_CHECKING:
     from mcp_actors.connection import ConnectionSettings
@@ -277,6 +280,8 @@ class HostCallbacks:
         with trio.move_on_after(self.timeout):
             try:
                 result = await handler(server_id, params)
+            except MCPError as exc:
+                return exc.error  # the host chose this answer: sent as is
             except Exception:
                 logger.exception("server %s: the host's sampling handler raised", label)
                 return _error(mcp_types.INTERNAL_ERROR, "the client's sampling handler failed")
@@ -304,6 +309,8 @@ class HostCallbacks:
         with trio.move_on_after(self.timeout):
             try:
                 result = await handler(server_id, params)
+            except MCPError as exc:
+                return exc.error  # the host chose this answer: sent as is
             except Exception:
                 logger.exception("server %s: the host's elicitation handler raised", label)
                 return _error(mcp_types.INTERNAL_ERROR, "the client's elicitation handler failed")
@@ -336,6 +343,8 @@ class HostCallbacks:
         with trio.move_on_after(self.timeout):
             try:
                 return mcp_types.ListRootsResult(roots=list(to_roots(await source(server_id))))
+            except MCPError as exc:
+                return exc.error  # the host chose this answer: sent as is
             except Exception:
                 logger.exception("server %s: the host's roots callable raised", label)
                 return _error(mcp_types.INTERNAL_ERROR, "the client's roots callable failed")
