@@ -613,6 +613,7 @@ class McpService:
             ValueError: A root is not a ``file://`` URI.
             TypeError: ``roots`` is neither a list nor a callable.
         """
+        await trio.lowlevel.checkpoint_if_cancelled()
         host = self._registry.host
         if host is None:
             raise RuntimeError("this service has no host callbacks (it was not built by open_runtime)")
