@@ -15,6 +15,7 @@ from typing import Any
 import mcp.types as mcp_types
 import pytest
 import trio
+from mcp.shared.exceptions import MCPError
 
 from mcp_actors import events
 from mcp_actors._callbacks import HostCallbacks
@@ -166,3 +167,44 @@ async def test_input_required_over_real_transports(transport: str) -> None:
             async with serve_http(demo_server_command("--transport", "streamable-http", "--port", "0")) as server:
                 await check(HttpParams(url=server.url, kind="http"))  # type: ignore[arg-type]
     assert seen == ["id-wire"]
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+async def test_refusing_raising_and_timing_out_over_real_transports(tmp_path: Path, transport: str) -> None:
+    """Over the wire: a refusal in the host's words, a raising roots callable, an unanswered elicitation (cancel)."""
+
+    async def refuse(server_id: str, params: mcp_types.CreateMessageRequestParams) -> mcp_types.CreateMessageResult:
+        raise MCPError(code=mcp_types.INVALID_REQUEST, message="the user turned sampling off")
+
+    async def never(server_id: str, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    async def broken_roots(server_id: str) -> list[str]:
+        raise OSError("token=abc123")
+
+    async def run(svc: McpService, server: str) -> None:
+        with pytest.raises(ToolCallFailed, match="the user turned sampling off"):
+            await svc.call_tool(server, "ask_model", {"prompt": "hi"})
+        with pytest.raises(ToolCallFailed, match="roots callable failed") as info:
+            await svc.call_tool(server, "list_host_roots", {})
+        assert "abc123" not in str(info.value)
+        assert await call_json(svc, server, "ask_user") == {"action": "cancel", "content": None}
+
+    with trio.fail_after(120):
+        async with open_runtime(
+            tmp_path / "mcp-config.json",
+            sweep_ledger=False,
+            connect_on_add=False,
+            sampling_handler=refuse,
+            elicitation_handler=never,
+            roots=broken_roots,
+            callback_timeout=0.5,  # the handler never answers: no race, only how soon the cancel comes
+        ) as rt:
+            if transport == "stdio":
+                await run(rt.service, "demo")
+            else:
+                argv = demo_server_command("--transport", "streamable-http", "--port", "0")
+                async with serve_http(argv) as server:
+                    await rt.service.add({"name": "remote", "type": "http", "config": {"url": server.url}})
+                    await run(rt.service, "remote")
