@@ -59,7 +59,14 @@ from supervisors import (
     open_supervisor,
 )
 
-__all__ = ["Runtime", "open_runtime"]
+__all__ = [
+    "DEFAULT_CALLBACK_TIMEOUT",
+    "ElicitationHandler",
+    "RootsSource",
+    "Runtime",
+    "SamplingHandler",
+    "open_runtime",
+]
 
 ROOT_SPEC = SupervisorSpec(
     strategy=Strategy.REST_FOR_ONE,
