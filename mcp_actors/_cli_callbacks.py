@@ -114,7 +114,8 @@ class TerminalElicitor:
     # ------------------------------------------------------------------ blocking part
 
     def _ask(self, prompt: str) -> str:
-        self._console.print(prompt, end="")
+        """Show ``prompt`` (plain text: its brackets are literal, not markup) and read one line."""
+        self._console.print(prompt, end="", markup=False, highlight=False)
         line = self._read_line()
         if line == "":
             raise EOFError("end of input")
@@ -184,7 +185,7 @@ class TerminalElicitor:
         if prop.get("description"):
             label += f" [dim]- {escape(str(prop['description']))}[/]"
         self._console.print(label)
-        suffix = f" [{json.dumps(default)}]" if default is not None else ""
+        suffix = f" [{json.dumps(default)}]" if default not in (None, []) else ""
         choices = _choices(prop)
         if kind == "array":
             item_choices = _choices(prop.get("items") or {}) or []

@@ -65,6 +65,7 @@ def test_form_prompt_fields_defaults_enums_and_retries() -> None:
     shown = out.getvalue()
     assert "Tell me about yourself" in shown and "Favourite colour" in shown and "[30]" in shown
     assert "'old' is not a whole number" in shown and "2. Medium" in shown
+    assert "Answer? [y]es / [n]o (decline) / [c]ancel: " in shown  # literal brackets, not rich markup
 
 
 def test_form_prompt_required_field_left_empty_is_asked_again() -> None:
