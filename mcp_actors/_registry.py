@@ -185,6 +185,7 @@ def settings_for(record: McpServerRecord, *, host: HostCallbacks | None = None) 
         allow_sampling=config.allow_sampling,
         allow_elicitation=config.allow_elicitation,
         allow_roots=config.allow_roots,
+        negotiate=config.protocol,
         server_id=record.id,
         server_name=record.name,
         transport=params_for_record(record),

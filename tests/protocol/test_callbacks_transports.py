@@ -208,3 +208,20 @@ async def test_refusing_raising_and_timing_out_over_real_transports(tmp_path: Pa
                 async with serve_http(argv) as server:
                     await rt.service.add({"name": "remote", "type": "http", "config": {"url": server.url}})
                     await run(rt.service, "remote")
+
+
+async def test_record_protocol_auto_speaks_2026_through_the_runtime(tmp_path: Path) -> None:
+    """config.protocol auto speaks 2026-07-28 over stdio; the InputRequiredResult reaches the runtime's handler."""
+    with trio.fail_after(120):
+        async with runtime(tmp_path) as svc:
+            config = record_to_json_dict(svc.get("demo"))["config"]
+            with pytest.raises(InvalidServerConfig, match=r"protocol.*'legacy'.*'auto'.*got 'modern'"):
+                await svc.update("demo", config={**config, "protocol": "modern"})
+            await svc.update("demo", config={**config, "protocol": "auto"})
+            answered = await call_json(svc, "demo", "ask_user_resolved")
+            assert answered == {"action": "accept", "content": {"name": "Ada"}}
+            record = svc.get("demo")
+            live = svc._registry.snapshot.handles[record.id]._cell.live
+            assert live is not None and live.session.protocol_version == "2026-07-28"
+            saved = json.loads((tmp_path / "mcp-config.json").read_text())["mcpServers"][0]["config"]
+            assert saved["protocol"] == "auto"
