@@ -68,6 +68,8 @@ class LiveSession:
     link: TransportLink
     label: str
     lost: ConnectionFailed | None = None
+    offered: frozenset[str] = frozenset()
+    """The host callbacks declared to the server in this session's handshake (issue 12 item 1)."""
     _requests: set[_Request] = attrs.field(factory=set, init=False)
     _ended: trio.Event = attrs.field(factory=trio.Event, init=False)
 

@@ -42,6 +42,7 @@ import mcp.types as mcp_types
 import trio
 
 from mcp_actors import events
+from mcp_actors._callbacks import HostCallbacks
 from mcp_actors.connection import ConnectionHandle, ConnectionSettings, open_connection
 from mcp_actors.errors import (
     ActorStopped,
@@ -177,10 +178,15 @@ def normalise_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def settings_for(record: McpServerRecord) -> ConnectionSettings:
-    """The connection settings a record implies."""
+def settings_for(record: McpServerRecord, *, host: HostCallbacks | None = None) -> ConnectionSettings:
+    """The connection settings a record implies (``host``: the runtime's host callbacks)."""
     config = record.config
     return ConnectionSettings(
+        host=host,
+        allow_sampling=config.allow_sampling,
+        allow_elicitation=config.allow_elicitation,
+        allow_roots=config.allow_roots,
+        negotiate=config.protocol,
         server_id=record.id,
         server_name=record.name,
         transport=params_for_record(record),
@@ -289,6 +295,7 @@ class RegistryRef:
         fingerprint: The store's fingerprint of the version the snapshot reflects.
         tool_list_requests: ``tools/list`` requests sent so far.
         closed: The runtime is closed: no incarnation will come.
+        host: The runtime's host callbacks, given to every connection it starts.
     """
 
     store: ConfigStore
@@ -299,6 +306,7 @@ class RegistryRef:
     tool_list_requests: int = 0
     closed: bool = False
     initial_records: list[McpServerRecord] | None = None
+    host: HostCallbacks | None = None
     _mailbox: Mailbox[RegistryMessage] | None = None
     _up: trio.Event = attrs.field(factory=trio.Event)
 
@@ -429,14 +437,14 @@ async def _run_slot(
 
 
 async def start_slot(
-    connections: Supervisor, record: McpServerRecord, bus: events.EventBus
+    connections: Supervisor, record: McpServerRecord, bus: events.EventBus, *, host: HostCallbacks | None = None
 ) -> tuple[str, ConnectionHandle]:
     """Start a connection slot for ``record``; returns its child id and handle.
 
     Each slot gets a fresh child id, so a changed server's new slot can start before the
     old one has stopped: an update never leaves the server without a handle.
     """
-    handle, start = open_connection(settings_for(record), bus)
+    handle, start = open_connection(settings_for(record, host=host), bus)
     child_id = f"{record.id}#{next(_SLOT_SEQ)}"
     await connections.start_child(
         ChildSpec(
@@ -570,7 +578,7 @@ class _RegistryActor:
             self.records[record.id] = record
             candidates = live.pop(record.id, [])
             if record.is_active:
-                wanted = settings_for(record)
+                wanted = settings_for(record, host=self.ref.host)
                 for i, (_child_id, handle) in enumerate(candidates):
                     if handle.settings == wanted:
                         self.slots[record.id], self.handles[record.id] = candidates.pop(i)
@@ -580,7 +588,9 @@ class _RegistryActor:
             orphans.extend(leftovers)
         for record in records:
             if record.is_active and record.id not in self.handles:
-                self.slots[record.id], self.handles[record.id] = await start_slot(self.connections, record, self.bus)
+                self.slots[record.id], self.handles[record.id] = await start_slot(
+                    self.connections, record, self.bus, host=self.ref.host
+                )
         self.ref.fingerprint = fingerprint
         self.publish()
         return orphans
@@ -619,7 +629,7 @@ class _RegistryActor:
                 starts.append(record)
         added: list[ConnectionHandle] = []
         for record in starts:
-            child_id, handle = await start_slot(self.connections, record, self.bus)
+            child_id, handle = await start_slot(self.connections, record, self.bus, host=self.ref.host)
             self.slots[record.id], self.handles[record.id] = child_id, handle
             if any(action == "added" and r.id == record.id for action, r in changes):
                 added.append(handle)

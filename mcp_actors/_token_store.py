@@ -363,7 +363,7 @@ class KeyringTokenStore(JsonTokenStore):
 
     def __init__(self, service: str = "mcp-actors") -> None:
         try:
-            import keyring  # type: ignore[import-not-found]
+            import keyring  # type: ignore[import-not-found,unused-ignore]
         except ImportError:
             raise RuntimeError(
                 "KeyringTokenStore needs the keyring package; install it (pip install keyring) or use FileTokenStore"

@@ -61,9 +61,11 @@ import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
+from mcp.client._probe import negotiate_auto
 from mcp.shared.exceptions import MCPError
 
 from mcp_actors import events
+from mcp_actors._callbacks import HostCallbacks, fulfil_input_required
 from mcp_actors._live import LiveSession, SessionEnded
 from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, Reconnect
 from mcp_actors.errors import (
@@ -146,6 +148,13 @@ class ConnectionSettings:
         intensity: Restarts allowed per period before the circuit opens.
         backoff: Delay policy between restarts.
         mailbox_capacity: Requests that may queue before senders wait.
+        negotiate: ``"legacy"``: the ``initialize`` handshake (2025-06-18 / 2025-11-25);
+            ``"auto"``: probe ``server/discover`` first and speak 2026-07-28 with a server
+            that offers it (falling back to the handshake).
+        host: The runtime's host callbacks (sampling, elicitation, roots); ``None`` offers none.
+        allow_sampling: The record lets this server sample through the host (``config.allowSampling``).
+        allow_elicitation: The record lets this server elicit (``config.allowElicitation``).
+        allow_roots: The record lets this server list the host's roots (``config.allowRoots``).
     """
 
     server_id: str
@@ -158,6 +167,12 @@ class ConnectionSettings:
     intensity: Intensity = Intensity(max_restarts=5, period=60.0)
     backoff: Backoff = Backoff(min_delay=0.5, max_delay=30.0, jitter=0.2, reset_after=60.0)
     mailbox_capacity: int = 256
+    negotiate: str = attrs.field(default="legacy", validator=attrs.validators.in_(("legacy", "auto")))
+    # -- host callbacks (issue 12 item 1): what the host offers, and what this server's record allows
+    host: HostCallbacks | None = None
+    allow_sampling: bool = True
+    allow_elicitation: bool = True
+    allow_roots: bool = True
 
     def session_bound(self) -> float:
         """Seconds a caller may wait for a live session.
@@ -438,17 +453,21 @@ class _ConnectionActor:
                 async with open_transport(settings.transport, label=self.label) as link:
                     cell.set(process=link.process)
                     cell.stderr = link.stderr
+                    # Host callbacks: fixed for the session's life, as its handshake declared them.
+                    offered = settings.host.offers(settings) if settings.host is not None else frozenset()
+                    host_kwargs = settings.host.session_kwargs(settings) if settings.host is not None else {}
                     session = ClientSession(
                         link.read_stream,
                         link.write_stream,
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=CLIENT_INFO,
+                        **host_kwargs,
                     )
                     async with session:
-                        result = await session.initialize()
+                        result = await _handshake(session, settings.negotiate)
                         scope.deadline = math.inf
-                        run.live = LiveSession(session=session, link=link, label=self.label)
+                        run.live = LiveSession(session=session, link=link, label=self.label, offered=offered)
                         self._connected(run.live, result)
                         await self._connected_life(run, run.live)
             except BaseException as exc:
@@ -481,8 +500,8 @@ class _ConnectionActor:
             return  # cancelled from outside (the actor is stopping)
         self._die(failure, run.live)
 
-    def _connected(self, live: LiveSession, result: mcp_types.InitializeResult) -> None:
-        info = getattr(result, "server_info", None)
+    def _connected(self, live: LiveSession, result: mcp_types.InitializeResult | mcp_types.DiscoverResult) -> None:
+        info = live.session.server_info if isinstance(result, mcp_types.DiscoverResult) else result.server_info
         self.cell.bump_tools_epoch()
         self.cell.live = live
         self.cell.transition(
@@ -611,6 +630,19 @@ class _ConnectionActor:
             server=self.label,
             stderr_tail=live.link.stderr_tail(),
         )
+
+
+async def _handshake(session: ClientSession, negotiate: str) -> mcp_types.InitializeResult | mcp_types.DiscoverResult:
+    """Negotiate the protocol revision: the handshake, or (``auto``) ``server/discover`` first."""
+    if negotiate == "auto":
+        await negotiate_auto(session)
+        discovered = session.discover_result
+        if discovered is not None:
+            return discovered
+        initialized = session.initialize_result
+        assert initialized is not None  # negotiate_auto sets one of the two or raises
+        return initialized
+    return await session.initialize()
 
 
 # ---------------------------------------------------------------------- the slot
@@ -889,7 +921,15 @@ class ConnectionHandle:
             logger.debug("server %s: call %s of %s", self.settings.server_name, call_id, name)
 
         async def op(session: ClientSession) -> mcp_types.CallToolResult:
-            return await session.call_tool(name, args)
+            async def send(
+                responses: mcp_types.InputResponses | None, state: str | None
+            ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+                return await session.call_tool(
+                    name, args, input_responses=responses, request_state=state, allow_input_required=True
+                )
+
+            # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
+            return await fulfil_input_required(session, await send(None, None), send)
 
         return await self._request("tools/call", op, timeout=timeout, tool=name)
 
@@ -902,6 +942,31 @@ class ConnectionHandle:
             return time.perf_counter() - start
 
         return await self._request("ping", op, timeout=timeout, die_on_timeout=True)
+
+    # -- host callbacks (issue 12 item 1)
+
+    def offers(self) -> frozenset[str]:
+        """What the live session declared (``"sampling"``, ``"elicitation"``, ``"roots"``); empty when not connected."""
+        live = self._cell.live
+        return live.offered if live is not None else frozenset()
+
+    async def notify_roots_changed(self) -> bool:
+        """Send ``notifications/roots/list_changed`` if connected and roots are offered to this server.
+
+        Returns whether it was sent. Never connects, never raises for a dying connection
+        (the next connection lists the roots afresh anyway); bounded by the ping timeout.
+        """
+        live = self._cell.live
+        if live is None or "roots" not in live.offered or live.lost is not None:
+            return False
+        with trio.move_on_after(self.settings.ping_timeout):
+            try:
+                await live.session.send_notification(mcp_types.RootsListChangedNotification())
+            except Exception as exc:
+                logger.debug("server %s: roots/list_changed not sent: %s", self.settings.server_name, exc)
+                return False
+            return True
+        return False
 
     async def disconnect(self) -> None:
         """Close the connection (and stop a stdio server); it reconnects lazily on the next demand."""

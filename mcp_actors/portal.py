@@ -88,6 +88,70 @@ AsyncioApprover = Callable[[ApprovalRequest], Awaitable[bool] | bool]
 """An approver for asyncio hosts: a function or coroutine function, run on the host's loop."""
 
 
+# ---------------------------------------------------------------------- host callbacks (issue 12 item 1)
+
+_CALLBACK_OPTIONS: Final = ("sampling_handler", "elicitation_handler")
+
+
+def _bridge_callable(fn: Callable[..., Any], loop: asyncio.AbstractEventLoop | None, what: str) -> Callable[..., Any]:
+    """A trio coroutine function running the host's ``fn`` where the host can run it.
+
+    A coroutine function runs on the host's asyncio ``loop``; a plain function runs in a
+    worker thread (it may block: ask a person, call a model synchronously). Cancelling the
+    trio side (the server gave up, the handler timed out) cancels the asyncio task; a
+    blocked thread is abandoned.
+    """
+    if inspect.iscoroutinefunction(fn):
+        if loop is None:
+            raise TypeError(
+                f"{what} is a coroutine function but no asyncio loop runs here: call start_portal (or set_roots)"
+                " from the loop it must run on, or pass a plain function (it runs in a worker thread)"
+            )
+        host_loop = loop
+
+        async def on_host_loop(*args: Any) -> Any:
+            future = asyncio.run_coroutine_threadsafe(fn(*args), host_loop)
+            try:
+                return await trio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+            finally:
+                if not future.done():
+                    future.cancel()
+
+        return on_host_loop
+
+    async def in_worker_thread(*args: Any) -> Any:
+        return await trio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
+
+    return in_worker_thread
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _bridge_roots(roots: Any, loop: asyncio.AbstractEventLoop | None) -> Any:
+    """Roots for the trio side: a list passes as is, a callable is bridged like a handler."""
+    return _bridge_callable(roots, loop, "roots") if callable(roots) else roots
+
+
+def _bridge_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``open_runtime`` options with the host's handlers and roots callable bridged to trio."""
+    loop = _running_loop()
+    bridged = dict(options)
+    for name in _CALLBACK_OPTIONS:
+        handler = bridged.get(name)
+        if handler is not None:
+            if not callable(handler):
+                raise TypeError(f"{name} must be a function or coroutine function (server_id, params), got {handler!r}")
+            bridged[name] = _bridge_callable(handler, loop, name)
+    if bridged.get("roots") is not None:
+        bridged["roots"] = _bridge_roots(bridged["roots"], loop)
+    return bridged
+
+
 def _closed_error() -> ActorStopped:
     return ActorStopped("the mcp-actors portal is closed; start a new one with start_portal()")
 
@@ -367,7 +431,10 @@ def start_portal(config_path: str | None = None, **runtime_options: Any) -> Runt
 
     Args:
         config_path: The config file, as for :func:`~mcp_actors.runtime.open_runtime`.
-        **runtime_options: Other ``open_runtime`` options (``tool_cache_ttl``, ...).
+        **runtime_options: Other ``open_runtime`` options (``tool_cache_ttl``, ...). The host
+            callbacks (``sampling_handler``, ``elicitation_handler``, a ``roots`` callable)
+            may be plain functions, run in a worker thread (they may block), or coroutine
+            functions, run on the asyncio loop that called ``start_portal``.
 
     Returns:
         The running portal; close it (or use it as a context manager) to stop the runtime.
@@ -382,7 +449,7 @@ def start_portal(config_path: str | None = None, **runtime_options: Any) -> Runt
             service = portal.sync_service()
             print(service.call_tool("demo", "echo", {"text": "hi"}))
     """
-    return RuntimePortal(config_path=config_path, **runtime_options)
+    return RuntimePortal(config_path=config_path, **_bridge_options(runtime_options))
 
 
 # ---------------------------------------------------------------------- facades
@@ -536,6 +603,16 @@ class SyncMcpService(_Reads):
             return bool(await trio.to_thread.run_sync(sync_approver, request, abandon_on_cancel=True))
 
         self._portal.run_sync(lambda: self._portal.service.set_approver(in_worker_thread))
+
+    def set_roots(self, roots: Any) -> int:
+        """Replace the host's roots and notify the servers that can hear it (see :meth:`McpService.set_roots`).
+
+        ``roots``: a list of ``file://`` URIs / ``Root`` values, a plain function
+        ``(server_id) -> list`` (run in a worker thread), or ``None``. Returns how many
+        servers were notified.
+        """
+        bridged = _bridge_roots(roots, None)
+        return self._run(lambda s: s.set_roots(bridged))
 
     def subscribe(self, *, buffer: int = 1024) -> SyncSubscription:
         """Events from now on, as a blocking iterator (see :meth:`McpService.subscribe`)."""
@@ -751,6 +828,16 @@ class AsyncioMcpService(_Reads):
             return host_future.result()
 
         self._portal.run_sync(lambda: self._portal.service.set_approver(via_host_loop))
+
+    async def set_roots(self, roots: Any) -> int:
+        """Replace the host's roots and notify the servers that can hear it (see :meth:`McpService.set_roots`).
+
+        ``roots``: a list of ``file://`` URIs / ``Root`` values, a function or coroutine
+        function ``(server_id) -> list`` (a coroutine runs on this loop), or ``None``.
+        Returns how many servers were notified.
+        """
+        bridged = _bridge_roots(roots, asyncio.get_running_loop())
+        return await self._run(lambda s: s.set_roots(bridged))
 
     def subscribe(self, *, buffer: int = 1024) -> AsyncioSubscription:
         """Events from now on (subscribed at once), as an asyncio async iterator.

@@ -284,6 +284,19 @@ def _check_id(instance: Any, attribute: attrs.Attribute[str], value: str) -> Non
         _fail("id", "must be 1-128 letters, digits, '_', '-' or '.' (like 'mcp_1717000000000_k3j9x0a1b')")
 
 
+_PROTOCOL_MODES: Final = ("legacy", "auto")
+"""``config.protocol``: how a connection negotiates its protocol revision."""
+
+
+def _check_protocol(instance: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in _PROTOCOL_MODES:
+        shown = repr(value) if isinstance(value, str) else _type_name(value)
+        _fail(
+            _camel(attribute.name),
+            f"must be 'legacy' (the initialize handshake) or 'auto' (server/discover first, 2026-07-28), got {shown}",
+        )
+
+
 def _check_bool(instance: Any, attribute: attrs.Attribute[bool], value: bool) -> None:
     if not isinstance(value, bool):
         _fail(_camel(attribute.name), f"must be true or false, got {_type_name(value)}")
@@ -588,6 +601,14 @@ class ServerConfig:
         ping_interval: Seconds between health pings while connected; ``0`` disables them.
         oauth: OAuth settings of an sse/http server (:class:`OAuthConfig`); ``None`` means the
             spec's defaults when the server asks for authorization.
+        allow_sampling: Let this server sample the host's model when the host offers a
+            sampling handler (``allowSampling``; false: the capability is not declared to it).
+        allow_elicitation: Let this server ask the user through the host's elicitation
+            handler (``allowElicitation``).
+        allow_roots: Let this server list the host's roots (``allowRoots``).
+        protocol: ``"legacy"`` (default): the ``initialize`` handshake (2025-06-18,
+            2025-11-25); ``"auto"``: probe ``server/discover`` first and speak 2026-07-28
+            with a server that offers it, else fall back to the handshake.
 
     Raises:
         InvalidServerConfig: A field has the wrong type or value; ``field`` names it in
@@ -616,6 +637,11 @@ class ServerConfig:
         default=DEFAULT_PING_INTERVAL, converter=_to_float, validator=_seconds_checker(allow_zero=True)
     )
     oauth: OAuthConfig | None = attrs.field(default=None, validator=_check_oauth)
+    # -- host callbacks (issue 12 item 1): a record may refuse what the host offers
+    allow_sampling: bool = attrs.field(default=True, validator=_check_bool)
+    allow_elicitation: bool = attrs.field(default=True, validator=_check_bool)
+    allow_roots: bool = attrs.field(default=True, validator=_check_bool)
+    protocol: str = attrs.field(default="legacy", validator=_check_protocol)
 
 
 def _check_config(instance: McpServerRecord, attribute: attrs.Attribute[ServerConfig], config: ServerConfig) -> None:

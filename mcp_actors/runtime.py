@@ -29,6 +29,13 @@ import attrs
 import trio
 
 from mcp_actors import events
+from mcp_actors._callbacks import (
+    DEFAULT_CALLBACK_TIMEOUT,
+    ElicitationHandler,
+    HostCallbacks,
+    RootsSource,
+    SamplingHandler,
+)
 from mcp_actors._oauth import AuthorizationHandler, AuthSettings, open_auth_settings
 from mcp_actors._registry import (
     DEFAULT_CONFIG_POLL_INTERVAL,
@@ -54,7 +61,14 @@ from supervisors import (
     open_supervisor,
 )
 
-__all__ = ["Runtime", "open_runtime"]
+__all__ = [
+    "DEFAULT_CALLBACK_TIMEOUT",
+    "ElicitationHandler",
+    "RootsSource",
+    "Runtime",
+    "SamplingHandler",
+    "open_runtime",
+]
 
 ROOT_SPEC = SupervisorSpec(
     strategy=Strategy.REST_FOR_ONE,
@@ -119,6 +133,10 @@ async def open_runtime(
     config_poll_interval: float = DEFAULT_CONFIG_POLL_INTERVAL,
     authorization_handler: AuthorizationHandler | None = None,
     token_store: TokenStore | None = None,
+    sampling_handler: SamplingHandler | None = None,
+    elicitation_handler: ElicitationHandler | None = None,
+    roots: RootsSource | None = None,
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
 ) -> AsyncIterator[Runtime]:
     """Start the tree; yield a :class:`Runtime`; on exit close every server and stop.
 
@@ -138,6 +156,16 @@ async def open_runtime(
             and calls fail fast: the runtime never opens a browser by itself.
         token_store: Where OAuth tokens live (:mod:`mcp_actors.auth`); default: a 0600 JSON
             file in the state directory.
+        sampling_handler: ``async (server_id, params) -> CreateMessageResult``: lets servers
+            sample the host's model (declared to servers only when given; a record may refuse
+            it with ``config.allowSampling: false``). See docs/protocol/callbacks.md.
+        elicitation_handler: ``async (server_id, params) -> ElicitResult``: lets servers ask
+            the user, form or URL mode (``config.allowElicitation``).
+        roots: The host's roots: a list of ``file://`` URIs / ``Root`` values, or
+            ``async (server_id) -> list``; change them later with ``service.set_roots``
+            (``config.allowRoots``).
+        callback_timeout: Seconds any one handler may take before the server gets a timeout
+            error (an elicitation: ``cancel``).
 
     Servers connect lazily: nothing is spawned until a server is first used.
     """
@@ -150,7 +178,10 @@ async def open_runtime(
     # error (path, line, column), rather than as a registry start failure.
     first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
     # The registry's first start reuses that read; a restart reads afresh.
-    ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records)
+    host = HostCallbacks(
+        sampling=sampling_handler, elicitation=elicitation_handler, roots=roots, timeout=callback_timeout
+    )
+    ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
     ref.fingerprint = fingerprint
 
     async def start_registry(*, task_status: trio.TaskStatus[RegistryRef] = trio.TASK_STATUS_IGNORED) -> None:

@@ -26,6 +26,7 @@ import trio
 import trio.lowlevel
 
 from mcp_actors import events
+from mcp_actors._callbacks import RootsSource
 from mcp_actors._registry import (
     AddServers,
     ForgetTools,
@@ -563,6 +564,45 @@ class McpService:
     def stderr_tail(self, server: str, n: int = 20) -> tuple[str, ...]:
         """The server's last stderr lines (live while it runs; stdio only)."""
         return self._handle(self._record(server)).stderr_tail(n)
+
+    # -- host callbacks (issue 12 item 1)
+
+    async def set_roots(self, roots: RootsSource | None) -> int:
+        """Replace the host's roots and tell every connected server that can hear it.
+
+        Sends ``notifications/roots/list_changed`` to each connected server to which roots
+        are offered (the runtime has roots and the record allows them); those servers list
+        the roots again when they want them. A server connected while the runtime had no
+        roots did not hear of the capability and is not told; it sees the roots after its
+        next connect.
+
+        Args:
+            roots: A list of ``file://`` URIs or ``Root`` values, ``async (server_id) -> list``,
+                or ``None`` to offer no roots to servers that connect from now on.
+
+        Returns:
+            How many servers were notified.
+
+        Raises:
+            ValueError: A root is not a ``file://`` URI.
+            TypeError: ``roots`` is neither a list nor a callable.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        host = self._registry.host
+        if host is None:
+            raise RuntimeError("this service has no host callbacks (it was not built by open_runtime)")
+        host.set_roots(roots)
+        sent = 0
+
+        async def notify(handle: ConnectionHandle) -> None:
+            nonlocal sent
+            if await handle.notify_roots_changed():
+                sent += 1
+
+        async with trio.open_nursery() as nursery:
+            for handle in builtins.list(self._registry.snapshot.handles.values()):
+                nursery.start_soon(notify, handle)
+        return sent
 
     def subscribe(self, *, buffer: int = 1024) -> events.Subscription:
         """Events from now on (bounded; a slow reader loses its oldest events, counted)."""

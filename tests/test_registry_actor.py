@@ -341,6 +341,7 @@ async def test_every_async_method_checkpoints(tmp_path: Path) -> None:
         "list_tools_detailed": (),
         "reconnect": ("demo",),
         "remove": ("nope",),
+        "set_roots": (["file:///x"],),
         "test": ("demo",),
         "update": ("demo",),
         "wait_for_stderr": ("demo", lambda line: True),
