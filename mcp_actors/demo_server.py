@@ -53,6 +53,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 from starlette.applications import Starlette
 
+from mcp_actors._demo_features import add_protocol_features
 from mcp_actors.testing._announce import format_announce, http_url
 
 __all__ = [
@@ -283,6 +284,7 @@ def create_demo_server() -> MCPServer[Any]:
     def readme() -> str:
         return _README_TEXT
 
+    add_protocol_features(server)
     return server
 
 

@@ -45,6 +45,8 @@ __all__ = [
     "ToolCallTimeout",
     "ToolDisabled",
     "ToolNotFound",
+    "ToolOutputInvalid",
+    "ToolTaskFailed",
     "WorkingDirectoryNotFound",
 ]
 
@@ -304,3 +306,30 @@ class ConfigWriteFailed(ConfigStoreError, OSError):
     def __str__(self) -> str:
         # OSError.__str__ would format errno/strerror; our message already says everything.
         return str(self.args[0]) if self.args else ""
+
+
+# ----------------------------------------------------------------------------- protocol features (issue 12)
+
+
+class ToolOutputInvalid(ToolCallFailed):
+    """The tool's structured result does not match the ``outputSchema`` it declared.
+
+    The server is at fault; the result is not handed on, because a host that trusts the
+    schema would misread it.
+    """
+
+
+class ToolTaskFailed(ToolCallFailed):
+    """A tool called as a task ended ``failed`` or ``cancelled`` on the server.
+
+    Attributes:
+        task_id: The server's id of the task.
+        status: The task's final status.
+    """
+
+    def __init__(
+        self, message: str, *, server: str | None = None, tool: str | None = None, task_id: str, status: str
+    ) -> None:
+        super().__init__(message, server=server, tool=tool)
+        self.task_id = task_id
+        self.status = status

@@ -86,6 +86,9 @@ DEFAULT_CALL_TIMEOUT: Final = 120.0
 DEFAULT_PING_INTERVAL: Final = 30.0
 """Seconds between MCP pings on an idle connection; ``0`` disables them."""
 
+DEFAULT_MAX_TOTAL_TIMEOUT: Final = 3600.0
+"""Hard bound on one tool call whose timeout progress keeps resetting, in seconds."""
+
 DOCUMENT_VERSION: Final = 1
 """The schema version written to, and the newest one read from, ``mcp-config.json``."""
 
@@ -434,6 +437,15 @@ def _check_timestamp(instance: Any, attribute: attrs.Attribute[_dt.datetime], va
 # ----------------------------------------------------------------------------- records
 
 
+LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""The MCP log levels (RFC 5424 severities), least severe first."""
+
+
+def _check_log_level(instance: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is not None and value not in LOG_LEVELS:
+        _fail(_camel(attribute.name), f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class ServerConfig:
     """How to start or reach one server, and how long to wait for it.
@@ -454,6 +466,12 @@ class ServerConfig:
         connect_timeout: Seconds for spawning/connecting plus the MCP handshake (> 0).
         call_timeout: Default seconds for one tool call (> 0); a call may override it.
         ping_interval: Seconds between health pings while connected; ``0`` disables them.
+        reset_timeout_on_progress: A progress notification restarts a tool call's timeout
+            (as desktop hosts do for long-running tools), bounded by ``max_total_timeout``.
+        max_total_timeout: Hard bound, in seconds, on one tool call however much progress
+            it reports (> 0).
+        log_level: The MCP log level asked of the server with ``logging/setLevel`` on every
+            connect (``debug`` … ``emergency``); ``None`` leaves the server's default.
 
     Raises:
         InvalidServerConfig: A field has the wrong type or value; ``field`` names it in
@@ -481,6 +499,11 @@ class ServerConfig:
     ping_interval: float = attrs.field(
         default=DEFAULT_PING_INTERVAL, converter=_to_float, validator=_seconds_checker(allow_zero=True)
     )
+    reset_timeout_on_progress: bool = attrs.field(default=False, validator=_check_bool)
+    max_total_timeout: float = attrs.field(
+        default=DEFAULT_MAX_TOTAL_TIMEOUT, converter=_to_float, validator=_seconds_checker(allow_zero=False)
+    )
+    log_level: str | None = attrs.field(default=None, validator=_check_log_level)
 
 
 def _check_config(instance: McpServerRecord, attribute: attrs.Attribute[ServerConfig], config: ServerConfig) -> None:
