@@ -7,8 +7,6 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import trio
-
 from mcp_actors import events
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService

@@ -8,13 +8,12 @@ from pathlib import Path
 import mcp.types as mcp_types
 import pytest
 import trio
+from protocol_bed import BOUND, demo_service, next_event, text_of
 
 from mcp_actors import events
 from mcp_actors._demo_features import COUNTER_URI, EXTRA_RESOURCE_URI, NOTE_TEMPLATE, TASK_TOOL
 from mcp_actors.adapters import flatten_result
 from mcp_actors.errors import ServerProtocolError, ToolCallTimeout, ToolOutputInvalid
-
-from protocol_bed import BOUND, demo_service, next_event, text_of
 
 # ---------------------------------------------------------------------- item 3: resources, prompts, completion
 
