@@ -183,3 +183,18 @@ async def test_structured_content_kept_validated_and_flattened(tmp_path: Path, t
                 await svc.call_tool("srv", "bad_weather")
             # The server is still usable after the bad result.
             assert text_of(await svc.call_tool("srv", "echo", {"text": "ok"})) == "ok"
+
+
+async def test_adapter_reports_progress_and_flattens_structured_results(tmp_path: Path) -> None:
+    """McpToolAdapter(on_progress=) sees a tool's progress; execute() renders structured-only results as JSON."""
+    from mcp_actors.adapters import McpToolAdapter
+
+    seen: list[float] = []
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, "stdio") as svc:
+            tools = {t.name: t for t in await svc.list_server_tools("srv")}
+            sleeper = McpToolAdapter(tools["sleep"], svc, on_progress=lambda p, t, m: seen.append(p))
+            assert await sleeper.execute({"seconds": 0.02}) == "slept 0.02 s"
+            assert len(seen) == 10
+            weather = McpToolAdapter(tools["weather"], svc)
+            assert await weather.execute({"city": "Rome"}) == '{"city": "Rome", "celsius": 21.5}'
