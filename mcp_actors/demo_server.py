@@ -27,8 +27,10 @@ tool can return:
 ``stderr(text)``          writes the text as one line to the server's stderr
 ========================  ==============================================================
 
-It also offers one prompt (``greeting``) and one resource (``demo://readme``), so that
-``discover`` has something to find.
+It also offers the prompt ``greeting`` and the resource ``demo://readme``, so that
+``discover`` has something to find, and (from :mod:`mcp_actors._demo_features`) every other
+feature of the protocol's client side: more resources, a template and a subscription,
+prompts with arguments, completion, logging, structured output and task-augmented tools.
 
 Start-up cost is dominated by importing the MCP SDK (its pydantic models); see
 ``docs/testing.md`` for the measured time and for the fast stdlib-only fault server.
