@@ -15,7 +15,8 @@ MCP has a real server to be tested against, over every transport:
 ``weather(city)``               structured output validated by its ``outputSchema``
 ``bad_weather()``               structured output that breaks its own ``outputSchema``
 ``research(topic, seconds)``    a tool whose ``execution.taskSupport`` is ``required``
-``count(n)``                    a tool with optional task support, counting to ``n``
+``count(n, seconds, fail)``     a tool with optional task support, counting to ``n`` (as a
+                                task it ends ``failed`` when ``fail`` is true)
 ==============================  ==========================================================
 
 The task tools follow the 2025-11-25 tasks protocol (``tools/call`` with ``task``,
@@ -101,7 +102,9 @@ class _TaskTable:
         entry = self.tasks[task_id]
         if entry["cancelled"]:
             return "cancelled"
-        return "completed" if time.monotonic() >= entry["due"] else "working"
+        if time.monotonic() < entry["due"]:
+            return "working"
+        return "failed" if entry["arguments"].get("fail") else "completed"
 
     def view(self, task_id: str) -> types.Task:
         entry = self.tasks.get(task_id)
@@ -273,7 +276,7 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
         return f"research on {topic}: done"  # reached only by a plain call, which is refused below
 
     @server.tool(description="Count from 1 to n; may be called as a task.", structured_output=False)
-    def count(n: int = 3, seconds: float = 0.1) -> str:
+    def count(n: int = 3, seconds: float = 0.1, fail: bool = False) -> str:
         return " ".join(str(i) for i in range(1, n + 1))
 
     extras: dict[str, types.ToolExecution] = {

@@ -198,3 +198,30 @@ async def test_adapter_reports_progress_and_flattens_structured_results(tmp_path
             assert len(seen) == 10
             weather = McpToolAdapter(tools["weather"], svc)
             assert await weather.execute({"city": "Rome"}) == '{"city": "Rome", "celsius": 21.5}'
+
+
+async def test_failed_task_is_a_typed_error(tmp_path: Path, transport: str) -> None:
+    """A task that ends failed on the server raises ToolTaskFailed with its id and status."""
+    from mcp_actors.errors import ToolTaskFailed
+
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            with pytest.raises(ToolTaskFailed, match="ended failed") as caught:
+                await svc.call_tool("srv", "count", {"n": 1, "seconds": 0.05, "fail": True}, as_task=True)
+            assert caught.value.status == "failed" and caught.value.task_id
+            assert caught.value.tool == "count"
+
+
+async def test_raising_progress_callback_does_not_break_the_call(tmp_path: Path) -> None:
+    """A host's on_progress that raises costs only that notification: the call still returns its result."""
+
+    def broken(progress: float, total: float | None, message: str | None) -> None:
+        raise RuntimeError("host bug")
+
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, "stdio") as svc:
+            sub = svc.subscribe()
+            result = await svc.call_tool("srv", "sleep", {"seconds": 0.02}, on_progress=broken)
+            assert text_of(result) == "slept 0.02 s"
+            event = await next_event(sub, events.TOOL_PROGRESS, lambda e: True)
+            assert event.data["toolName"] == "sleep"
