@@ -896,6 +896,8 @@ class ConnectionHandle:
     async def list_tools(self) -> tuple[mcp_types.Tool, ...]:
         """Every tool the server offers (all pages), fetched now."""
 
+        epoch = self._cell.status.tools_epoch
+
         async def op(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
             tools: list[mcp_types.Tool] = []
             cursor: str | None = None
@@ -909,6 +911,7 @@ class ConnectionHandle:
             live = self._cell.live
             if live is not None and live.session is session:
                 live.tool_defs = {tool.name: tool for tool in tools}
+                live.tool_defs_epoch = epoch
             return tuple(tools)
 
         return await self._request("tools/list", op)
@@ -1041,7 +1044,8 @@ class ConnectionHandle:
     async def tool_definition(self, name: str) -> mcp_types.Tool | None:
         """The tool's definition from this connection's last listing (listing once if needed)."""
         live = await self._live()
-        if name not in live.tool_defs:
+        if name not in live.tool_defs and live.tool_defs_epoch != self._cell.status.tools_epoch:
+            # Unknown, and the list may have changed since this connection last listed it.
             await self.list_tools()
             live = await self._live()
         return live.tool_defs.get(name)
