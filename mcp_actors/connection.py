@@ -963,9 +963,10 @@ class ConnectionHandle:
         ``notifications/resources/list_changed`` invalidates the cache at once.
         """
         cell = self._cell
-        key = (id(cell.live), cell.status.resources_epoch)
+        live = await self._live()  # connected first: the cache key names the connection
+        key = (id(live), cell.status.resources_epoch)
         cached = cell.resources
-        if cell.live is not None and cached is not None and cached[0] == key and trio.current_time() < cached[1]:
+        if cached is not None and cached[0] == key and trio.current_time() < cached[1]:
             await trio.lowlevel.checkpoint()
             return cached[2]
 
@@ -973,10 +974,10 @@ class ConnectionHandle:
             page = await session.list_resources(params=_page(cursor))
             return page.resources, page.next_cursor
 
-        epoch = cell.status.resources_epoch
         resources = await self._paged("resources/list", fetch, "resources")
-        if cell.status.resources_epoch == epoch and cell.live is not None:
-            cell.resources = ((id(cell.live), epoch), trio.current_time() + RESOURCE_CACHE_TTL, resources)
+        if (id(cell.live), cell.status.resources_epoch) == key:
+            # Still the same connection and no list_changed meanwhile: the listing is current.
+            cell.resources = (key, trio.current_time() + RESOURCE_CACHE_TTL, resources)
         return resources
 
     async def list_resource_templates(self) -> tuple[mcp_types.ResourceTemplate, ...]:
