@@ -1094,7 +1094,10 @@ class ConnectionHandle:
         if as_task is None:
             # The definition comes from this connection's listing: one tools/list per connection,
             # which the SDK would send anyway to validate structured results.
-            known = await self.tool_definition(name)
+            try:
+                known = await self.tool_definition(name)
+            except ServerProtocolError:
+                known = None  # the listing failed: call plainly; the call reports its own errors
             execution = known.execution if known is not None else None
             as_task = execution is not None and execution.task_support == "required"
         deadline = (
