@@ -209,7 +209,7 @@ class LiveSession:
         if tool is not None and progress is not None and progress.hit_max_total:
             raise ToolCallTimeout(
                 f"server {self.label!r}: tool {tool!r} did not finish within its hard bound of"
-                f" {progress.max_total:g}s (maxTotalTimeout) although it reported progress; the server was asked to"
+                f" {progress.max_total:g}s (maxTotalTimeout), progress or not; the server was asked to"
                 " cancel it (raise config.maxTotalTimeout if the tool is legitimately slow)",
                 server=self.label,
                 tool=tool,
