@@ -624,10 +624,12 @@ class McpService:
         Raises:
             ServerNotFound, ServerInactive, ConnectionFailed: As the names say.
         """
+        await trio.lowlevel.checkpoint()
         return builtins.list(await (await self._active(server))[1].list_resources())
 
     async def list_resource_templates(self, server: str) -> builtins.list[mcp_types.ResourceTemplate]:
         """The server's resource templates (``demo://note/{name}``), every page."""
+        await trio.lowlevel.checkpoint()
         return builtins.list(await (await self._active(server))[1].list_resource_templates())
 
     async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
@@ -636,6 +638,7 @@ class McpService:
         Raises:
             ServerProtocolError: The server refused (an unknown URI, no resources at all).
         """
+        await trio.lowlevel.checkpoint()
         return await (await self._active(server))[1].read_resource(_text_arg("uri", uri))
 
     async def subscribe_resource(self, server: str, uri: str) -> None:
@@ -643,20 +646,24 @@ class McpService:
 
         A subscription lasts as long as the connection; subscribe again after a reconnect.
         """
+        await trio.lowlevel.checkpoint()
         await (await self._active(server))[1].subscribe_resource(_text_arg("uri", uri))
 
     async def unsubscribe_resource(self, server: str, uri: str) -> None:
         """End a subscription made with :meth:`subscribe_resource`."""
+        await trio.lowlevel.checkpoint()
         await (await self._active(server))[1].unsubscribe_resource(_text_arg("uri", uri))
 
     async def list_prompts(self, server: str) -> builtins.list[mcp_types.Prompt]:
         """The server's prompts with their arguments, every page (empty when it offers none)."""
+        await trio.lowlevel.checkpoint()
         return builtins.list(await (await self._active(server))[1].list_prompts())
 
     async def get_prompt(
         self, server: str, name: str, arguments: Mapping[str, str] | None = None
     ) -> mcp_types.GetPromptResult:
         """One prompt rendered with ``arguments`` (string values, as the protocol wants)."""
+        await trio.lowlevel.checkpoint()
         args = {str(k): str(v) for k, v in (arguments or {}).items()}
         return await (await self._active(server))[1].get_prompt(_text_arg("name", name), args)
 
@@ -676,6 +683,7 @@ class McpService:
             argument: ``{"name": ..., "value": <what is typed so far>}`` or ``(name, value)``.
             context: Arguments already chosen, by name.
         """
+        await trio.lowlevel.checkpoint()
         parsed_ref = _completion_ref(ref)
         arg = dict(zip(("name", "value"), argument, strict=True)) if isinstance(argument, tuple) else dict(argument)
         ctx = dict(context) if context is not None else None
@@ -691,6 +699,7 @@ class McpService:
         Raises:
             ValueError: ``level`` is not an MCP log level.
         """
+        await trio.lowlevel.checkpoint()
         if level not in LOG_LEVELS:
             raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
         await (await self._active(server))[1].set_log_level(level)
