@@ -106,6 +106,8 @@ __all__ = [
     "ConnectionSettings",
     "ConnectionState",
     "ConnectionStatus",
+    "ProgressCallback",
+    "RESOURCE_CACHE_TTL",
     "open_connection",
     "run_connection_slot",
 ]
