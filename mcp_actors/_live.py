@@ -33,7 +33,7 @@ from mcp_actors.errors import (
 )
 from mcp_actors.transports import TransportLink
 
-__all__ = ["LiveSession", "SessionEnded"]
+__all__ = ["LiveSession", "ProgressDeadline", "SessionEnded"]
 
 T = TypeVar("T")
 
@@ -54,6 +54,36 @@ class _Request:
 
 
 @attrs.define(eq=False)
+class ProgressDeadline:
+    """A request deadline that progress pushes back (``resetTimeoutOnProgress``), never past a hard bound.
+
+    Attributes:
+        max_total: Seconds from registration after which the request ends however much
+            progress it reports.
+    """
+
+    max_total: float
+    _timeout: float = 0.0
+    _start: float = 0.0
+    _scope: trio.CancelScope | None = None
+
+    def arm(self, scope: trio.CancelScope, timeout: float) -> None:
+        """Bind to the request's scope at registration (``LiveSession.request`` calls it)."""
+        self._scope, self._timeout, self._start = scope, timeout, trio.current_time()
+        scope.deadline = min(scope.deadline, self._start + self.max_total)
+
+    def touch(self) -> None:
+        """Progress arrived: the timeout starts again from now (within the hard bound)."""
+        if self._scope is not None:
+            self._scope.deadline = min(trio.current_time() + self._timeout, self._start + self.max_total)
+
+    @property
+    def hit_max_total(self) -> bool:
+        """Whether the hard bound, not the idle timeout, ended the request."""
+        return self._scope is not None and self._scope.deadline >= self._start + self.max_total
+
+
+@attrs.define(eq=False)
 class LiveSession:
     """An initialized MCP session over an open transport, with the requests running on it.
 
@@ -70,6 +100,10 @@ class LiveSession:
     lost: ConnectionFailed | None = None
     offered: frozenset[str] = frozenset()
     """The host callbacks declared to the server in this session's handshake (issue 12 item 1)."""
+    tool_defs: dict[str, mcp_types.Tool] = attrs.field(factory=dict)
+    """The tools of the last complete listing on this session, by name (task support, schemas)."""
+    tool_defs_epoch: int = -1
+    """The connection's ``tools_epoch`` when ``tool_defs`` was listed (-1: never)."""
     _requests: set[_Request] = attrs.field(factory=set, init=False)
     _ended: trio.Event = attrs.field(factory=trio.Event, init=False)
 
@@ -100,6 +134,7 @@ class LiveSession:
         timeout: float,
         tool: str | None = None,
         die_on_timeout: bool = False,
+        progress: ProgressDeadline | None = None,
     ) -> T:
         """Run one request in the caller's task, bounded by ``timeout`` seconds.
 
@@ -112,6 +147,7 @@ class LiveSession:
             timeout: Seconds from registration to the answer.
             tool: The tool's name, for a ``tools/call``.
             die_on_timeout: A timeout means the server is dead (pings): mark the transport so.
+            progress: Lets progress notifications push the deadline back (within its bound).
 
         Raises:
             SessionEnded: The session had already ended; nothing was sent.
@@ -126,6 +162,8 @@ class LiveSession:
             raise SessionEnded(self.label)
         request = _Request(scope=trio.CancelScope(deadline=trio.current_time() + timeout))
         self._requests.add(request)
+        if progress is not None:
+            progress.arm(request.scope, timeout)
         try:
             with request.scope:
                 try:
@@ -170,6 +208,15 @@ class LiveSession:
                 await self._ended.wait()
             if self.lost is not None:
                 raise self.lost
+        if tool is not None and progress is not None and progress.hit_max_total:
+            raise ToolCallTimeout(
+                f"server {self.label!r}: tool {tool!r} did not finish within its hard bound of"
+                f" {progress.max_total:g}s (maxTotalTimeout), progress or not; the server was asked to"
+                " cancel it (raise config.maxTotalTimeout if the tool is legitimately slow)",
+                server=self.label,
+                tool=tool,
+                timeout=progress.max_total,
+            )
         if tool is not None:
             raise ToolCallTimeout(
                 f"server {self.label!r}: tool {tool!r} did not finish within {timeout:g}s; the server was asked to"

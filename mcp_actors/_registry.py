@@ -193,6 +193,9 @@ def settings_for(record: McpServerRecord, *, host: HostCallbacks | None = None) 
         connect_timeout=config.connect_timeout,
         call_timeout=config.call_timeout,
         ping_interval=config.ping_interval,
+        reset_timeout_on_progress=config.reset_timeout_on_progress,
+        max_total_timeout=config.max_total_timeout,
+        log_level=config.log_level,
         # A ping is answered in milliseconds by any live server; a short interval means
         # the host wants death noticed quickly, so the timeout follows it (at most 10 s).
         ping_timeout=min(10.0, max(config.ping_interval, 0.5)) if config.ping_interval > 0 else 10.0,

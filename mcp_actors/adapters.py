@@ -58,6 +58,7 @@ from mcp_actors._direct_adapters import DirectMcpToolAdapter as DirectMcpToolAda
 from mcp_actors._direct_adapters import close_direct_mcp_connections as close_direct_mcp_connections
 from mcp_actors._direct_adapters import load_direct_mcp_tools as load_direct_mcp_tools
 from mcp_actors._direct_adapters import open_direct_mcp_tools as open_direct_mcp_tools
+from mcp_actors.connection import ProgressCallback
 from mcp_actors.errors import McpActorsError
 from mcp_actors.service import McpService
 from mcp_actors.tools import McpTool
@@ -96,6 +97,8 @@ class McpToolAdapter:
         mcp_tool: The tool, from :meth:`McpService.list_server_tools` and friends.
         service: The service to call through.
         timeout: Bound for one :meth:`execute`, connecting included (seconds, > 0).
+        on_progress: Called with ``(progress, total, message)`` for every progress
+            notification of this tool's calls (an agent UI's progress bar).
 
     Raises:
         ValueError: ``timeout`` is not a finite positive number.
@@ -104,6 +107,7 @@ class McpToolAdapter:
     mcp_tool: McpTool
     service: McpService
     timeout: float = attrs.field(default=DEFAULT_TOOL_TIMEOUT, kw_only=True, validator=_check_timeout)
+    on_progress: ProgressCallback | None = attrs.field(default=None, kw_only=True)
 
     @property
     def name(self) -> str:
@@ -124,7 +128,9 @@ class McpToolAdapter:
         tool, service, server_id = self.mcp_tool, self.service, self.mcp_tool.server_id
 
         def call(arguments: dict[str, Any], timeout: float, call_id: str) -> Awaitable[mcp_types.CallToolResult]:
-            return service.call_tool(server_id, tool.name, arguments, call_id, timeout=timeout)
+            return service.call_tool(
+                server_id, tool.name, arguments, call_id, timeout=timeout, on_progress=self.on_progress
+            )
 
         return _Target(
             name=self.name,

@@ -46,6 +46,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mcp_actors._cli_auth import auth_app
+from mcp_actors._cli_protocol import prompts_app, resources_app
 from mcp_actors._cli_stress import stress_app
 from mcp_actors._cli_support import (
     PROGRAM,
@@ -120,6 +121,8 @@ servers_app = typer.Typer(help="Add, import, list, remove, enable, disable and t
 app.add_typer(servers_app, name="servers")
 app.add_typer(auth_app, name="auth")
 app.add_typer(stress_app, name="stress")
+app.add_typer(resources_app, name="resources")  # issue 12: mcp_actors/_cli_protocol.py
+app.add_typer(prompts_app, name="prompts")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]
 ServerArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name (or id).")]
@@ -594,6 +597,9 @@ def discover(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -
                     "tools": [tool_json(t) for t in found.tools],
                     "prompts": [p.model_dump(mode="json", by_alias=True, exclude_none=True) for p in found.prompts],
                     "resources": [r.model_dump(mode="json", by_alias=True, exclude_none=True) for r in found.resources],
+                    "resourceTemplates": [
+                        t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in found.resource_templates
+                    ],
                     "errors": {part: str(exc) for part, exc in found.errors.items()},
                 }
             )
@@ -624,10 +630,18 @@ def _print_discovery(found: Any) -> None:
         resources.add_column(column, overflow="fold")
     for resource in found.resources:
         resources.add_row(Text(str(resource.uri), style="bold"), Text(resource.name), Text(resource.mime_type or ""))
-    for part, table in (("tools", tools), ("prompts", prompts), ("resources", resources)):
+    templates = Table(title=f"Resource templates ({len(found.resource_templates)})", title_justify="left")
+    for column in ("URI TEMPLATE", "NAME", "MIME TYPE"):
+        templates.add_column(column, overflow="fold")
+    for template in found.resource_templates:
+        templates.add_row(
+            Text(template.uri_template, style="bold"), Text(template.name), Text(template.mime_type or "")
+        )
+    parts = (("tools", tools), ("prompts", prompts), ("resources", resources), ("resource_templates", templates))
+    for part, table in parts:
         error = found.errors.get(part)
         if error is not None:
-            _out.print(Text(f"{part.capitalize()}: not available: {error}", style="yellow"))
+            _out.print(Text(f"{part.replace('_', ' ').capitalize()}: not available: {error}", style="yellow"))
         else:
             _out.print(table)
 
@@ -843,7 +857,9 @@ def call(
             record, name = await _resolve_tool(service, tool_id)
             if not yes and not service.is_auto_approved(record.id, name):
                 await _confirm(record, name, arguments)
-            return record, name, await service.call_tool(record.id, name, arguments, timeout=timeout)
+            with _progress_bar(f"{record.name}/{name}", enabled=not as_json) as on_progress:
+                result = await service.call_tool(record.id, name, arguments, timeout=timeout, on_progress=on_progress)
+            return record, name, result
 
         record, name, result = await _with_service(opts, run)
         if as_json:
@@ -865,6 +881,29 @@ def call(
         return ExitCode.FAILED if result.is_error else ExitCode.OK
 
     _run_async(ctx, body)
+
+
+@contextlib.contextmanager
+def _progress_bar(label: str, *, enabled: bool) -> Any:
+    """A progress bar on stderr fed by the call's progress notifications (terminals only).
+
+    Yields the ``on_progress`` callback (``None`` when there is no terminal to draw on).
+    """
+    if not enabled or not _err.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), console=_err, transient=True
+    ) as bar:
+        task = bar.add_task(escape(label), total=None)
+
+        def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            text = escape(f"{label}: {message}") if message else escape(label)
+            bar.update(task, completed=progress, total=total, description=text)
+
+        yield on_progress
 
 
 # --------------------------------------------------------------------------- watch

@@ -51,9 +51,12 @@ from __future__ import annotations
 
 import enum
 import importlib.metadata
+import inspect
+import json
 import logging
 import math
 import time
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
@@ -66,7 +69,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_actors import events
 from mcp_actors._callbacks import HostCallbacks, fulfil_input_required
-from mcp_actors._live import LiveSession, SessionEnded
+from mcp_actors._live import LiveSession, ProgressDeadline, SessionEnded
 from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, Reconnect
 from mcp_actors.errors import (
     ActorStopped,
@@ -78,6 +81,8 @@ from mcp_actors.errors import (
     ServerMisconfigured,
     ServerProtocolError,
     ServerStartFailed,
+    ToolOutputInvalid,
+    ToolTaskFailed,
 )
 from mcp_actors.process_tracker import ProcessIdentity
 from mcp_actors.transports import StderrTail, TransportLink, TransportParams, open_transport
@@ -103,6 +108,8 @@ __all__ = [
     "ConnectionSettings",
     "ConnectionState",
     "ConnectionStatus",
+    "ProgressCallback",
+    "RESOURCE_CACHE_TTL",
 ]
 
 logger = logging.getLogger(__name__)
@@ -121,7 +128,25 @@ CLIENT_INFO: Final = mcp_types.Implementation(name="mcp-actors", version=_packag
 _MAX_PAGES: Final = 1000
 STOP_BOUND: Final = 15.0
 """Seconds one session may take to stop: close_grace + term_grace + reaping, with room to spare."""
+_LOG_LEVELS: Final = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO + 5,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL + 5,
+    "emergency": logging.CRITICAL + 10,
+}
+"""MCP log levels (RFC 5424) as stdlib levels; notice, alert and emergency fall between or above."""
+_TASK_POLL_MS: Final = 50
+_TASK_CANCEL_BOUND: Final = 5.0
+RESOURCE_CACHE_TTL: Final = 300.0
+"""Seconds a server's resource list stays cached (invalidated earlier by list_changed)."""
 T = TypeVar("T")
+
+ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] | None]
+"""Called with ``(progress, total, message)`` for each progress notification of a call."""
 
 
 class ConnectionState(enum.Enum):
@@ -155,6 +180,10 @@ class ConnectionSettings:
         allow_sampling: The record lets this server sample through the host (``config.allowSampling``).
         allow_elicitation: The record lets this server elicit (``config.allowElicitation``).
         allow_roots: The record lets this server list the host's roots (``config.allowRoots``).
+        reset_timeout_on_progress: Progress restarts a tool call's timeout (bounded by
+            ``max_total_timeout``).
+        max_total_timeout: Hard bound on one tool call, seconds, whatever its progress.
+        log_level: Sent as ``logging/setLevel`` on every connect when the server can log.
     """
 
     server_id: str
@@ -173,6 +202,9 @@ class ConnectionSettings:
     allow_sampling: bool = True
     allow_elicitation: bool = True
     allow_roots: bool = True
+    reset_timeout_on_progress: bool = False
+    max_total_timeout: float = 3600.0
+    log_level: str | None = None
 
     def session_bound(self) -> float:
         """Seconds a caller may wait for a live session.
@@ -213,6 +245,7 @@ class ConnectionStatus:
     calls_in_flight: int = 0
     stderr_tail: tuple[str, ...] = ()
     server_info: tuple[str, str] | None = None
+    resources_epoch: int = 0
 
     @property
     def pid(self) -> int | None:
@@ -236,6 +269,7 @@ class _StatusCell:
     bus: events.EventBus
     live: LiveSession | None = None
     stderr: StderrTail | None = None
+    resources: tuple[tuple[int, int], float, tuple[mcp_types.Resource, ...]] | None = None
 
     def set(self, **changes: Any) -> None:
         self.status = attrs.evolve(self.status, **changes)
@@ -259,6 +293,9 @@ class _StatusCell:
 
     def bump_tools_epoch(self) -> None:
         self.status = attrs.evolve(self.status, tools_epoch=self.status.tools_epoch + 1)
+
+    def bump_resources_epoch(self) -> None:
+        self.status = attrs.evolve(self.status, resources_epoch=self.status.resources_epoch + 1)
 
 
 @attrs.define(eq=False)
@@ -307,6 +344,10 @@ class _SessionRun:
     close_why: str | None = None
     close_requested: trio.Event = attrs.field(factory=trio.Event)
     done: trio.Event = attrs.field(factory=trio.Event)
+
+
+def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
+    return mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -466,6 +507,8 @@ class _ConnectionActor:
                     )
                     async with session:
                         result = await _handshake(session, settings.negotiate)
+                        if isinstance(result, mcp_types.InitializeResult):
+                            await self._apply_log_level(session)
                         scope.deadline = math.inf
                         run.live = LiveSession(session=session, link=link, label=self.label, offered=offered)
                         self._connected(run.live, result)
@@ -500,9 +543,20 @@ class _ConnectionActor:
             return  # cancelled from outside (the actor is stopping)
         self._die(failure, run.live)
 
+    async def _apply_log_level(self, session: ClientSession) -> None:
+        """Ask the server for the record's log level (``logLevel``), when it can log at all."""
+        level = self.settings.log_level
+        caps = session.server_capabilities
+        if level is None or caps is None or caps.logging is None:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # MCPDeprecationWarning: deprecated only in 2026-07-28
+            await session.set_logging_level(level)  # type: ignore[arg-type]
+
     def _connected(self, live: LiveSession, result: mcp_types.InitializeResult | mcp_types.DiscoverResult) -> None:
         info = live.session.server_info if isinstance(result, mcp_types.DiscoverResult) else result.server_info
         self.cell.bump_tools_epoch()
+        self.cell.bump_resources_epoch()
         self.cell.live = live
         self.cell.transition(
             ConnectionState.CONNECTED,
@@ -582,14 +636,32 @@ class _ConnectionActor:
                 return
 
     async def _on_message(self, message: Any) -> None:
+        ids = {"serverId": self.settings.server_id, "serverName": self.label}
         if isinstance(message, mcp_types.ToolListChangedNotification):
             self.cell.bump_tools_epoch()
-            self.cell.bus.emit(events.TOOLS_CHANGED, serverId=self.settings.server_id, serverName=self.label)
+            self.cell.bus.emit(events.TOOLS_CHANGED, **ids)
+        elif isinstance(message, mcp_types.ResourceListChangedNotification):
+            self.cell.bump_resources_epoch()
+            self.cell.bus.emit(events.RESOURCES_CHANGED, **ids)
+        elif isinstance(message, mcp_types.ResourceUpdatedNotification):
+            self.cell.bus.emit(events.RESOURCE_UPDATED, **ids, uri=str(message.params.uri))
         elif isinstance(message, Exception):
             logger.warning("server %s: transport reported %s: %s", self.label, type(message).__name__, message)
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
-        logger.debug("server %s logged (%s): %s", self.label, params.level, params.data)
+        """A server's log message: to stdlib logging (``mcp_actors.server.<name>``) and the bus."""
+        level = _LOG_LEVELS.get(params.level, logging.INFO)
+        data = params.data if isinstance(params.data, str) else json.dumps(params.data, default=str)
+        server_logger = logging.getLogger(f"mcp_actors.server.{self.label}")
+        server_logger.log(level, "%s", data, extra={"mcp_logger": params.logger, "mcp_level": params.level})
+        self.cell.bus.emit(
+            events.SERVER_LOG,
+            serverId=self.settings.server_id,
+            serverName=self.label,
+            level=params.level,
+            logger=params.logger,
+            data=params.data,
+        )
 
     # ------------------------------------------------------------------ errors
 
@@ -838,13 +910,16 @@ class ConnectionHandle:
         timeout: float | None = None,
         tool: str | None = None,
         die_on_timeout: bool = False,
+        progress: ProgressDeadline | None = None,
     ) -> T:
         """The one call path: get a live session, run the request on it in this task."""
         bound = timeout if timeout is not None else self.settings.call_timeout
         while True:
             live = await self._live()
             try:
-                return await live.request(what, op, timeout=bound, tool=tool, die_on_timeout=die_on_timeout)
+                return await live.request(
+                    what, op, timeout=bound, tool=tool, die_on_timeout=die_on_timeout, progress=progress
+                )
             except SessionEnded:
                 continue  # it ended before anything was sent: ask for the next one
 
@@ -854,6 +929,8 @@ class ConnectionHandle:
 
     async def list_tools(self) -> tuple[mcp_types.Tool, ...]:
         """Every tool the server offers (all pages), fetched now."""
+
+        epoch = self._cell.status.tools_epoch
 
         async def op(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
             tools: list[mcp_types.Tool] = []
@@ -865,31 +942,148 @@ class ConnectionHandle:
                 cursor = page.next_cursor
                 if not cursor:
                     break
+            live = self._cell.live
+            if live is not None and live.session is session:
+                live.tool_defs = {tool.name: tool for tool in tools}
+                live.tool_defs_epoch = epoch
             return tuple(tools)
 
         return await self._request("tools/list", op)
 
-    async def list_prompts(self) -> tuple[mcp_types.Prompt, ...]:
-        """The server's prompts (empty when it has none)."""
+    async def _paged(
+        self,
+        what: str,
+        fetch: Callable[[ClientSession, str | None], Awaitable[tuple[list[T], str | None]]],
+        capability: str,
+    ) -> tuple[T, ...]:
+        """Every page of a listing (empty when the server lacks the capability)."""
 
-        async def op(session: ClientSession) -> tuple[mcp_types.Prompt, ...]:
+        async def op(session: ClientSession) -> tuple[T, ...]:
             caps = session.server_capabilities
-            if caps is None or caps.prompts is None:
+            if caps is None or getattr(caps, capability) is None:
                 return ()
-            return tuple((await session.list_prompts()).prompts)
+            items: list[T] = []
+            cursor: str | None = None
+            for _ in range(_MAX_PAGES):
+                page, cursor = await fetch(session, cursor)
+                items.extend(page)
+                if not cursor:
+                    break
+            return tuple(items)
 
-        return await self._request("prompts/list", op)
+        return await self._request(what, op)
+
+    async def list_prompts(self) -> tuple[mcp_types.Prompt, ...]:
+        """The server's prompts, all pages (empty when it has none)."""
+
+        async def fetch(session: ClientSession, cursor: str | None) -> tuple[list[mcp_types.Prompt], str | None]:
+            page = await session.list_prompts(params=_page(cursor))
+            return page.prompts, page.next_cursor
+
+        return await self._paged("prompts/list", fetch, "prompts")
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> mcp_types.GetPromptResult:
+        """One prompt rendered with its arguments (``prompts/get``)."""
+
+        async def op(session: ClientSession) -> mcp_types.GetPromptResult:
+            return await session.get_prompt(name, arguments)
+
+        return await self._request("prompts/get", op)
 
     async def list_resources(self) -> tuple[mcp_types.Resource, ...]:
-        """The server's resources (empty when it has none)."""
+        """The server's resources, all pages (empty when it has none).
 
-        async def op(session: ClientSession) -> tuple[mcp_types.Resource, ...]:
-            caps = session.server_capabilities
-            if caps is None or caps.resources is None:
-                return ()
-            return tuple((await session.list_resources()).resources)
+        Cached per connection for :data:`RESOURCE_CACHE_TTL` seconds; a new connection or
+        ``notifications/resources/list_changed`` invalidates the cache at once.
+        """
+        cell = self._cell
+        live = await self._live()  # connected first: the cache key names the connection
+        key = (id(live), cell.status.resources_epoch)
+        cached = cell.resources
+        if cached is not None and cached[0] == key and trio.current_time() < cached[1]:
+            await trio.lowlevel.checkpoint()
+            return cached[2]
 
-        return await self._request("resources/list", op)
+        async def fetch(session: ClientSession, cursor: str | None) -> tuple[list[mcp_types.Resource], str | None]:
+            page = await session.list_resources(params=_page(cursor))
+            return page.resources, page.next_cursor
+
+        resources = await self._paged("resources/list", fetch, "resources")
+        if (id(cell.live), cell.status.resources_epoch) == key:
+            # Still the same connection and no list_changed meanwhile: the listing is current.
+            cell.resources = (key, trio.current_time() + RESOURCE_CACHE_TTL, resources)
+        return resources
+
+    async def list_resource_templates(self) -> tuple[mcp_types.ResourceTemplate, ...]:
+        """The server's resource templates, all pages (empty when it has none)."""
+
+        async def fetch(
+            session: ClientSession, cursor: str | None
+        ) -> tuple[list[mcp_types.ResourceTemplate], str | None]:
+            page = await session.list_resource_templates(params=_page(cursor))
+            return page.resource_templates, page.next_cursor
+
+        return await self._paged("resources/templates/list", fetch, "resources")
+
+    async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
+        """Read one resource (text or blob contents)."""
+
+        async def op(session: ClientSession) -> mcp_types.ReadResourceResult:
+            return await session.read_resource(uri)
+
+        return await self._request("resources/read", op)
+
+    async def subscribe_resource(self, uri: str) -> None:
+        """Ask for ``notifications/resources/updated`` about ``uri`` (emitted as ``resource:updated``)."""
+
+        async def op(session: ClientSession) -> None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # MCPDeprecationWarning: deprecated only in 2026-07-28
+                await session.subscribe_resource(uri)
+
+        await self._request("resources/subscribe", op)
+
+    async def unsubscribe_resource(self, uri: str) -> None:
+        """Stop the updates about ``uri``."""
+
+        async def op(session: ClientSession) -> None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # MCPDeprecationWarning: deprecated only in 2026-07-28
+                await session.unsubscribe_resource(uri)
+
+        await self._request("resources/unsubscribe", op)
+
+    async def complete(
+        self,
+        ref: mcp_types.PromptReference | mcp_types.ResourceTemplateReference,
+        argument: dict[str, str],
+        context: dict[str, str] | None = None,
+    ) -> mcp_types.Completion:
+        """Completion values for a prompt's or a resource template's argument."""
+
+        async def op(session: ClientSession) -> mcp_types.Completion:
+            return (await session.complete(ref, argument, context)).completion
+
+        return await self._request("completion/complete", op)
+
+    async def set_log_level(self, level: str) -> None:
+        """Send ``logging/setLevel`` now (the record's ``logLevel`` is sent on every connect)."""
+
+        async def op(session: ClientSession) -> None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # MCPDeprecationWarning: deprecated only in 2026-07-28
+                await session.set_logging_level(level)  # type: ignore[arg-type]
+
+        await self._request("logging/setLevel", op)
+
+    async def tool_definition(self, name: str) -> mcp_types.Tool | None:
+        """The tool's definition from this connection's last listing (listing once if needed)."""
+        live = await self._live()
+        if name not in live.tool_defs and live.tool_defs_epoch != self._cell.status.tools_epoch:
+            # Unknown, and the list may have changed since this connection last listed it.
+            await self.list_tools()
+            live = await self._live()
+        return live.tool_defs.get(name)
 
     async def call_tool(
         self,
@@ -898,6 +1092,8 @@ class ConnectionHandle:
         *,
         timeout: float | None = None,
         call_id: str | None = None,
+        on_progress: ProgressCallback | None = None,
+        as_task: bool | None = None,
     ) -> mcp_types.CallToolResult:
         """Call a tool by its name on the server; a tool-level error is a result, not an exception.
 
@@ -906,32 +1102,154 @@ class ConnectionHandle:
             arguments: The arguments object.
             timeout: Seconds for the call once it is sent (default: the server's call
                 timeout). Getting a live session first is bounded separately
-                (:meth:`ConnectionSettings.session_bound`).
-            call_id: The caller's id for the call, for logs.
+                (:meth:`ConnectionSettings.session_bound`). With the server's
+                ``resetTimeoutOnProgress``, every progress notification starts it again,
+                up to ``maxTotalTimeout``.
+            call_id: The caller's id for the call, for logs and events.
+            on_progress: Called with ``(progress, total, message)`` for every progress
+                notification of this call (sync or async); also emitted as ``tool:progress``.
+            as_task: Run it as a task (2025-11-25): ``None`` does so exactly when the tool's
+                ``execution.taskSupport`` is ``required``.
 
         Raises:
             ToolCallTimeout: No answer within ``timeout``; the server was asked to cancel.
+            ToolOutputInvalid: The structured result breaks the tool's ``outputSchema``.
+            ToolTaskFailed: The task ended ``failed`` or ``cancelled`` on the server.
             ServerConnectionLost: The connection died during the call (never replayed).
             ConnectionFailed: No live session could be had (connect failure, circuit open).
 
-        Cancelling the caller cancels the call on the server too (``notifications/cancelled``).
+        Cancelling the caller cancels the call on the server too (``notifications/cancelled``,
+        or ``tasks/cancel`` for a task).
         """
         args = dict(arguments or {})
+        settings = self.settings
         if call_id is not None:
-            logger.debug("server %s: call %s of %s", self.settings.server_name, call_id, name)
+            logger.debug("server %s: call %s of %s", settings.server_name, call_id, name)
+        if as_task is None:
+            # The definition comes from this connection's listing: one tools/list per connection,
+            # which the SDK would send anyway to validate structured results.
+            try:
+                known = await self.tool_definition(name)
+            except ServerProtocolError:
+                known = None  # the listing failed: call plainly; the call reports its own errors
+            execution = known.execution if known is not None else None
+            as_task = execution is not None and execution.task_support == "required"
+        deadline = (
+            ProgressDeadline(max_total=settings.max_total_timeout) if settings.reset_timeout_on_progress else None
+        )
+        ids = {"serverId": settings.server_id, "serverName": settings.server_name, "toolName": name, "callId": call_id}
+
+        async def progressed(progress: float, total: float | None, message: str | None) -> None:
+            if deadline is not None:
+                deadline.touch()
+            self._cell.bus.emit(events.TOOL_PROGRESS, **ids, progress=progress, total=total, message=message)
+            if on_progress is not None:
+                outcome = on_progress(progress, total, message)
+                if inspect.isawaitable(outcome):
+                    await outcome
 
         async def op(session: ClientSession) -> mcp_types.CallToolResult:
             async def send(
                 responses: mcp_types.InputResponses | None, state: str | None
             ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
                 return await session.call_tool(
-                    name, args, input_responses=responses, request_state=state, allow_input_required=True
+                    name,
+                    args,
+                    progress_callback=progressed,
+                    input_responses=responses,
+                    request_state=state,
+                    allow_input_required=True,
                 )
 
             # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
-            return await fulfil_input_required(session, await send(None, None), send)
+            try:
+                return await fulfil_input_required(session, await send(None, None), send)
+            except RuntimeError as exc:
+                raise self._invalid_output(name, exc) from None
 
-        return await self._request("tools/call", op, timeout=timeout, tool=name)
+        async def task_op(session: ClientSession) -> mcp_types.CallToolResult:
+            return await self._run_task(session, name, args, progressed, ids)
+
+        return await self._request(
+            "tools/call", task_op if as_task else op, timeout=timeout, tool=name, progress=deadline
+        )
+
+    def _invalid_output(self, name: str, exc: Exception) -> ToolOutputInvalid:
+        return ToolOutputInvalid(
+            f"server {self.settings.server_name!r}: tool {name!r} returned a result that breaks its outputSchema"
+            f" ({exc}); the server is at fault: report it to its authors",
+            server=self.settings.server_name,
+            tool=name,
+        )
+
+    async def _run_task(
+        self,
+        session: ClientSession,
+        name: str,
+        args: dict[str, Any],
+        progressed: Callable[[float, float | None, str | None], Awaitable[None]],
+        ids: dict[str, Any],
+    ) -> mcp_types.CallToolResult:
+        """Create the task, poll it at the server's interval, fetch its result; cancel it if abandoned."""
+        label = self.settings.server_name
+        # The SDK validates a tools/call reply as CallToolResult; a task's reply is a
+        # CreateTaskResult, so it is sent a layer lower (the dispatcher the SDK uses itself).
+        opts: dict[str, Any] = {"on_progress": progressed}
+        session._stamp({"method": "tools/call", "params": {"name": name}}, opts)  # type: ignore[arg-type]
+        raw = await session._dispatcher.send_raw_request(
+            "tools/call",
+            {"name": name, "arguments": args, "task": {}},
+            opts,  # type: ignore[arg-type]
+        )
+        task: mcp_types.Task = mcp_types.CreateTaskResult.model_validate(raw).task
+        bus = self._cell.bus
+
+        def publish(seen: mcp_types.Task) -> None:
+            bus.emit(events.TASK_STATUS, **ids, taskId=seen.task_id, status=seen.status, message=seen.status_message)
+
+        publish(task)
+        finished = False
+        try:
+            while task.status in ("working", "input_required"):
+                await trio.sleep(max(task.poll_interval or _TASK_POLL_MS, _TASK_POLL_MS) / 1000)
+                polled = await session.send_request(
+                    mcp_types.GetTaskRequest(params=mcp_types.GetTaskRequestParams(task_id=task.task_id)),
+                    mcp_types.GetTaskResult,
+                )
+                if (polled.status, polled.status_message) != (task.status, task.status_message):
+                    publish(polled)
+                task = polled
+            finished = True
+            if task.status != "completed":
+                raise ToolTaskFailed(
+                    f"server {label!r}: tool {name!r} ran as task {task.task_id} and ended {task.status}"
+                    + (f": {task.status_message}" if task.status_message else ""),
+                    server=label,
+                    tool=name,
+                    task_id=task.task_id,
+                    status=task.status,
+                )
+            result = await session.send_request(
+                mcp_types.GetTaskPayloadRequest(params=mcp_types.GetTaskPayloadRequestParams(task_id=task.task_id)),
+                mcp_types.CallToolResult,
+            )
+            if not result.is_error:
+                try:
+                    await session.validate_tool_result(name, result)
+                except RuntimeError as exc:
+                    raise self._invalid_output(name, exc) from None
+            return result
+        finally:
+            if not finished:
+                with trio.CancelScope(shield=True), trio.move_on_after(_TASK_CANCEL_BOUND):
+                    try:
+                        await session.send_request(
+                            mcp_types.CancelTaskRequest(params=mcp_types.CancelTaskRequestParams(task_id=task.task_id)),
+                            mcp_types.CancelTaskResult,
+                        )
+                        publish(task.model_copy(update={"status": "cancelled"}))
+                    except Exception as exc:  # the call already failed; this is best effort
+                        logger.info("server %s: cancelling task %s failed: %s", label, task.task_id, exc)
 
     async def health(self, *, timeout: float = 10.0) -> float:
         """Ping now; returns the round-trip time in seconds. An unanswered ping means the server is dead."""

@@ -30,8 +30,10 @@ tool can return:
 Plus the tools that ask the host for something (sampling, form and URL elicitation, roots),
 described in :mod:`mcp_actors._demo_callbacks`.
 
-It also offers one prompt (``greeting``) and one resource (``demo://readme``), so that
-``discover`` has something to find.
+It also offers the prompt ``greeting`` and the resource ``demo://readme``, so that
+``discover`` has something to find, and (from :mod:`mcp_actors._demo_features`) every other
+feature of the protocol's client side: more resources, a template and a subscription,
+prompts with arguments, completion, logging, structured output and task-augmented tools.
 
 Start-up cost is dominated by importing the MCP SDK (its pydantic models); see
 ``docs/testing.md`` for the measured time and for the fast stdlib-only fault server.
@@ -57,6 +59,7 @@ from pydantic import Field
 from starlette.applications import Starlette
 
 from mcp_actors._demo_callbacks import add_callback_tools
+from mcp_actors._demo_features import add_protocol_features
 from mcp_actors.testing._announce import format_announce, http_url
 
 __all__ = [
@@ -288,6 +291,7 @@ def create_demo_server() -> MCPServer[Any]:
         return _README_TEXT
 
     add_callback_tools(server)  # the tools that ask the host (sampling, elicitation, roots)
+    add_protocol_features(server)
     return server
 
 

@@ -51,6 +51,8 @@ __all__ = [
     "ToolCallTimeout",
     "ToolDisabled",
     "ToolNotFound",
+    "ToolOutputInvalid",
+    "ToolTaskFailed",
     "WorkingDirectoryNotFound",
 ]
 
@@ -373,3 +375,30 @@ class AuthorizationServerUnreachable(ConnectionFailed):
     Transient: the slot retries with backoff as for any connection failure. Check the
     network and the authorization server.
     """
+
+
+# ----------------------------------------------------------------------------- protocol features (issue 12)
+
+
+class ToolOutputInvalid(ToolCallFailed):
+    """The tool's structured result does not match the ``outputSchema`` it declared.
+
+    The server is at fault; the result is not handed on, because a host that trusts the
+    schema would misread it.
+    """
+
+
+class ToolTaskFailed(ToolCallFailed):
+    """A tool called as a task ended ``failed`` or ``cancelled`` on the server.
+
+    Attributes:
+        task_id: The server's id of the task.
+        status: The task's final status.
+    """
+
+    def __init__(
+        self, message: str, *, server: str | None = None, tool: str | None = None, task_id: str, status: str
+    ) -> None:
+        super().__init__(message, server=server, tool=tool)
+        self.task_id = task_id
+        self.status = status

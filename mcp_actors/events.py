@@ -37,11 +37,16 @@ __all__ = [
     "EventBus",
     "EventBusStatistics",
     "EventType",
+    "RESOURCES_CHANGED",
+    "RESOURCE_UPDATED",
     "SERVERS_CHANGED",
     "SERVER_CONNECTED",
+    "SERVER_LOG",
     "Subscription",
+    "TASK_STATUS",
     "TOOLS_CHANGED",
     "TOOL_CALLED",
+    "TOOL_PROGRESS",
 ]
 
 
@@ -58,6 +63,16 @@ class EventType(enum.StrEnum):
     """A tool call finished (``serverId``, ``toolName``, ``duration``, ``success``)."""
     TOOLS_CHANGED = "tools:changed"
     """A server's tool list changed (``notifications/tools/list_changed``)."""
+    TOOL_PROGRESS = "tool:progress"
+    """A running call reported progress (``toolName``, ``callId``, ``progress``, ``total``, ``message``)."""
+    TASK_STATUS = "task:status"
+    """A tool call running as a task changed status (``toolName``, ``taskId``, ``status``, ``message``)."""
+    RESOURCES_CHANGED = "resources:changed"
+    """A server's resource list changed (``notifications/resources/list_changed``)."""
+    RESOURCE_UPDATED = "resource:updated"
+    """A subscribed resource changed (``uri``); read it again for the new contents."""
+    SERVER_LOG = "server:log"
+    """A server sent a log message (``level``, ``logger``, ``data``)."""
 
 
 # Aliases of the members, so that emitters and readers written against the constants keep working.
@@ -66,6 +81,11 @@ CONNECTION_STATE: Final = EventType.CONNECTION_STATE
 SERVERS_CHANGED: Final = EventType.SERVERS_CHANGED
 TOOL_CALLED: Final = EventType.TOOL_CALLED
 TOOLS_CHANGED: Final = EventType.TOOLS_CHANGED
+TOOL_PROGRESS: Final = EventType.TOOL_PROGRESS
+TASK_STATUS: Final = EventType.TASK_STATUS
+RESOURCES_CHANGED: Final = EventType.RESOURCES_CHANGED
+RESOURCE_UPDATED: Final = EventType.RESOURCE_UPDATED
+SERVER_LOG: Final = EventType.SERVER_LOG
 
 DEFAULT_MAX_SUBSCRIBERS: Final = 1024
 """Live subscriptions one bus allows by default: far more than any host reads at once."""

@@ -82,6 +82,12 @@ _exit_hook_lock = threading.Lock()
 _exit_hook_armed = False
 
 SyncApprover = Callable[[ApprovalRequest], bool]
+
+SyncProgressCallback = Callable[[float, float | None, str | None], None]
+"""``on_progress(progress, total, message)`` of the blocking facade (runs on the runtime's thread)."""
+
+AsyncioProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] | None]
+"""``on_progress`` of the asyncio facade: a function or coroutine function, run on the caller's loop."""
 """An approver for thread hosts: a plain function, run in a worker thread (it may block)."""
 
 AsyncioApprover = Callable[[ApprovalRequest], Awaitable[bool] | bool]
@@ -548,9 +554,18 @@ class SyncMcpService(_Reads):
         call_id: str | None = None,
         *,
         timeout: float | None = None,
+        on_progress: SyncProgressCallback | None = None,
+        as_task: bool | None = None,
     ) -> mcp_types.CallToolResult:
-        """Call a tool and block for its result (see :meth:`McpService.call_tool`)."""
-        return self._run(lambda s: s.call_tool(server, tool_name, arguments, call_id, timeout=timeout))
+        """Call a tool and block for its result (see :meth:`McpService.call_tool`).
+
+        ``on_progress(progress, total, message)`` runs on the runtime's thread: keep it quick.
+        """
+        return self._run(
+            lambda s: s.call_tool(
+                server, tool_name, arguments, call_id, timeout=timeout, on_progress=on_progress, as_task=as_task
+            )
+        )
 
     def call_tool_by_id(
         self,
@@ -617,6 +632,52 @@ class SyncMcpService(_Reads):
     def subscribe(self, *, buffer: int = 1024) -> SyncSubscription:
         """Events from now on, as a blocking iterator (see :meth:`McpService.subscribe`)."""
         return SyncSubscription(self._portal, buffer)
+
+    # ---------------------------------------------------------- resources, prompts, completion, logging
+
+    def list_resources(self, server: str) -> builtins.list[mcp_types.Resource]:
+        """The server's resources (see :meth:`McpService.list_resources`)."""
+        return self._run(lambda s: s.list_resources(server))
+
+    def list_resource_templates(self, server: str) -> builtins.list[mcp_types.ResourceTemplate]:
+        """The server's resource templates (see :meth:`McpService.list_resource_templates`)."""
+        return self._run(lambda s: s.list_resource_templates(server))
+
+    def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
+        """Read one resource (see :meth:`McpService.read_resource`)."""
+        return self._run(lambda s: s.read_resource(server, uri))
+
+    def subscribe_resource(self, server: str, uri: str) -> None:
+        """Get ``resource:updated`` events for ``uri`` (see :meth:`McpService.subscribe_resource`)."""
+        self._run(lambda s: s.subscribe_resource(server, uri))
+
+    def unsubscribe_resource(self, server: str, uri: str) -> None:
+        """End a resource subscription (see :meth:`McpService.unsubscribe_resource`)."""
+        self._run(lambda s: s.unsubscribe_resource(server, uri))
+
+    def list_prompts(self, server: str) -> builtins.list[mcp_types.Prompt]:
+        """The server's prompts (see :meth:`McpService.list_prompts`)."""
+        return self._run(lambda s: s.list_prompts(server))
+
+    def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> mcp_types.GetPromptResult:
+        """One prompt rendered with its arguments (see :meth:`McpService.get_prompt`)."""
+        return self._run(lambda s: s.get_prompt(server, name, arguments))
+
+    def complete(
+        self,
+        server: str,
+        ref: mcp_types.PromptReference | mcp_types.ResourceTemplateReference | Mapping[str, Any],
+        argument: Mapping[str, str] | tuple[str, str],
+        context: Mapping[str, str] | None = None,
+    ) -> mcp_types.Completion:
+        """Completion values for an argument (see :meth:`McpService.complete`)."""
+        return self._run(lambda s: s.complete(server, ref, argument, context))
+
+    def set_log_level(self, server: str, level: str) -> None:
+        """Send ``logging/setLevel`` now (see :meth:`McpService.set_log_level`)."""
+        self._run(lambda s: s.set_log_level(server, level))
 
 
 class SyncSubscription:
@@ -742,9 +803,20 @@ class AsyncioMcpService(_Reads):
         call_id: str | None = None,
         *,
         timeout: float | None = None,
+        on_progress: AsyncioProgressCallback | None = None,
+        as_task: bool | None = None,
     ) -> mcp_types.CallToolResult:
-        """Call a tool (see :meth:`McpService.call_tool`); cancelling the task cancels the call."""
-        return await self._run(lambda s: s.call_tool(server, tool_name, arguments, call_id, timeout=timeout))
+        """Call a tool (see :meth:`McpService.call_tool`); cancelling the task cancels the call.
+
+        ``on_progress(progress, total, message)`` (a function or a coroutine function) runs
+        on the calling asyncio loop.
+        """
+        relay = _on_loop(asyncio.get_running_loop(), on_progress) if on_progress is not None else None
+        return await self._run(
+            lambda s: s.call_tool(
+                server, tool_name, arguments, call_id, timeout=timeout, on_progress=relay, as_task=as_task
+            )
+        )
 
     async def call_tool_by_id(
         self,
@@ -845,6 +917,66 @@ class AsyncioMcpService(_Reads):
         ``async for event in service.subscribe(): ...``; see :meth:`McpService.subscribe`.
         """
         return AsyncioSubscription(self._portal, buffer)
+
+    # ---------------------------------------------------------- resources, prompts, completion, logging
+
+    async def list_resources(self, server: str) -> builtins.list[mcp_types.Resource]:
+        """The server's resources (see :meth:`McpService.list_resources`)."""
+        return await self._run(lambda s: s.list_resources(server))
+
+    async def list_resource_templates(self, server: str) -> builtins.list[mcp_types.ResourceTemplate]:
+        """The server's resource templates (see :meth:`McpService.list_resource_templates`)."""
+        return await self._run(lambda s: s.list_resource_templates(server))
+
+    async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
+        """Read one resource (see :meth:`McpService.read_resource`)."""
+        return await self._run(lambda s: s.read_resource(server, uri))
+
+    async def subscribe_resource(self, server: str, uri: str) -> None:
+        """Get ``resource:updated`` events for ``uri`` (see :meth:`McpService.subscribe_resource`)."""
+        await self._run(lambda s: s.subscribe_resource(server, uri))
+
+    async def unsubscribe_resource(self, server: str, uri: str) -> None:
+        """End a resource subscription (see :meth:`McpService.unsubscribe_resource`)."""
+        await self._run(lambda s: s.unsubscribe_resource(server, uri))
+
+    async def list_prompts(self, server: str) -> builtins.list[mcp_types.Prompt]:
+        """The server's prompts (see :meth:`McpService.list_prompts`)."""
+        return await self._run(lambda s: s.list_prompts(server))
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> mcp_types.GetPromptResult:
+        """One prompt rendered with its arguments (see :meth:`McpService.get_prompt`)."""
+        return await self._run(lambda s: s.get_prompt(server, name, arguments))
+
+    async def complete(
+        self,
+        server: str,
+        ref: mcp_types.PromptReference | mcp_types.ResourceTemplateReference | Mapping[str, Any],
+        argument: Mapping[str, str] | tuple[str, str],
+        context: Mapping[str, str] | None = None,
+    ) -> mcp_types.Completion:
+        """Completion values for an argument (see :meth:`McpService.complete`)."""
+        return await self._run(lambda s: s.complete(server, ref, argument, context))
+
+    async def set_log_level(self, server: str, level: str) -> None:
+        """Send ``logging/setLevel`` now (see :meth:`McpService.set_log_level`)."""
+        await self._run(lambda s: s.set_log_level(server, level))
+
+
+def _on_loop(
+    loop: asyncio.AbstractEventLoop, callback: AsyncioProgressCallback
+) -> Callable[[float, float | None, str | None], None]:
+    """A progress callback for the trio side that runs ``callback`` on the caller's asyncio loop."""
+
+    def relay(progress: float, total: float | None, message: str | None) -> None:
+        if inspect.iscoroutinefunction(callback):
+            asyncio.run_coroutine_threadsafe(callback(progress, total, message), loop)
+        else:
+            loop.call_soon_threadsafe(callback, progress, total, message)
+
+    return relay
 
 
 class AsyncioSubscription:

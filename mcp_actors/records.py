@@ -57,10 +57,12 @@ __all__ = [
     "CONFIG_KEYS",
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_MAX_TOTAL_TIMEOUT",
     "DEFAULT_PING_INTERVAL",
     "DEMO_SERVER_ID",
     "DOCUMENT_VERSION",
     "InstallSource",
+    "LOG_LEVELS",
     "McpServerRecord",
     "OAuthConfig",
     "OAuthGrant",
@@ -88,6 +90,9 @@ DEFAULT_CALL_TIMEOUT: Final = 120.0
 
 DEFAULT_PING_INTERVAL: Final = 30.0
 """Seconds between MCP pings on an idle connection; ``0`` disables them."""
+
+DEFAULT_MAX_TOTAL_TIMEOUT: Final = 3600.0
+"""Hard bound on one tool call whose timeout progress keeps resetting, in seconds."""
 
 DOCUMENT_VERSION: Final = 1
 """The schema version written to, and the newest one read from, ``mcp-config.json``."""
@@ -579,6 +584,15 @@ def _check_oauth(instance: Any, attribute: attrs.Attribute[OAuthConfig | None], 
 # ----------------------------------------------------------------------------- records
 
 
+LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+"""The MCP log levels (RFC 5424 severities), least severe first."""
+
+
+def _check_log_level(instance: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is not None and value not in LOG_LEVELS:
+        _fail(_camel(attribute.name), f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class ServerConfig:
     """How to start or reach one server, and how long to wait for it.
@@ -609,6 +623,12 @@ class ServerConfig:
         protocol: ``"legacy"`` (default): the ``initialize`` handshake (2025-06-18,
             2025-11-25); ``"auto"``: probe ``server/discover`` first and speak 2026-07-28
             with a server that offers it, else fall back to the handshake.
+        reset_timeout_on_progress: A progress notification restarts a tool call's timeout
+            (as desktop hosts do for long-running tools), bounded by ``max_total_timeout``.
+        max_total_timeout: Hard bound, in seconds, on one tool call however much progress
+            it reports (> 0).
+        log_level: The MCP log level asked of the server with ``logging/setLevel`` on every
+            connect (``debug`` … ``emergency``); ``None`` leaves the server's default.
 
     Raises:
         InvalidServerConfig: A field has the wrong type or value; ``field`` names it in
@@ -642,6 +662,11 @@ class ServerConfig:
     allow_elicitation: bool = attrs.field(default=True, validator=_check_bool)
     allow_roots: bool = attrs.field(default=True, validator=_check_bool)
     protocol: str = attrs.field(default="legacy", validator=_check_protocol)
+    reset_timeout_on_progress: bool = attrs.field(default=False, validator=_check_bool)
+    max_total_timeout: float = attrs.field(
+        default=DEFAULT_MAX_TOTAL_TIMEOUT, converter=_to_float, validator=_seconds_checker(allow_zero=False)
+    )
+    log_level: str | None = attrs.field(default=None, validator=_check_log_level)
 
 
 def _check_config(instance: McpServerRecord, attribute: attrs.Attribute[ServerConfig], config: ServerConfig) -> None:

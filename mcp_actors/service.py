@@ -44,14 +44,14 @@ from mcp_actors._registry import (
     to_record,
 )
 from mcp_actors.config_import import AddJsonEntryResult, parse_server_configs
-from mcp_actors.connection import ConnectionHandle, ConnectionStatus
+from mcp_actors.connection import ConnectionHandle, ConnectionStatus, ProgressCallback
 from mcp_actors.errors import (
     ActorStopped,
     McpActorsError,
     ToolCallDenied,
     ToolNotFound,
 )
-from mcp_actors.records import McpServerRecord
+from mcp_actors.records import LOG_LEVELS, McpServerRecord
 from mcp_actors.tools import McpTool
 from supervisors import MailboxClosed, NoReply, Reply
 
@@ -119,6 +119,7 @@ class Discovery:
     tools: tuple[McpTool, ...] = ()
     prompts: tuple[mcp_types.Prompt, ...] = ()
     resources: tuple[mcp_types.Resource, ...] = ()
+    resource_templates: tuple[mcp_types.ResourceTemplate, ...] = ()
     errors: Mapping[str, McpActorsError] = attrs.field(factory=dict)
 
 
@@ -406,16 +407,25 @@ class McpService:
         call_id: str | None = None,
         *,
         timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+        as_task: bool | None = None,
     ) -> mcp_types.CallToolResult:
         """Call a tool and return the MCP result (a tool-level error is ``is_error``, not an exception).
 
-        Emits ``tool:called`` with the duration and success.
+        Emits ``tool:called`` with the duration and success, and ``tool:progress`` for every
+        progress notification (also given to ``on_progress(progress, total, message)``). A
+        tool whose ``execution.taskSupport`` is ``required`` runs as a task (created, polled
+        at the server's interval, its result fetched, cancelled if the caller gives up);
+        ``as_task=True`` does so for an ``optional`` one too, emitting ``task:status``.
+        The result keeps ``structured_content``, checked against the tool's ``outputSchema``.
 
         Raises:
             ServerNotFound, ServerInactive: The server does not exist or is disabled.
             ToolDisabled: The tool is in ``disabledTools``.
             ToolCallDenied: The approver said no.
             ToolCallTimeout: No result within the timeout (the server was told to cancel).
+            ToolOutputInvalid: The structured result breaks the tool's ``outputSchema``.
+            ToolTaskFailed: The tool ran as a task that failed or was cancelled on the server.
             ConnectionFailed: The server could not be reached or died during the call.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -442,7 +452,9 @@ class McpService:
         start = time.perf_counter()
         success = False
         try:
-            result = await handle.call_tool(tool_name, args, timeout=timeout, call_id=call_id)
+            result = await handle.call_tool(
+                tool_name, args, timeout=timeout, call_id=call_id, on_progress=on_progress, as_task=as_task
+            )
             success = not result.is_error
             return result
         finally:
@@ -463,11 +475,15 @@ class McpService:
         call_id: str | None = None,
         *,
         timeout: float | None = None,
+        on_progress: ProgressCallback | None = None,
+        as_task: bool | None = None,
     ) -> mcp_types.CallToolResult:
         """:meth:`call_tool` for a tool id from a listing (what an LLM asks for)."""
         await trio.lowlevel.checkpoint_if_cancelled()
         record, name = self.resolve_tool_id(tool_id)
-        return await self.call_tool(record.id, name, arguments, call_id, timeout=timeout)
+        return await self.call_tool(
+            record.id, name, arguments, call_id, timeout=timeout, on_progress=on_progress, as_task=as_task
+        )
 
     # --------------------------------------------------------------- connections
 
@@ -526,7 +542,14 @@ class McpService:
             resources = await handle.list_resources()
         except McpActorsError as exc:
             errors["resources"] = exc
-        return Discovery(tools=tuple(tools), prompts=prompts, resources=resources, errors=errors)
+        templates: tuple[mcp_types.ResourceTemplate, ...] = ()
+        try:
+            templates = await handle.list_resource_templates()
+        except McpActorsError as exc:
+            errors["resource_templates"] = exc
+        return Discovery(
+            tools=tuple(tools), prompts=prompts, resources=resources, resource_templates=templates, errors=errors
+        )
 
     async def connect(self, server: str) -> None:
         """Connect now (servers otherwise connect on first use)."""
@@ -604,9 +627,123 @@ class McpService:
                 nursery.start_soon(notify, handle)
         return sent
 
+    # --------------------------------------------------------------- resources, prompts, completion, logging
+
+    async def list_resources(self, server: str) -> builtins.list[mcp_types.Resource]:
+        """The server's resources, every page (empty when it offers none).
+
+        Cached per connection for five minutes; ``notifications/resources/list_changed``
+        (emitted as ``resources:changed``) and every reconnect invalidate it.
+
+        Raises:
+            ServerNotFound, ServerInactive, ConnectionFailed: As the names say.
+        """
+        await trio.lowlevel.checkpoint()
+        return builtins.list(await (await self._active(server))[1].list_resources())
+
+    async def list_resource_templates(self, server: str) -> builtins.list[mcp_types.ResourceTemplate]:
+        """The server's resource templates (``demo://note/{name}``), every page."""
+        await trio.lowlevel.checkpoint()
+        return builtins.list(await (await self._active(server))[1].list_resource_templates())
+
+    async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
+        """Read one resource; ``contents`` holds text (``.text``) or binary (``.blob``, base64) items.
+
+        Raises:
+            ServerProtocolError: The server refused (an unknown URI, no resources at all).
+        """
+        await trio.lowlevel.checkpoint()
+        return await (await self._active(server))[1].read_resource(_text_arg("uri", uri))
+
+    async def subscribe_resource(self, server: str, uri: str) -> None:
+        """Subscribe to changes of ``uri``: each one is emitted as ``resource:updated`` ({serverId, uri}).
+
+        A subscription lasts as long as the connection; subscribe again after a reconnect.
+        """
+        await trio.lowlevel.checkpoint()
+        await (await self._active(server))[1].subscribe_resource(_text_arg("uri", uri))
+
+    async def unsubscribe_resource(self, server: str, uri: str) -> None:
+        """End a subscription made with :meth:`subscribe_resource`."""
+        await trio.lowlevel.checkpoint()
+        await (await self._active(server))[1].unsubscribe_resource(_text_arg("uri", uri))
+
+    async def list_prompts(self, server: str) -> builtins.list[mcp_types.Prompt]:
+        """The server's prompts with their arguments, every page (empty when it offers none)."""
+        await trio.lowlevel.checkpoint()
+        return builtins.list(await (await self._active(server))[1].list_prompts())
+
+    async def get_prompt(
+        self, server: str, name: str, arguments: Mapping[str, str] | None = None
+    ) -> mcp_types.GetPromptResult:
+        """One prompt rendered with ``arguments`` (string values, as the protocol wants)."""
+        await trio.lowlevel.checkpoint()
+        args = {str(k): str(v) for k, v in (arguments or {}).items()}
+        return await (await self._active(server))[1].get_prompt(_text_arg("name", name), args)
+
+    async def complete(
+        self,
+        server: str,
+        ref: mcp_types.PromptReference | mcp_types.ResourceTemplateReference | Mapping[str, Any],
+        argument: Mapping[str, str] | tuple[str, str],
+        context: Mapping[str, str] | None = None,
+    ) -> mcp_types.Completion:
+        """Completion values for an argument of a prompt or a resource template.
+
+        Args:
+            server: The server's id or name.
+            ref: ``PromptReference(name=...)``, ``ResourceTemplateReference(uri=...)``, or
+                their JSON form (``{"type": "ref/prompt", "name": "compose"}``).
+            argument: ``{"name": ..., "value": <what is typed so far>}`` or ``(name, value)``.
+            context: Arguments already chosen, by name.
+        """
+        await trio.lowlevel.checkpoint()
+        parsed_ref = _completion_ref(ref)
+        arg = dict(zip(("name", "value"), argument, strict=True)) if isinstance(argument, tuple) else dict(argument)
+        ctx = dict(context) if context is not None else None
+        return await (await self._active(server))[1].complete(parsed_ref, arg, ctx)
+
+    async def set_log_level(self, server: str, level: str) -> None:
+        """Ask the server to send log messages from ``level`` up (``logging/setLevel``), now.
+
+        For a lasting choice set the record's ``config.logLevel``: it is sent on every
+        connect. Messages arrive on stdlib logging as ``mcp_actors.server.<name>`` and as
+        ``server:log`` events.
+
+        Raises:
+            ValueError: ``level`` is not an MCP log level.
+        """
+        await trio.lowlevel.checkpoint()
+        if level not in LOG_LEVELS:
+            raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
+        await (await self._active(server))[1].set_log_level(level)
+
     def subscribe(self, *, buffer: int = 1024) -> events.Subscription:
         """Events from now on (bounded; a slow reader loses its oldest events, counted)."""
         return self._registry.bus.subscribe(buffer=buffer)
+
+
+def _text_arg(what: str, value: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _completion_ref(
+    ref: mcp_types.PromptReference | mcp_types.ResourceTemplateReference | Mapping[str, Any],
+) -> mcp_types.PromptReference | mcp_types.ResourceTemplateReference:
+    if isinstance(ref, mcp_types.PromptReference | mcp_types.ResourceTemplateReference):
+        return ref
+    if isinstance(ref, Mapping):
+        kind = ref.get("type")
+        if kind == "ref/prompt" and isinstance(ref.get("name"), str):
+            return mcp_types.PromptReference(name=ref["name"])
+        if kind == "ref/resource" and isinstance(ref.get("uri"), str):
+            return mcp_types.ResourceTemplateReference(uri=ref["uri"])
+    raise ValueError(
+        "ref must be PromptReference(name=...), ResourceTemplateReference(uri=...),"
+        f' {{"type": "ref/prompt", "name": ...}} or {{"type": "ref/resource", "uri": ...}}, got {ref!r}'
+    )
 
 
 async def _disconnect_quietly(handle: ConnectionHandle) -> None:

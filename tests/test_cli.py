@@ -349,8 +349,8 @@ async def test_test_and_discover(config: Path) -> None:
     found = discovered.json()
     assert discovered.rc == 0 and found["errors"] == {}
     assert "mcp__demo__echo" in [t["id"] for t in found["tools"]]
-    assert [p["name"] for p in found["prompts"]] == ["greeting"]
-    assert [r["uri"] for r in found["resources"]] == ["demo://readme"]
+    assert "greeting" in [p["name"] for p in found["prompts"]]
+    assert "demo://readme" in [r["uri"] for r in found["resources"]]
 
 
 # --------------------------------------------------------------------------- watch

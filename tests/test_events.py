@@ -32,6 +32,11 @@ def test_event_types_are_an_enum_with_the_wire_strings() -> None:
         "servers:changed",
         "tool:called",
         "tools:changed",
+        "tool:progress",
+        "task:status",
+        "resources:changed",
+        "resource:updated",
+        "server:log",
     }
     assert events.SERVER_CONNECTED is EventType.SERVER_CONNECTED
     assert events.CONNECTION_STATE is EventType.CONNECTION_STATE

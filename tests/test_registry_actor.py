@@ -345,6 +345,16 @@ async def test_every_async_method_checkpoints(tmp_path: Path) -> None:
         "test": ("demo",),
         "update": ("demo",),
         "wait_for_stderr": ("demo", lambda line: True),
+        # issue 12 (protocol features)
+        "complete": ("demo", {"type": "ref/prompt", "name": "compose"}, ("tone", "f")),
+        "get_prompt": ("demo", "greeting", {"name": "x"}),
+        "list_prompts": ("demo",),
+        "list_resource_templates": ("demo",),
+        "list_resources": ("demo",),
+        "read_resource": ("demo", "demo://readme"),
+        "set_log_level": ("demo", "info"),
+        "subscribe_resource": ("demo", "demo://counter"),
+        "unsubscribe_resource": ("demo", "demo://counter"),
     }
     assert sorted(calls) == _async_methods()
     async with runtime_at(tmp_path, connect_on_add=False) as rt:

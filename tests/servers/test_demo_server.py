@@ -38,7 +38,15 @@ DEMO_TOOLS = {
     "big",
     "toggle_extra_tool",
     "stderr",
-} | CALLBACK_TOOL_NAMES  # the tools that ask the host (issue 12 item 1)
+    # issue 12: the protocol features (mcp_actors/_demo_features.py)
+    "bump_counter",
+    "toggle_extra_resource",
+    "log",
+    "weather",
+    "bad_weather",
+    "research",
+    "count",
+} | CALLBACK_TOOL_NAMES  # and the tools that ask the host (issue 12 item 1)
 
 
 WaitLine = Callable[[str], Awaitable[str]]
@@ -91,12 +99,14 @@ async def check_listing(session: ClientSession) -> None:
     assert tools["echo"].input_schema["required"] == ["text"]
     assert tools["add"].input_schema["properties"]["a"]["type"] == "number"
     assert tools["big"].input_schema["properties"]["n"]["type"] == "integer"
-    [prompt] = (await session.list_prompts()).prompts
+    prompts = {p.name: p for p in (await session.list_prompts()).prompts}
+    assert set(prompts) == {"greeting", "compose"}
+    prompt = prompts["greeting"]
     assert prompt.name == "greeting" and [a.name for a in prompt.arguments or []] == ["name"]
     rendered = await session.get_prompt("greeting", {"name": "Ada"})
     assert "Ada" in rendered.messages[0].content.text  # type: ignore[union-attr]
-    [resource] = (await session.list_resources()).resources
-    assert str(resource.uri) == README_URI
+    resources = {str(r.uri) for r in (await session.list_resources()).resources}
+    assert README_URI in resources
     [contents] = (await session.read_resource(README_URI)).contents
     assert isinstance(contents, types.TextResourceContents) and "demo server" in contents.text
 

@@ -1,0 +1,186 @@
+"""The ``resources`` and ``prompts`` commands of ``mcp-actors`` (issue 12, item 3).
+
+Kept apart from :mod:`mcp_actors.cli`, which registers the two sub-apps::
+
+    mcp-actors resources list NAME [--templates] [--json]
+    mcp-actors resources read NAME URI [--json] [--output FILE]
+    mcp-actors prompts list NAME [--json]
+    mcp-actors prompts get NAME PROMPT [--arg KEY=VALUE ...] [--json]
+
+The shared plumbing (global options, the runtime for one command, failure reporting) is
+the main CLI's; it is imported when a command runs, so importing this module costs nothing
+and there is no import cycle.
+"""
+
+from __future__ import annotations
+
+import base64
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from mcp_actors._cli_support import CliError, ExitCode, print_json
+
+if TYPE_CHECKING:
+    from mcp_actors.service import McpService
+
+__all__ = ["prompts_app", "resources_app"]
+
+resources_app = typer.Typer(help="List and read a server's resources and resource templates.", no_args_is_help=True)
+prompts_app = typer.Typer(help="List a server's prompts and render one with arguments.", no_args_is_help=True)
+
+_out = Console(highlight=False, soft_wrap=False)
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]
+ServerArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name (or id).")]
+
+
+def _dump(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _run(ctx: typer.Context, fn: Any) -> Any:
+    """Run ``fn(service)`` in a runtime open for this command; failures become one stderr line."""
+    from mcp_actors import cli
+
+    holder: dict[str, Any] = {}
+
+    async def body(opts: Any) -> ExitCode:
+        holder["value"] = await cli._with_service(opts, fn)
+        return ExitCode.OK
+
+    cli._run_async(ctx, body)
+    return holder.get("value")
+
+
+# --------------------------------------------------------------------------- resources
+
+
+@resources_app.command("list")
+def resources_list(
+    ctx: typer.Context,
+    server: ServerArg,
+    templates: Annotated[bool, typer.Option("--templates", help="List the resource templates instead.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """List a server's resources (every page), or its resource templates."""
+
+    async def fn(service: McpService) -> list[Any]:
+        if templates:
+            return list(await service.list_resource_templates(server))
+        return list(await service.list_resources(server))
+
+    items = _run(ctx, fn)
+    if as_json:
+        print_json([_dump(item) for item in items])
+        return
+    if templates:
+        table = Table(title=f"Resource templates ({len(items)})", title_justify="left")
+        for column in ("URI TEMPLATE", "NAME", "MIME TYPE", "DESCRIPTION"):
+            table.add_column(column, overflow="fold")
+        for t in items:
+            table.add_row(Text(t.uri_template, style="bold"), t.name, t.mime_type or "", t.description or "")
+    else:
+        table = Table(title=f"Resources ({len(items)})", title_justify="left")
+        for column in ("URI", "NAME", "MIME TYPE", "DESCRIPTION"):
+            table.add_column(column, overflow="fold")
+        for r in items:
+            table.add_row(Text(str(r.uri), style="bold"), r.name, r.mime_type or "", r.description or "")
+    _out.print(table)
+
+
+@resources_app.command("read")
+def resources_read(
+    ctx: typer.Context,
+    server: ServerArg,
+    uri: Annotated[str, typer.Argument(metavar="URI", help="The resource's URI (a template filled in works too).")],
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", dir_okay=False, help="Write the (first) contents to this file (blobs decoded)."),
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Read a resource: text is printed; binary contents are named (or written with --output)."""
+
+    async def fn(service: McpService) -> Any:
+        return await service.read_resource(server, uri)
+
+    result = _run(ctx, fn)
+    if as_json:
+        print_json(_dump(result))
+        return
+    if output is not None:
+        if not result.contents:
+            raise typer.Exit(int(ExitCode.FAILED))
+        first = result.contents[0]
+        data = base64.b64decode(first.blob) if hasattr(first, "blob") else first.text.encode()
+        output.write_bytes(data)
+        print(f"wrote {len(data)} bytes to {output}", file=sys.stderr)
+        return
+    for item in result.contents:
+        if hasattr(item, "text"):
+            sys.stdout.write(item.text + ("" if item.text.endswith("\n") else "\n"))
+        else:
+            size = len(base64.b64decode(item.blob))
+            sys.stdout.write(f"[Binary: {item.mime_type or 'unknown type'}, {size} bytes; use --output FILE]\n")
+    sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------- prompts
+
+
+@prompts_app.command("list")
+def prompts_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """List a server's prompts with their arguments (``?`` marks an optional one)."""
+
+    async def fn(service: McpService) -> list[Any]:
+        return list(await service.list_prompts(server))
+
+    prompts = _run(ctx, fn)
+    if as_json:
+        print_json([_dump(p) for p in prompts])
+        return
+    table = Table(title=f"Prompts ({len(prompts)})", title_justify="left")
+    for column in ("NAME", "ARGUMENTS", "DESCRIPTION"):
+        table.add_column(column, overflow="fold")
+    for p in prompts:
+        arguments = ", ".join(a.name + ("" if a.required else "?") for a in p.arguments or ())
+        table.add_row(Text(p.name, style="bold"), arguments, p.description or "")
+    _out.print(table)
+
+
+@prompts_app.command("get")
+def prompts_get(
+    ctx: typer.Context,
+    server: ServerArg,
+    prompt: Annotated[str, typer.Argument(metavar="PROMPT", help="The prompt's name.")],
+    arg: Annotated[
+        list[str] | None, typer.Option("--arg", metavar="KEY=VALUE", help="A prompt argument (repeatable).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Render a prompt with arguments and print its messages."""
+
+    async def fn(service: McpService) -> Any:
+        arguments: dict[str, str] = {}
+        for i, item in enumerate(arg or (), start=1):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise CliError(f"--arg expects KEY=VALUE; occurrence {i} of --arg has no '=' or no key")
+            arguments[key.strip()] = value
+        return await service.get_prompt(server, prompt, arguments)
+
+    result = _run(ctx, fn)
+    if as_json:
+        print_json(_dump(result))
+        return
+    from mcp_actors.adapters import flatten_content
+
+    for message in result.messages:
+        sys.stdout.write(f"[{message.role}] {flatten_content([message.content])}\n")
+    sys.stdout.flush()

@@ -1,0 +1,49 @@
+"""Helpers for the protocol-feature tests: the demo server over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp_actors import events
+from mcp_actors.runtime import open_runtime
+from mcp_actors.service import McpService
+from mcp_actors.testing import demo_server_command, serve_http
+
+TRANSPORTS = ("stdio", "http")
+
+
+def text_of(result: Any) -> str:
+    """The concatenated text items of a result."""
+    return "".join(getattr(item, "text", "") for item in result.content)
+
+
+@asynccontextmanager
+async def demo_service(tmp_path: Path, transport: str, **config: Any) -> AsyncIterator[McpService]:
+    """A runtime with the demo server named 'srv', spawned (stdio) or served here (streamable HTTP)."""
+    base = {"pingInterval": 0, **config}
+    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False) as rt:
+        if transport == "stdio":
+            argv = demo_server_command()
+            await rt.service.add(
+                {"name": "srv", "type": "stdio", "config": {"command": argv[0], "args": argv[1:], **base}}
+            )
+            yield rt.service
+            return
+        async with serve_http(demo_server_command("--transport", "streamable-http")) as server:
+            await rt.service.add({"name": "srv", "type": "http", "config": {"url": server.url, **base}})
+            yield rt.service
+
+
+async def next_event(sub: events.Subscription, kind: events.EventType, where: Callable[[events.Event], bool]) -> Any:
+    """The next event of ``kind`` satisfying ``where`` (bounded generously by the caller)."""
+    async for event in sub:
+        if event.type == kind and where(event):
+            return event
+    raise AssertionError("event bus closed")
+
+
+BOUND = 60.0
+"""Real seconds any one wait may take on a loaded 2-core machine (each takes well under 2 s alone)."""

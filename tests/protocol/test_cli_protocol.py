@@ -1,0 +1,105 @@
+"""``mcp-actors resources|prompts``, discover's templates and call's progress bar, run for real."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import select
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+
+_SCRIPT = Path(sys.executable).with_name("mcp-actors")
+CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mcp_actors"]
+RUN_BOUND = 120.0
+
+
+async def cli(config: Path, *args: str) -> tuple[int, str, str]:
+    """Run one command against a fresh config (the built-in demo server only)."""
+    env = {**os.environ, "MCP_ACTORS_CONFIG": str(config), "COLUMNS": "200"}
+    with trio.fail_after(RUN_BOUND):
+        done = await trio.run_process(
+            [*CLI, *args], capture_stdout=True, capture_stderr=True, check=False, env=env, stdin=b""
+        )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_resources_list_templates_and_read(tmp_path: Path) -> None:
+    """resources list (plain and --templates) and read (text, binary, --output) work on the demo server."""
+    config = tmp_path / "cfg.json"
+    rc, out, err = await cli(config, "resources", "list", "demo", "--json")
+    assert rc == 0, err
+    assert "demo://counter" in {r["uri"] for r in json.loads(out)}
+    rc, out, _ = await cli(config, "resources", "list", "demo", "--templates")
+    assert rc == 0 and "demo://note/{name}" in out
+    rc, out, _ = await cli(config, "resources", "read", "demo", "demo://note/gamma")
+    assert (rc, out) == (0, "note gamma\n")
+    rc, out, _ = await cli(config, "resources", "read", "demo", "demo://pixel.png")
+    assert rc == 0 and out.startswith("[Binary: image/png,")
+    target = tmp_path / "pixel.png"
+    rc, _, _ = await cli(config, "resources", "read", "demo", "demo://pixel.png", "--output", str(target))
+    assert rc == 0 and target.read_bytes().startswith(b"\x89PNG")
+    rc, _, err = await cli(config, "resources", "read", "demo", "demo://missing")
+    assert rc != 0 and err.startswith("mcp-actors: ") and "Traceback" not in err
+
+
+async def test_prompts_list_and_get(tmp_path: Path) -> None:
+    """prompts list shows arguments; prompts get renders with --arg; a bad --arg is one usage line."""
+    config = tmp_path / "cfg.json"
+    rc, out, _ = await cli(config, "prompts", "list", "demo")
+    assert rc == 0 and "compose" in out and "topic, tone?" in out
+    rc, out, _ = await cli(config, "prompts", "get", "demo", "compose", "--arg", "topic=trio", "--arg", "tone=funny")
+    assert (rc, out) == (0, "[user] Write a funny paragraph about trio.\n")
+    rc, out, _ = await cli(config, "prompts", "get", "demo", "greeting", "--arg", "name=Ada", "--json")
+    assert rc == 0 and json.loads(out)["messages"][0]["role"] == "user"
+    rc, _, err = await cli(config, "prompts", "get", "demo", "compose", "--arg", "oops")
+    assert rc == 2 and "--arg expects KEY=VALUE" in err
+
+
+async def test_discover_shows_templates(tmp_path: Path) -> None:
+    """discover lists resource templates, in its table and in --json."""
+    config = tmp_path / "cfg.json"
+    rc, out, _ = await cli(config, "discover", "demo", "--json")
+    assert rc == 0
+    assert [t["uriTemplate"] for t in json.loads(out)["resourceTemplates"]] == ["demo://note/{name}"]
+    rc, out, _ = await cli(config, "discover", "demo")
+    assert rc == 0 and "Resource templates (1)" in out
+
+
+def test_call_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
+    """On a terminal, `call` draws the tool's progress messages on stderr; stdout gets the result only."""
+    env = {**os.environ, "MCP_ACTORS_CONFIG": str(tmp_path / "cfg.json"), "COLUMNS": "120"}
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [*CLI, "call", "demo/sleep", "--args", '{"seconds": 1}'],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=follower,
+            env=env,
+        )
+        os.close(follower)
+        follower = -1
+        drawn = b""
+        while True:
+            ready, _, _ = select.select([leader], [], [], RUN_BOUND)
+            if not ready:
+                break
+            try:
+                chunk = os.read(leader, 4096)
+            except OSError:  # the pty closed with the process
+                break
+            if not chunk:
+                break
+            drawn += chunk
+        stdout, _ = proc.communicate(timeout=RUN_BOUND)
+    finally:
+        os.close(leader)
+        if follower != -1:
+            os.close(follower)
+    assert proc.returncode == 0
+    assert stdout == b"slept 1 s\n"
+    assert b"demo/sleep: slept" in drawn

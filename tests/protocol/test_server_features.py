@@ -1,0 +1,227 @@
+"""Issue 12 items 2-6 through McpService against the real demo server, over stdio and streamable HTTP."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import mcp.types as mcp_types
+import pytest
+import trio
+from protocol_bed import BOUND, demo_service, next_event, text_of
+
+from mcp_actors import events
+from mcp_actors._demo_features import COUNTER_URI, EXTRA_RESOURCE_URI, NOTE_TEMPLATE, TASK_TOOL
+from mcp_actors.adapters import flatten_result
+from mcp_actors.errors import ServerProtocolError, ToolCallTimeout, ToolOutputInvalid
+
+# ---------------------------------------------------------------------- item 3: resources, prompts, completion
+
+
+async def test_resources_templates_read_and_discover(tmp_path: Path, transport: str) -> None:
+    """Resources (all pages), templates, text and blob reads work, and discover shows templates."""
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            uris = {str(r.uri) for r in await svc.list_resources("srv")}
+            assert {"demo://readme", COUNTER_URI, "demo://pixel.png"} <= uris
+            templates = await svc.list_resource_templates("srv")
+            assert [t.uri_template for t in templates] == [NOTE_TEMPLATE]
+            text = await svc.read_resource("srv", "demo://note/alpha")
+            assert isinstance(text.contents[0], mcp_types.TextResourceContents)
+            assert text.contents[0].text == "note alpha"
+            blob = await svc.read_resource("srv", "demo://pixel.png")
+            assert isinstance(blob.contents[0], mcp_types.BlobResourceContents)
+            assert blob.contents[0].mime_type == "image/png"
+            found = await svc.discover("srv")
+            assert [t.uri_template for t in found.resource_templates] == [NOTE_TEMPLATE]
+            assert not found.errors
+            with pytest.raises(ServerProtocolError, match="resources/read"):
+                await svc.read_resource("srv", "demo://nothing-here")
+
+
+async def test_subscription_updates_and_list_changed_invalidates_cache(tmp_path: Path, transport: str) -> None:
+    """A subscribed resource's change is a resource:updated event; list_changed refreshes the cached list."""
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            sub = svc.subscribe()
+            before = {str(r.uri) for r in await svc.list_resources("srv")}
+            assert EXTRA_RESOURCE_URI not in before
+            await svc.subscribe_resource("srv", COUNTER_URI)
+            await svc.call_tool("srv", "bump_counter")
+            event = await next_event(sub, events.RESOURCE_UPDATED, lambda e: e.data["uri"] == COUNTER_URI)
+            assert event.data["serverName"] == "srv"
+            read = await svc.read_resource("srv", COUNTER_URI)
+            assert read.contents[0].text == "1"  # type: ignore[union-attr]
+            await svc.unsubscribe_resource("srv", COUNTER_URI)
+            await svc.call_tool("srv", "toggle_extra_resource")
+            await next_event(sub, events.RESOURCES_CHANGED, lambda e: True)
+            after = {str(r.uri) for r in await svc.list_resources("srv")}
+            assert EXTRA_RESOURCE_URI in after
+
+
+async def test_prompts_and_completion(tmp_path: Path, transport: str) -> None:
+    """Prompts list with their arguments, render with arguments, and both kinds of argument complete."""
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            prompts = {p.name: p for p in await svc.list_prompts("srv")}
+            assert [a.name for a in prompts["compose"].arguments or []] == ["topic", "tone"]
+            got = await svc.get_prompt("srv", "compose", {"topic": "trio", "tone": "formal"})
+            assert got.messages[0].content.text == "Write a formal paragraph about trio."  # type: ignore[union-attr]
+            tones = await svc.complete("srv", {"type": "ref/prompt", "name": "compose"}, ("tone", "fr"))
+            assert tones.values == ["friendly"]
+            names = await svc.complete(
+                "srv", mcp_types.ResourceTemplateReference(uri=NOTE_TEMPLATE), {"name": "name", "value": "b"}
+            )
+            assert names.values == ["beta"]
+            with pytest.raises(ValueError, match="ref must be"):
+                await svc.complete("srv", {"type": "ref/nothing"}, ("tone", ""))
+
+
+# ---------------------------------------------------------------------- item 2: progress
+
+
+async def test_progress_callback_and_event(tmp_path: Path, transport: str) -> None:
+    """call_tool(on_progress=) sees every progress notification, and each is a tool:progress event."""
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            sub = svc.subscribe()
+            result = await svc.call_tool("srv", "sleep", {"seconds": 0.05}, on_progress=on_progress)
+            assert text_of(result) == "slept 0.05 s"
+            assert len(seen) == 10
+            assert seen[-1][0] == pytest.approx(0.05) and seen[-1][1] == pytest.approx(0.05)
+            event = await next_event(sub, events.TOOL_PROGRESS, lambda e: True)
+            assert event.data["toolName"] == "sleep" and event.data["serverName"] == "srv"
+
+
+async def test_reset_timeout_on_progress_over_real_transport(tmp_path: Path, transport: str) -> None:
+    """With resetTimeoutOnProgress a call longer than its timeout finishes because it reports progress."""
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport, resetTimeoutOnProgress=True) as svc:
+            # 10 steps of 0.3 s against a 1.5 s timeout: the whole call is twice the timeout.
+            result = await svc.call_tool("srv", "sleep", {"seconds": 3.0}, timeout=1.5)
+            assert text_of(result) == "slept 3 s"
+
+
+# ---------------------------------------------------------------------- item 4: logging
+
+
+async def test_log_level_record_and_forwarding(
+    tmp_path: Path, transport: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """logLevel is sent on connect; server logs reach mcp_actors.server.<name> and server:log events."""
+    caplog.set_level(logging.DEBUG, logger="mcp_actors.server.srv")
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport, logLevel="warning") as svc:
+            sub = svc.subscribe()
+            quiet = await svc.call_tool("srv", "log", {"level": "info", "message": "hidden"})
+            assert text_of(quiet) == "not logged: info is below warning"
+            loud = await svc.call_tool("srv", "log", {"level": "error", "message": "boom"})
+            assert text_of(loud) == "logged at error"
+            event = await next_event(sub, events.SERVER_LOG, lambda e: True)
+            assert event.data["level"] == "error" and event.data["data"] == "boom"
+            assert any(r.name == "mcp_actors.server.srv" and r.levelno == logging.ERROR for r in caplog.records)
+            await svc.set_log_level("srv", "debug")
+            again = await svc.call_tool("srv", "log", {"level": "info", "message": "shown"})
+            assert text_of(again) == "logged at info"
+            with pytest.raises(ValueError, match="level must be one of"):
+                await svc.set_log_level("srv", "loud")
+
+
+# ---------------------------------------------------------------------- item 5: tasks
+
+
+async def test_task_required_tool_runs_as_task(tmp_path: Path, transport: str) -> None:
+    """A tool with taskSupport required is called as a task through plain call_tool, with status events."""
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            sub = svc.subscribe()
+            result = await svc.call_tool("srv", TASK_TOOL, {"topic": "actors", "seconds": 0.2})
+            assert text_of(result) == "research on actors: done"
+            statuses = []
+            while not statuses or statuses[-1] != "completed":
+                event = await next_event(sub, events.TASK_STATUS, lambda e: True)
+                statuses.append(event.data["status"])
+            assert statuses[0] == "working"
+
+
+async def test_optional_task_tool_as_task_and_plain(tmp_path: Path, transport: str) -> None:
+    """An optional-task tool runs plainly by default and as a task with as_task=True, same result."""
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            plain = await svc.call_tool("srv", "count", {"n": 4})
+            tasked = await svc.call_tool("srv", "count", {"n": 4, "seconds": 0.1}, as_task=True)
+            assert text_of(plain) == text_of(tasked) == "1 2 3 4"
+
+
+async def test_cancelled_task_call_cancels_the_task(tmp_path: Path, transport: str) -> None:
+    """A task call that times out cancels the task on the server (task:status cancelled) and raises a timeout."""
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            sub = svc.subscribe()
+            with pytest.raises(ToolCallTimeout):
+                await svc.call_tool("srv", TASK_TOOL, {"topic": "slow", "seconds": 600}, timeout=1.0)
+            event = await next_event(sub, events.TASK_STATUS, lambda e: e.data["status"] == "cancelled")
+            assert event.data["toolName"] == TASK_TOOL
+
+
+# ---------------------------------------------------------------------- item 6: structured results
+
+
+async def test_structured_content_kept_validated_and_flattened(tmp_path: Path, transport: str) -> None:
+    """structuredContent is kept, flattened to JSON when there is no text, and a schema breach is a typed error."""
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            result = await svc.call_tool("srv", "weather", {"city": "Oslo"})
+            assert result.structured_content == {"city": "Oslo", "celsius": 21.5}
+            assert flatten_result(result) == '{"city": "Oslo", "celsius": 21.5}'
+            with pytest.raises(ToolOutputInvalid, match="'bad_weather' returned a result that breaks its outputSchema"):
+                await svc.call_tool("srv", "bad_weather")
+            # The server is still usable after the bad result.
+            assert text_of(await svc.call_tool("srv", "echo", {"text": "ok"})) == "ok"
+
+
+async def test_adapter_reports_progress_and_flattens_structured_results(tmp_path: Path) -> None:
+    """McpToolAdapter(on_progress=) sees a tool's progress; execute() renders structured-only results as JSON."""
+    from mcp_actors.adapters import McpToolAdapter
+
+    seen: list[float] = []
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, "stdio") as svc:
+            tools = {t.name: t for t in await svc.list_server_tools("srv")}
+            sleeper = McpToolAdapter(tools["sleep"], svc, on_progress=lambda p, t, m: seen.append(p))
+            assert await sleeper.execute({"seconds": 0.02}) == "slept 0.02 s"
+            assert len(seen) == 10
+            weather = McpToolAdapter(tools["weather"], svc)
+            assert await weather.execute({"city": "Rome"}) == '{"city": "Rome", "celsius": 21.5}'
+
+
+async def test_failed_task_is_a_typed_error(tmp_path: Path, transport: str) -> None:
+    """A task that ends failed on the server raises ToolTaskFailed with its id and status."""
+    from mcp_actors.errors import ToolTaskFailed
+
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            with pytest.raises(ToolTaskFailed, match="ended failed") as caught:
+                await svc.call_tool("srv", "count", {"n": 1, "seconds": 0.05, "fail": True}, as_task=True)
+            assert caught.value.status == "failed" and caught.value.task_id
+            assert caught.value.tool == "count"
+
+
+async def test_raising_progress_callback_does_not_break_the_call(tmp_path: Path) -> None:
+    """A host's on_progress that raises costs only that notification: the call still returns its result."""
+
+    def broken(progress: float, total: float | None, message: str | None) -> None:
+        raise RuntimeError("host bug")
+
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, "stdio") as svc:
+            sub = svc.subscribe()
+            result = await svc.call_tool("srv", "sleep", {"seconds": 0.02}, on_progress=broken)
+            assert text_of(result) == "slept 0.02 s"
+            event = await next_event(sub, events.TOOL_PROGRESS, lambda e: True)
+            assert event.data["toolName"] == "sleep"
