@@ -45,6 +45,7 @@ from mcp_actors.transports import MemoryParams, StdioParams, TransportParams, re
 __all__ = [
     "UNSUPPORTED_FAULTS",
     "InMemoryServers",
+    "KillableServer",
     "memory_demo_server",
     "memory_fault_server",
     "memory_params_for_argv",
@@ -188,6 +189,60 @@ def memory_fault_server(plan: FaultPlan | None = None) -> MCPServer[Any]:
 
         lowlevel.run = run_after_start_faults  # type: ignore[method-assign]
     return server
+
+
+@attrs.define(eq=False)
+class KillableServer:
+    """A factory of in-memory servers whose running instance a test can kill, as ``os.kill`` kills a process.
+
+    Give it as ``MemoryParams(server=KillableServer(memory_fault_server))``: every
+    connection (and reconnect) builds a fresh instance; :meth:`kill` ends the running one
+    with ``SystemExit(code)``, so its link dies with "exited with code N" while calls are
+    in flight, the way a killed process's link dies.
+
+    Attributes:
+        build: Makes one server (``memory_demo_server``, ``memory_fault_server``, ...).
+        starts: How many instances were built so far.
+    """
+
+    build: Callable[[], MCPServer[Any]]
+    starts: int = 0
+    _kill: trio.Event | None = attrs.field(default=None, init=False)
+    _code: int = attrs.field(default=0, init=False)
+
+    def __call__(self) -> MCPServer[Any]:
+        """Build the next instance (the transport calls this at every connection)."""
+        server = self.build()
+        self.starts += 1
+        killed = trio.Event()
+        self._kill = killed
+        lowlevel = server._lowlevel_server
+        serve = lowlevel.run
+
+        async def run_until_killed(*args: Any, **kwargs: Any) -> Any:
+            async def die_when_killed() -> None:
+                await killed.wait()
+                raise SystemExit(self._code)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(die_when_killed)
+                result = await serve(*args, **kwargs)
+                nursery.cancel_scope.cancel()
+            return result
+
+        lowlevel.run = run_until_killed  # type: ignore[method-assign]
+        return server
+
+    def kill(self, code: int = 137) -> None:
+        """End the running instance with exit code ``code`` (137: what a shell reports for SIGKILL).
+
+        Raises:
+            RuntimeError: No instance was built yet.
+        """
+        if self._kill is None:
+            raise RuntimeError("no server instance to kill; connect first")
+        self._code = code
+        self._kill.set()
 
 
 def _module_and_flags(argv: Sequence[str]) -> tuple[str, list[str]] | None:
