@@ -180,12 +180,12 @@ def memory_fault_server(plan: FaultPlan | None = None) -> MCPServer[Any]:
         lowlevel = server._lowlevel_server
         serve = lowlevel.run
 
-        async def run_after_start_faults(*args: Any, **kwargs: Any) -> Any:
+        async def run_after_start_faults(*args: Any, **kwargs: Any) -> None:
             # What the process does before reading stdin: exit at once, or be slow to serve.
             if plan.exit_at_start is not None:
                 raise SystemExit(plan.exit_at_start)
             await trio.sleep(plan.slow_start)
-            return await serve(*args, **kwargs)
+            await serve(*args, **kwargs)
 
         lowlevel.run = run_after_start_faults  # type: ignore[method-assign]
     return server
@@ -219,16 +219,15 @@ class KillableServer:
         lowlevel = server._lowlevel_server
         serve = lowlevel.run
 
-        async def run_until_killed(*args: Any, **kwargs: Any) -> Any:
+        async def run_until_killed(*args: Any, **kwargs: Any) -> None:
             async def die_when_killed() -> None:
                 await killed.wait()
                 raise SystemExit(self._code)
 
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(die_when_killed)
-                result = await serve(*args, **kwargs)
+                await serve(*args, **kwargs)
                 nursery.cancel_scope.cancel()
-            return result
 
         lowlevel.run = run_until_killed  # type: ignore[method-assign]
         return server
@@ -285,10 +284,13 @@ class InMemoryServers:
         names: The records served in memory (their connection settings were built).
         starts: Per server name, how many server instances were started (every connection
             and every reconnect starts a fresh one, as a new process would be).
+        running: Per server name, how many instances are running now (the in-memory
+            counterpart of "its process is alive").
     """
 
     names: set[str] = attrs.field(factory=set)
     starts: collections.Counter[str] = attrs.field(factory=collections.Counter)
+    running: collections.Counter[str] = attrs.field(factory=collections.Counter)
 
 
 @contextlib.contextmanager
@@ -301,20 +303,39 @@ def records_in_memory() -> Iterator[InMemoryServers]:
         An :class:`InMemoryServers` counting the server instances started per name.
     """
     servers = InMemoryServers()
+    # One params object per (name, command line): the registry compares a record's settings
+    # with a live slot's to decide whether the config changed, as equal StdioParams compare.
+    made: dict[tuple[str, tuple[str, ...]], MemoryParams] = {}
 
     def from_record(record: McpServerRecord) -> TransportParams:
         stdio = StdioParams.from_record(record)
-        twin = memory_params_for_argv([stdio.command, *stdio.args]) if not stdio.env and stdio.cwd is None else None
+        argv = (stdio.command, *stdio.args)
+        if (record.name, argv) in made:
+            return made[record.name, argv]
+        twin = memory_params_for_argv(argv) if not stdio.env and stdio.cwd is None else None
         if twin is None:
             return stdio
         servers.names.add(record.name)
         build = twin.server
 
         def start() -> Any:
+            server = build()
             servers.starts[record.name] += 1
-            return build()
+            lowlevel = server._lowlevel_server
+            serve = lowlevel.run
 
-        return MemoryParams(server=start)
+            async def run_counted(*args: Any, **kwargs: Any) -> None:
+                servers.running[record.name] += 1
+                try:
+                    await serve(*args, **kwargs)
+                finally:
+                    servers.running[record.name] -= 1
+
+            lowlevel.run = run_counted
+            return server
+
+        made[record.name, argv] = MemoryParams(server=start)
+        return made[record.name, argv]
 
     register_transport_kind(ServerType.STDIO, from_record)
     try:
