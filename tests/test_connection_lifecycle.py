@@ -320,3 +320,24 @@ async def test_call_right_after_the_last_allowed_crash_gets_circuit_open(autojum
                 server.kill()
         assert len(outcomes) == 1 and "exited with code 137" in str(outcomes[0])
         assert handle.status().circuit_open
+
+
+@pytest.mark.parametrize("when", ["in the backoff", "while reconnecting"])
+async def test_closing_after_a_crash_stops_at_once(when: str, autojump_clock: trio.abc.Clock) -> None:
+    """Closing the mailbox after a crash (in the restart backoff, or during the reconnect) stops the slot at once."""
+    server = fault_server(slow_start=5)
+    bus = events.EventBus()
+    sub = bus.subscribe()
+    handle, start = open_connection(settings_for(server, connect_timeout=600.0), bus)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(start)
+        await handle.connect()
+        server.kill()
+        await wait_event(sub, state_is("error"))
+        if when == "while reconnecting":
+            with trio.fail_after(BOUND):
+                while server.starts < 2:  # noqa: ASYNC110  (no event for a start; a bounded poll)
+                    await trio.sleep(0.005)
+        closing_at = trio.current_time()
+        await handle.aclose()
+    assert trio.current_time() - closing_at < 1.0
