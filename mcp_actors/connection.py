@@ -490,6 +490,9 @@ class _ConnectionActor:
         failure: McpActorsError | None = None
         with trio.CancelScope(deadline=trio.current_time() + settings.connect_timeout) as scope:
             run.scope = scope
+            if run.close_why is not None:
+                # A close requested before this task first ran found no scope to cancel.
+                scope.cancel()
             try:
                 async with open_transport(settings.transport, label=self.label) as link:
                     cell.set(process=link.process)

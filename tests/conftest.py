@@ -8,11 +8,15 @@ import shutil
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING
 
 import psutil
 import pytest
 import trio
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from mcp_actors.testing.memory import InMemoryServers
 
 # The suite runs on a shared 2-core machine, often beside a second copy of itself: wall-clock
 # limits in hypothesis (per-example deadlines, "input generation is slow") would turn load
@@ -85,3 +89,17 @@ async def no_leaked_tasks() -> AsyncIterator[None]:
     await trio.testing.wait_all_tasks_blocked()
     after = _count_tasks()
     assert after <= before, f"{after - before} trio task(s) left running after the test"
+
+
+@pytest.fixture
+def servers_in_memory() -> Iterator[InMemoryServers]:
+    """Serve the demo and fault servers' stdio records in memory for the test (no process).
+
+    Yields the :class:`mcp_actors.testing.memory.InMemoryServers` that counts the server
+    instances started per name. Records with their own env or cwd, and fault flags only a
+    process can act out, keep their real process.
+    """
+    from mcp_actors.testing.memory import records_in_memory
+
+    with records_in_memory() as servers:
+        yield servers

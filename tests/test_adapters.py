@@ -1,4 +1,10 @@
-"""Registry adapters (McpToolAdapter, load_mcp_tools) and content flattening, against real servers."""
+"""Registry adapters (McpToolAdapter, load_mcp_tools) and content flattening.
+
+Adapter rules (names, arguments, call ids, timeouts, failure isolation) run on the fault
+server's in-memory twin (``servers_in_memory``); content kinds are checked over real stdio
+and streamable HTTP, and deaths mid-call and at start on real processes (their stderr is
+part of the error).
+"""
 
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ from mcp_actors.errors import (
 )
 from mcp_actors.service import McpService
 from mcp_actors.testing import demo_server_command, fault_server_command, serve_http
+from mcp_actors.testing.memory import InMemoryServers
 from mcp_actors.tools import McpTool
 
 README_TEXT = (
@@ -173,7 +180,7 @@ async def test_execute_returns_every_content_kind(tmp_path: Path, transport: str
         assert await echo.execute({"text": "still connected"}) == "still connected"
 
 
-async def test_adapter_arguments_are_checked_for_shape_only(tmp_path: Path) -> None:
+async def test_adapter_arguments_are_checked_for_shape_only(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
     """A non-mapping params is a TypeError; a non-positive or infinite timeout is a ValueError."""
     async with service_with(tmp_path, stdio_entry("quick", fault_server_command())) as service:
         echo = (await adapters_of(service, "quick"))["echo"]
@@ -187,7 +194,7 @@ async def test_adapter_arguments_are_checked_for_shape_only(tmp_path: Path) -> N
         assert await McpToolAdapter(echo.mcp_tool, service, timeout=5).execute({"text": "ok"}) == "ok"
 
 
-async def test_each_execute_has_its_own_call_id(tmp_path: Path) -> None:
+async def test_each_execute_has_its_own_call_id(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
     """Every execute generates a fresh call id, which the registry reports in its tool:called event."""
     async with service_with(tmp_path, stdio_entry("ids", fault_server_command())) as service:
         echo = (await adapters_of(service, "ids"))["echo"]
@@ -205,7 +212,7 @@ async def test_each_execute_has_its_own_call_id(tmp_path: Path) -> None:
         assert [data["toolName"] for data in called] == ["echo", "echo"] and all(d["success"] for d in called)
 
 
-async def test_errors_name_the_tool_and_server(tmp_path: Path) -> None:
+async def test_errors_name_the_tool_and_server(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
     """A failure that is not the tool's own (here: the server was removed) raises a typed error naming the tool."""
     async with service_with(tmp_path, stdio_entry("gone", fault_server_command())) as service:
         echo = (await adapters_of(service, "gone"))["echo"]
@@ -219,7 +226,9 @@ async def test_errors_name_the_tool_and_server(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------- timeouts
 
 
-async def test_default_timeout_is_120_virtual_seconds(tmp_path: Path, switchable_clock: trio.testing.MockClock) -> None:
+async def test_default_timeout_is_120_virtual_seconds(
+    tmp_path: Path, switchable_clock: trio.testing.MockClock, servers_in_memory: InMemoryServers
+) -> None:
     """A hung call fails with ToolCallTimeout after exactly the default 120 s (virtual), and the server stays usable."""
     entry = stdio_entry("hangs", fault_server_command("--hang-tool", "echo"))
     async with service_with(tmp_path, entry) as service:
@@ -238,9 +247,10 @@ async def test_default_timeout_is_120_virtual_seconds(tmp_path: Path, switchable
         assert error.timeout == 120.0 and error.tool == "echo" and error.server == "hangs"
         assert "mcp__hangs__echo" in str(error) and "'hangs'" in str(error) and "120s" in str(error)
         assert await tools["add"].execute({"a": 1, "b": 2}) == "3"
+    assert "hangs" in servers_in_memory.names
 
 
-async def test_timeout_covers_connecting(tmp_path: Path) -> None:
+async def test_timeout_covers_connecting(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
     """The adapter's bound includes connecting: a server still starting at the deadline gives a ToolCallTimeout."""
     entry = stdio_entry("sluggish", fault_server_command("--slow-start", "60"), connectTimeout=300)
     async with service_with(tmp_path, entry) as service:
@@ -318,7 +328,9 @@ async def test_load_mcp_tools_isolates_a_broken_server(tmp_path: Path, no_leaked
         assert await loaded[5].execute({"text": "from two"}) == "from two"
 
 
-async def test_load_mcp_tools_defaults_to_every_active_server(tmp_path: Path) -> None:
+async def test_load_mcp_tools_defaults_to_every_active_server(
+    tmp_path: Path, servers_in_memory: InMemoryServers
+) -> None:
     """Without server ids, every active server's tools load; disabled servers and disabledTools are left out."""
     async with service_with(
         tmp_path,
@@ -332,10 +344,11 @@ async def test_load_mcp_tools_defaults_to_every_active_server(tmp_path: Path) ->
         assert not loaded.failures
         with pytest.raises(TypeError):
             await load_mcp_tools(service, "on")
+    assert servers_in_memory.starts["on"] == 1 and servers_in_memory.starts["off"] == 0
 
 
 async def test_a_hung_approver_is_bounded_by_the_adapter_timeout(
-    tmp_path: Path, switchable_clock: trio.testing.MockClock
+    tmp_path: Path, switchable_clock: trio.testing.MockClock, servers_in_memory: InMemoryServers
 ) -> None:
     """An approver that never answers: ToolCallTimeout at exactly the adapter's timeout (virtual), tool never run."""
     entry = stdio_entry("guarded", fault_server_command())

@@ -1,4 +1,8 @@
-"""Direct adapters (built-in servers connected by the session itself), against real servers."""
+"""Direct adapters (built-in servers connected by the session itself).
+
+Real stdio servers where the process is the point (tracking, closing, deaths with their
+stderr); naming rules on the fault server's in-memory twin (``servers_in_memory``).
+"""
 
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ from mcp_actors.naming import direct_tool_name, is_provider_safe
 from mcp_actors.process_tracker import ProcessTracker
 from mcp_actors.records import McpServerRecord, ServerConfig, ServerType, builtin_demo_record
 from mcp_actors.testing import demo_server_command, fault_server_command, serve_http
+from mcp_actors.testing.memory import InMemoryServers
 
 FAULT_TOOLS = ["echo", "add", "sleep", "big", "fail"]
 
@@ -199,7 +204,7 @@ async def test_failing_servers_are_reported_and_the_rest_load() -> None:
         assert await tools[0].execute({"text": "ok"}) == "ok"
 
 
-async def test_colliding_server_names_load_side_by_side() -> None:
+async def test_colliding_server_names_load_side_by_side(servers_in_memory: InMemoryServers) -> None:
     """Servers 'x.y' and 'x-y' both load; their clashing tool names are disambiguated and both work."""
     servers = [stdio_record("x.y", fault_server_command()), stdio_record("x-y", fault_server_command())]
     async with open_direct_mcp_tools(servers) as (tools, _):
@@ -207,6 +212,7 @@ async def test_colliding_server_names_load_side_by_side() -> None:
         assert len(set(names)) == 10 and all(n.startswith("x_y__") and is_provider_safe(n) for n in names)
         assert names == _unique_names([(s.name, t) for s in servers for t in FAULT_TOOLS])
         assert [await tools[i].execute({"text": str(i)}) for i in (0, 5)] == ["0", "5"]
+    assert servers_in_memory.starts == {"x.y": 1, "x-y": 1}
 
 
 async def test_cancelled_load_leaves_no_process() -> None:

@@ -1,46 +1,72 @@
 """The connection actor's lifecycle rules: death is published before anyone sees it, no request is lost.
 
-Real fault servers over stdio. Every wait is bounded generously; no test sleeps for a
-fixed time to let something happen.
+In-memory fault servers on virtual time: a :class:`~mcp_actors.testing.memory.KillableServer`
+dies the way a killed process does (its link ends with "exited with code 137" while calls
+are in flight). Every wait is bounded; no test sleeps for a fixed time to let something
+happen. The rules that need a process (its identity, a server-side cancellation seen on
+stderr, a ping-deaf server) are in tests/test_connection_processes.py.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import os
-import signal
+from collections.abc import Callable
+from typing import Any
 
-import psutil
+import attrs
 import pytest
 import trio
-from test_connection import FAST_BACKOFF, drain, running, state_is, stdio_settings, text_of, wait_event
+import trio.testing
+from mcp.server.mcpserver import MCPServer
+from testkit import drain, running, state_is, text_of, wait_event
 
 from mcp_actors import events
-from mcp_actors.connection import CLIENT_INFO, ConnectionState, open_connection
+from mcp_actors.connection import CLIENT_INFO, ConnectionHandle, ConnectionSettings, ConnectionState, open_connection
 from mcp_actors.errors import ActorStopped, ConnectionFailed, ServerCircuitOpen, ServerConnectionLost
-from mcp_actors.process_tracker import ProcessIdentity
-from mcp_actors.testing import fault_server_command
+from mcp_actors.testing._fault_plan import FaultPlan
+from mcp_actors.testing.memory import KillableServer, memory_fault_server
+from mcp_actors.transports import MemoryParams
 from supervisors import Backoff, Intensity
 
 BOUND = 30.0
-"""Generous bound for anything expected within a second on a busy machine."""
+"""Bound (virtual seconds) for anything expected at once."""
 
 NO_RESTART = Intensity(max_restarts=0, period=60)
+FAST_BACKOFF = Backoff(min_delay=0.05, max_delay=0.2, jitter=0.0, reset_after=60.0)
 
 
-async def wait_in_flight(handle, n: int) -> None:
+def fault_server(**plan: Any) -> KillableServer:
+    """A killable factory of in-memory fault servers with this fault plan."""
+    return KillableServer(lambda: memory_fault_server(FaultPlan(**plan)))
+
+
+def settings_for(server: Callable[[], MCPServer[Any]], **overrides: object) -> ConnectionSettings:
+    """Connection settings for the in-memory ``server``, named ``srv``."""
+    base = ConnectionSettings(
+        server_id="id-srv",
+        server_name="srv",
+        transport=MemoryParams(server=server),
+        connect_timeout=20.0,
+        call_timeout=30.0,
+        ping_interval=0,
+        backoff=FAST_BACKOFF,
+    )
+    return attrs.evolve(base, **overrides)
+
+
+async def wait_in_flight(handle: ConnectionHandle, n: int) -> None:
     """Wait (bounded) until ``n`` calls are registered on the live connection."""
     with trio.fail_after(BOUND):
         while handle.status().calls_in_flight < n:  # noqa: ASYNC110  (no event for it; a bounded poll)
             await trio.sleep(0.005)
 
 
-async def wait_stderr(handle, text: str) -> str:
-    """Wait (bounded) until the server runs and writes a stderr line containing ``text``."""
+async def wait_started(server: KillableServer) -> None:
+    """Wait (bounded) until an instance of ``server`` runs and every task is blocked (e.g. in its slow start)."""
     with trio.fail_after(BOUND):
-        while handle.status().pid is None:  # noqa: ASYNC110  (no event for a spawn; a bounded poll)
+        while server.starts == 0:  # noqa: ASYNC110  (no event for a start; a bounded poll)
             await trio.sleep(0.005)
-        return await handle.wait_for_stderr(lambda line: text in line)
+    await trio.testing.wait_all_tasks_blocked()
 
 
 def states(sub: events.Subscription) -> list[str]:
@@ -48,9 +74,10 @@ def states(sub: events.Subscription) -> list[str]:
 
 
 @pytest.mark.parametrize("cold", [False, True], ids=["connected", "cold"])
-async def test_state_is_error_before_an_in_flight_call_fails(cold: bool) -> None:
+async def test_state_is_error_before_an_in_flight_call_fails(cold: bool, autojump_clock: trio.abc.Clock) -> None:
     """A call failed by the server's death finds the state error and its event already emitted."""
-    async with running(stdio_settings(fault_server_command(), intensity=NO_RESTART)) as ([handle], sub):
+    server = fault_server()
+    async with running(settings_for(server, intensity=NO_RESTART)) as ([handle], sub):
         if not cold:
             await handle.connect()
         seen: list[object] = []
@@ -64,15 +91,15 @@ async def test_state_is_error_before_an_in_flight_call_fails(cold: bool) -> None
         async with trio.open_nursery() as nursery:
             nursery.start_soon(doomed)
             await wait_in_flight(handle, 1)
-            os.kill(handle.status().pid, signal.SIGKILL)
+            server.kill()
         assert seen == [(ConnectionState.ERROR, True)]
 
 
-async def test_call_right_after_a_crash_gets_the_restarted_servers_answer() -> None:
+async def test_call_right_after_a_crash_gets_the_restarted_servers_answer(autojump_clock: trio.abc.Clock) -> None:
     """Only calls in flight at a crash fail; a call issued right after waits for the restart and succeeds."""
-    async with running(stdio_settings(fault_server_command())) as ([handle], _sub):
+    server = fault_server()
+    async with running(settings_for(server)) as ([handle], _sub):
         await handle.connect()
-        first = handle.status().pid
         answers: list[str] = []
 
         async def doomed() -> None:
@@ -85,15 +112,16 @@ async def test_call_right_after_a_crash_gets_the_restarted_servers_answer() -> N
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(doomed)
                 await wait_in_flight(handle, 1)
-                os.kill(first, signal.SIGKILL)
+                server.kill()
         assert answers == ["back"]
-        assert handle.status().pid not in (None, first)
+        assert server.starts == 2
         assert handle.status().restarts == 1
 
 
-async def test_every_call_in_flight_fails_at_a_crash_and_later_ones_succeed() -> None:
+async def test_every_call_in_flight_fails_at_a_crash_and_later_ones_succeed(autojump_clock: trio.abc.Clock) -> None:
     """Ten calls in flight all fail with the death; ten issued right after all get the new server's answer."""
-    async with running(stdio_settings(fault_server_command())) as ([handle], _sub):
+    server = fault_server()
+    async with running(settings_for(server)) as ([handle], _sub):
         await handle.connect()
         failed: list[BaseException] = []
         answers: list[str] = []
@@ -110,15 +138,15 @@ async def test_every_call_in_flight_fails_at_a_crash_and_later_ones_succeed() ->
                 for i in range(10):
                     nursery.start_soon(doomed, i)
                 await wait_in_flight(handle, 10)
-                os.kill(handle.status().pid, signal.SIGKILL)
+                server.kill()
         assert len(failed) == 10
         assert sorted(answers, key=int) == [str(i) for i in range(10)]
 
 
-async def test_connect_waiters_are_answered_at_once_when_the_attempt_dies() -> None:
+async def test_connect_waiters_are_answered_at_once_when_the_attempt_dies(autojump_clock: trio.abc.Clock) -> None:
     """Requests waiting on a connection attempt get its failure the moment the server dies, not at the timeout."""
-    settings = stdio_settings(fault_server_command("--slow-start", "600"), connect_timeout=600.0, intensity=NO_RESTART)
-    async with running(settings) as ([handle], _sub):
+    server = fault_server(slow_start=600)
+    async with running(settings_for(server, connect_timeout=600.0, intensity=NO_RESTART)) as ([handle], _sub):
         outcomes: list[BaseException] = []
 
         async def waiter() -> None:
@@ -131,15 +159,15 @@ async def test_connect_waiters_are_answered_at_once_when_the_attempt_dies() -> N
             async with trio.open_nursery() as nursery:
                 for _ in range(3):
                     nursery.start_soon(waiter)
-                await wait_stderr(handle, "fault: slow start")
-                os.kill(handle.status().pid, signal.SIGKILL)
+                await wait_started(server)
+                server.kill()
         assert len(outcomes) == 3
 
 
-async def test_requests_queued_when_the_slot_stops_get_actor_stopped() -> None:
+async def test_requests_queued_when_the_slot_stops_get_actor_stopped(autojump_clock: trio.abc.Clock) -> None:
     """A request queued during a restart backoff is answered ActorStopped at once when the slot is stopped."""
-    settings = stdio_settings(
-        fault_server_command("--exit-at-start", "3"),
+    settings = settings_for(
+        fault_server(exit_at_start=3),
         backoff=Backoff(min_delay=1000.0, max_delay=1000.0, jitter=0.0, reset_after=60.0),
     )
     bus = events.EventBus()
@@ -166,11 +194,11 @@ async def test_requests_queued_when_the_slot_stops_get_actor_stopped() -> None:
         await handle.connect()  # and the mailbox is closed for good
 
 
-async def test_closing_the_mailbox_answers_requests_in_progress() -> None:
+async def test_closing_the_mailbox_answers_requests_in_progress(autojump_clock: trio.abc.Clock) -> None:
     """Requests waiting on a connection attempt are answered at once when the mailbox is closed."""
-    settings = stdio_settings(fault_server_command("--slow-start", "600"), connect_timeout=600.0)
+    server = fault_server(slow_start=600)
     bus = events.EventBus()
-    handle, start = open_connection(settings, bus)
+    handle, start = open_connection(settings_for(server, connect_timeout=600.0), bus)
     outcomes: list[BaseException] = []
 
     async def waiter() -> None:
@@ -184,23 +212,10 @@ async def test_closing_the_mailbox_answers_requests_in_progress() -> None:
             await nursery.start(start)
             for _ in range(3):
                 nursery.start_soon(waiter)
-            await wait_stderr(handle, "fault: slow start")
+            await wait_started(server)
             await handle.aclose()
     assert len(outcomes) == 3
     assert handle.status().state is ConnectionState.DISCONNECTED
-
-
-async def test_status_carries_the_process_identity() -> None:
-    """status().process is the stdio server's PID with its create time; pid is its convenience view."""
-    async with running(stdio_settings(fault_server_command())) as ([handle], _sub):
-        assert handle.status().process is None
-        await handle.connect()
-        identity = handle.status().process
-        assert isinstance(identity, ProcessIdentity)
-        assert identity.pid == handle.status().pid
-        assert identity.create_time == pytest.approx(psutil.Process(identity.pid).create_time())
-        await handle.disconnect()
-        assert handle.status().process is None and handle.status().pid is None
 
 
 def test_client_version_is_the_installed_package_version() -> None:
@@ -209,49 +224,23 @@ def test_client_version_is_the_installed_package_version() -> None:
     assert CLIENT_INFO.version == importlib.metadata.version("mcp-actors")
 
 
-async def test_cancelled_caller_cancels_the_call_on_the_server() -> None:
-    """A caller that is cancelled mid-call makes the server receive notifications/cancelled; the session lives."""
-    async with running(stdio_settings(fault_server_command("--hang-tool", "echo"))) as ([handle], _sub):
-        await handle.connect()
-        with trio.fail_after(BOUND):
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(handle.call_tool, "echo", {"text": "x"})
-                line = await handle.wait_for_stderr(lambda line: "fault: hanging call" in line)
-                nursery.cancel_scope.cancel()
-            request_id = line.rsplit(" ", 1)[1]
-            await handle.wait_for_stderr(lambda line: f"fault: cancelled {request_id}" in line)
-        assert handle.status().calls_in_flight == 0
-        assert text_of(await handle.call_tool("add", {"a": 1, "b": 2})) == "3"
-        assert handle.status().state is ConnectionState.CONNECTED
-
-
-async def test_reconnect_after_a_crash_event() -> None:
+async def test_reconnect_after_a_crash_event(autojump_clock: trio.abc.Clock) -> None:
     """After the error event of a crash the slot restarts the server by itself (eager reconnect)."""
-    async with running(stdio_settings(fault_server_command(), backoff=FAST_BACKOFF)) as ([handle], sub):
+    server = fault_server()
+    async with running(settings_for(server)) as ([handle], sub):
         await handle.connect()
-        os.kill(handle.status().pid, signal.SIGKILL)
+        server.kill()
         await wait_event(sub, state_is("error"))
         await wait_event(sub, state_is("connected"))
         assert text_of(await handle.call_tool("echo", {"text": "again"})) == "again"
+        assert server.starts == 2
 
 
-async def test_unanswered_health_ping_publishes_the_death_before_failing() -> None:
-    """health() on a server that ignores pings fails only after the state is error, naming the ping."""
-    async with running(stdio_settings(fault_server_command("--no-ping"), intensity=NO_RESTART)) as ([handle], sub):
-        await handle.connect()
-        drain(sub)
-        with pytest.raises(ServerConnectionLost, match="did not answer a ping") as info:
-            await handle.health(timeout=0.5)
-        assert handle.status().state is ConnectionState.ERROR
-        assert "error" in states(sub)
-        assert info.value.server == "srv"
-
-
-async def test_disconnect_fails_calls_in_flight_and_reconnects_lazily() -> None:
+async def test_disconnect_fails_calls_in_flight_and_reconnects_lazily(autojump_clock: trio.abc.Clock) -> None:
     """Disconnect fails the calls running on the session, ends in disconnected, and the next call reconnects."""
-    async with running(stdio_settings(fault_server_command())) as ([handle], _sub):
+    server = fault_server()
+    async with running(settings_for(server)) as ([handle], _sub):
         await handle.connect()
-        first = handle.status().pid
         failures: list[BaseException] = []
 
         async def doomed() -> None:
@@ -266,15 +255,17 @@ async def test_disconnect_fails_calls_in_flight_and_reconnects_lazily() -> None:
                 await wait_in_flight(handle, 1)
                 await handle.disconnect()
         assert len(failures) == 1 and "disconnect requested" in str(failures[0])
-        assert handle.status().state is ConnectionState.DISCONNECTED and handle.status().pid is None
+        assert handle.status().state is ConnectionState.DISCONNECTED and server.starts == 1
+        await trio.testing.wait_all_tasks_blocked()
+        assert server.starts == 1, "nothing reconnects before a demand"
         assert text_of(await handle.call_tool("echo", {"text": "lazy"})) == "lazy"
-        assert handle.status().pid not in (None, first)
+        assert server.starts == 2
 
 
-async def test_disconnect_while_connecting_abandons_the_attempt() -> None:
+async def test_disconnect_while_connecting_abandons_the_attempt(autojump_clock: trio.abc.Clock) -> None:
     """A disconnect during a connect attempt answers its waiters at once and leaves the server disconnected."""
-    settings = stdio_settings(fault_server_command("--slow-start", "600"), connect_timeout=600.0)
-    async with running(settings) as ([handle], _sub):
+    server = fault_server(slow_start=600)
+    async with running(settings_for(server, connect_timeout=600.0)) as ([handle], _sub):
         outcomes: list[BaseException] = []
 
         async def waiter() -> None:
@@ -286,28 +277,31 @@ async def test_disconnect_while_connecting_abandons_the_attempt() -> None:
         with trio.fail_after(BOUND):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(waiter)
-                await wait_stderr(handle, "fault: slow start")
+                await wait_started(server)
                 await handle.disconnect()
         assert len(outcomes) == 1 and "abandoned" in str(outcomes[0])
         assert handle.status().state is ConnectionState.DISCONNECTED
         assert handle.status().restarts == 0
 
 
-async def test_reconnect_replaces_the_process_without_passing_through_disconnected() -> None:
-    """reconnect() closes the session and connects a new process: connecting then connected, no disconnected."""
-    async with running(stdio_settings(fault_server_command())) as ([handle], sub):
+async def test_reconnect_replaces_the_server_without_passing_through_disconnected(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """reconnect() closes the session and connects a new server: connecting then connected, no disconnected."""
+    server = fault_server()
+    async with running(settings_for(server)) as ([handle], sub):
         await handle.connect()
-        first = handle.status().pid
         drain(sub)
         await handle.reconnect()
         assert states(sub) == ["connecting", "connected"]
-        assert handle.status().pid not in (None, first)
+        assert server.starts == 2
         assert text_of(await handle.call_tool("echo", {"text": "new"})) == "new"
 
 
-async def test_call_right_after_the_last_allowed_crash_gets_circuit_open() -> None:
+async def test_call_right_after_the_last_allowed_crash_gets_circuit_open(autojump_clock: trio.abc.Clock) -> None:
     """With no restarts left, a call issued right after the crash is answered ServerCircuitOpen, not left waiting."""
-    async with running(stdio_settings(fault_server_command(), intensity=NO_RESTART)) as ([handle], _sub):
+    server = fault_server()
+    async with running(settings_for(server, intensity=NO_RESTART)) as ([handle], _sub):
         await handle.connect()
         outcomes: list[BaseException] = []
 
@@ -323,6 +317,27 @@ async def test_call_right_after_the_last_allowed_crash_gets_circuit_open() -> No
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(doomed)
                 await wait_in_flight(handle, 1)
-                os.kill(handle.status().pid, signal.SIGKILL)
-        assert len(outcomes) == 1 and "SIGKILL" in str(outcomes[0])
+                server.kill()
+        assert len(outcomes) == 1 and "exited with code 137" in str(outcomes[0])
         assert handle.status().circuit_open
+
+
+@pytest.mark.parametrize("when", ["in the backoff", "while reconnecting"])
+async def test_closing_after_a_crash_stops_at_once(when: str, autojump_clock: trio.abc.Clock) -> None:
+    """Closing the mailbox after a crash (in the restart backoff, or during the reconnect) stops the slot at once."""
+    server = fault_server(slow_start=5)
+    bus = events.EventBus()
+    sub = bus.subscribe()
+    handle, start = open_connection(settings_for(server, connect_timeout=600.0), bus)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(start)
+        await handle.connect()
+        server.kill()
+        await wait_event(sub, state_is("error"))
+        if when == "while reconnecting":
+            with trio.fail_after(BOUND):
+                while server.starts < 2:  # noqa: ASYNC110  (no event for a start; a bounded poll)
+                    await trio.sleep(0.005)
+        closing_at = trio.current_time()
+        await handle.aclose()
+    assert trio.current_time() - closing_at < 1.0

@@ -1,7 +1,9 @@
 """The blocking portal: the trio runtime in a thread, used from plain threads and asyncio.
 
-Real runtimes, real stdio servers (the fault server: it starts in a fraction of the demo
-server's time). Every test closes its portal; closing must leave no process behind.
+Real runtimes. The portal's rules (threads, loops, typed errors, subscriptions, approvers)
+run on the fault server's in-memory twin (``servers_in_memory``); tests that watch the
+server's stderr (a call hanging, a cancellation arriving) or its processes at close run the
+real stdio fault server. Every test closes its portal; closing must leave no process behind.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from mcp_actors.portal import RuntimePortal, start_portal
 from mcp_actors.service import ApprovalRequest
 from mcp_actors.store import ConfigStore
 from mcp_actors.testing import fault_server_command, live_descendants
+from mcp_actors.testing.memory import InMemoryServers
 
 # Generous bounds for waits on another thread: they only fire when something is broken.
 BOUND = 30.0
@@ -84,7 +87,7 @@ def portal(tmp_path: Path) -> Iterator[RuntimePortal]:
     assert server_processes() == []
 
 
-def test_sync_calls_from_many_threads(portal: RuntimePortal) -> None:
+def test_sync_calls_from_many_threads(servers_in_memory: InMemoryServers, portal: RuntimePortal) -> None:
     """Eight plain threads call tools at once through the blocking facade and get their own results."""
     service = portal.sync_service()
     service.add(fault_input("f"))
@@ -103,6 +106,7 @@ def test_sync_calls_from_many_threads(portal: RuntimePortal) -> None:
     record, name = service.resolve_tool_id(next(t.id for t in tools if t.name == "add"))
     assert (record.name, name) == ("f", "add")
     assert text_of(service.call_tool_by_id("mcp__f__add", {"a": 2, "b": 3})) == "5"
+    assert servers_in_memory.starts["f"] == 1
 
 
 def test_typed_errors_cross_the_thread_boundary_unchanged(portal: RuntimePortal) -> None:
@@ -149,7 +153,9 @@ def test_asyncio_concurrent_calls_and_cancellation_inside_asyncio_run(portal: Ru
     assert status.calls_in_flight == 0 and status.state.value == "connected"
 
 
-def test_two_asyncio_loops_in_two_threads_share_one_portal(portal: RuntimePortal) -> None:
+def test_two_asyncio_loops_in_two_threads_share_one_portal(
+    servers_in_memory: InMemoryServers, portal: RuntimePortal
+) -> None:
     """Two threads, each running its own asyncio loop, call through one portal at the same time."""
     service = portal.asyncio_service()
     portal.sync_service().add(fault_input("f"))
@@ -213,7 +219,9 @@ def test_corrupt_config_fails_start_with_its_typed_error(tmp_path: Path) -> None
     assert cfg.read_text() == '{"mcpServers": ['
 
 
-def test_sync_subscription_sees_events_and_ends_with_the_portal(tmp_path: Path) -> None:
+def test_sync_subscription_sees_events_and_ends_with_the_portal(
+    tmp_path: Path, servers_in_memory: InMemoryServers
+) -> None:
     """A blocking subscription yields events, times out honestly, and its iteration ends with the portal."""
     portal = start_portal(str(tmp_path / "cfg.json"))
     service = portal.sync_service()
@@ -245,7 +253,7 @@ def test_sync_subscription_sees_events_and_ends_with_the_portal(tmp_path: Path) 
     assert [e.seq for e in seen] == sorted(e.seq for e in seen)
 
 
-def test_asyncio_subscription_inside_asyncio_run(portal: RuntimePortal) -> None:
+def test_asyncio_subscription_inside_asyncio_run(servers_in_memory: InMemoryServers, portal: RuntimePortal) -> None:
     """An asyncio subscription made before a call yields that call's tool:called event."""
     service = portal.asyncio_service()
 
@@ -262,7 +270,7 @@ def test_asyncio_subscription_inside_asyncio_run(portal: RuntimePortal) -> None:
     assert asyncio.run(main()) == ["f", "echo", "True"]
 
 
-def test_sync_approver_runs_in_a_worker_thread(portal: RuntimePortal) -> None:
+def test_sync_approver_runs_in_a_worker_thread(servers_in_memory: InMemoryServers, portal: RuntimePortal) -> None:
     """A blocking approver runs off the runtime's thread (it may block); its 'no' is ToolCallDenied."""
     service = portal.sync_service()
     service.add({**fault_input("f"), "isTrusted": False})
@@ -286,7 +294,7 @@ def test_sync_approver_runs_in_a_worker_thread(portal: RuntimePortal) -> None:
     assert text_of(service.call_tool("f", "add", {"a": 1, "b": 2})) == "3"
 
 
-def test_asyncio_approver_runs_on_the_host_loop(portal: RuntimePortal) -> None:
+def test_asyncio_approver_runs_on_the_host_loop(servers_in_memory: InMemoryServers, portal: RuntimePortal) -> None:
     """An asyncio approver coroutine runs on the loop that installed it and can deny a call."""
     service = portal.asyncio_service()
 
@@ -317,7 +325,9 @@ def test_blocking_calls_from_the_runtime_thread_are_refused(portal: RuntimePorta
     assert [r.name for r in service.list()] == ["demo"]
 
 
-def test_facades_offer_health_current_list_and_camel_case_update(portal: RuntimePortal, tmp_path: Path) -> None:
+def test_facades_offer_health_current_list_and_camel_case_update(
+    servers_in_memory: InMemoryServers, portal: RuntimePortal, tmp_path: Path
+) -> None:
     """Both facades have health(), a list() current with the file, and update() with camelCase keys."""
     sync = portal.sync_service()
     sync.add(fault_input("f"))

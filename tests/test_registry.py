@@ -1,4 +1,10 @@
-"""The registry (McpService) end to end, against real demo and fault servers."""
+"""The registry (McpService) end to end, with the demo server served in memory.
+
+The registry's behaviour (records, caching, ids, approval, events) does not depend on how
+bytes reach a server: the demo server's stdio records are served by its in-memory twin
+(``servers_in_memory``), which saves a process start per test. Spawning is tested in
+tests/test_transports_stdio.py and tests/test_connection_processes.py.
+"""
 
 from __future__ import annotations
 
@@ -25,8 +31,11 @@ from mcp_actors.errors import (
 )
 from mcp_actors.naming import is_provider_safe
 from mcp_actors.runtime import open_runtime
+from mcp_actors.testing.memory import InMemoryServers
 
 DATA = Path(__file__).parent / "data" / "configs"
+
+pytestmark = pytest.mark.usefixtures("servers_in_memory")
 
 
 def demo_input(name: str, **extra: object) -> dict[str, object]:
@@ -38,7 +47,7 @@ def demo_input(name: str, **extra: object) -> dict[str, object]:
     }
 
 
-async def test_fresh_install_has_the_builtin_demo(tmp_path: Path) -> None:
+async def test_fresh_install_has_the_builtin_demo(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
     """A missing config means one trusted built-in server, the demo, ready to call."""
     async with runtime_at(tmp_path) as rt:
         [demo] = await rt.service.list()
@@ -46,6 +55,7 @@ async def test_fresh_install_has_the_builtin_demo(tmp_path: Path) -> None:
         tools = await rt.service.list_server_tools("demo")
         assert {"echo", "add", "fail"} <= {t.name for t in tools}
         assert all(is_provider_safe(t.id) and t.id.startswith("mcp__demo__") for t in tools)
+    assert servers_in_memory.starts["demo"] == 1, "the built-in demo record was served in memory"
     assert not (tmp_path / "cfg.json").exists(), "nothing is written until the first change"
 
 

@@ -1,6 +1,11 @@
 """The registry actor: expected failures are replies, a crash restarts only the registry,
 requests of a dead incarnation are answered, the facade survives restarts, the running
-service follows other processes' config changes, and every async method checkpoints."""
+service follows other processes' config changes, and every async method checkpoints.
+
+The demo and fault servers' records are served in memory (``servers_in_memory``): the
+registry's rules do not depend on how a server is reached, and its counters of started and
+running instances stand in for "the same process" and "the process is gone".
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import filelock
-import psutil
 import pytest
 import trio
 from testkit import drain, runtime_at, text_of
@@ -29,9 +33,12 @@ from mcp_actors.runtime import Runtime, open_runtime
 from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 from mcp_actors.testing import fault_server_command
+from mcp_actors.testing.memory import InMemoryServers
 
 UNWRITABLE = "/proc/self/mcp-actors-test/mcp-config.json"
 """A config path nobody can write, not even root: the lock file cannot be created there."""
+
+pytestmark = pytest.mark.usefixtures("servers_in_memory")
 
 
 def fault_input(name: str, *flags: str) -> dict[str, object]:
@@ -57,13 +64,14 @@ async def wait_registry_restarts(rt: Runtime, count: int) -> None:
             await trio.sleep(0.01)
 
 
-async def test_unwritable_config_is_a_reply_and_a_running_call_is_untouched(tmp_path: Path) -> None:
+async def test_unwritable_config_is_a_reply_and_a_running_call_is_untouched(
+    tmp_path: Path, servers_in_memory: InMemoryServers
+) -> None:
     """An unwritable config fails add/update/remove with ConfigStoreError; nothing restarts, a call completes."""
     store = ConfigStore(UNWRITABLE, lock_timeout=0.2)
     async with open_runtime(store=store, connect_on_add=False) as rt:
         svc = rt.service
         await svc.connect("demo")
-        pid = svc.status("demo").pid
         results: list[str] = []
 
         async def long_call() -> None:
@@ -80,19 +88,20 @@ async def test_unwritable_config_is_a_reply_and_a_running_call_is_untouched(tmp_
             with pytest.raises(ConfigStoreError):
                 await svc.add_json(json.dumps({"mcpServers": {"y": {"command": "y"}}}))
         assert results == ["slept 1 s"]
-        assert svc.status("demo").pid == pid
+        assert servers_in_memory.starts["demo"] == 1 and servers_in_memory.running["demo"] == 1
         assert rt.root.statistics().restarts_total == 0
         assert [r.name for r in await svc.list()] == ["demo"]
         assert [r.name for r in await svc.list_server_tools("demo")]
 
 
-async def test_registry_crash_restarts_only_the_registry(tmp_path: Path) -> None:
-    """A registry crash leaves connections, processes and calls in flight untouched; the old facade works."""
+async def test_registry_crash_restarts_only_the_registry(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
+    """A registry crash leaves connections, servers and calls in flight untouched; the old facade works."""
     async with runtime_at(tmp_path, connect_on_add=False) as rt:
         svc = rt.service
         await svc.add(fault_input("f"))
         await svc.connect("f")
-        pid = svc.status("f").pid
+        started = servers_in_memory.starts["f"]
+        assert started == 1
         tools_before = await svc.list_server_tools("f")
         results: list[str] = []
 
@@ -105,7 +114,7 @@ async def test_registry_crash_restarts_only_the_registry(tmp_path: Path) -> None
             await crash_registry(rt)
             await wait_registry_restarts(rt, 1)
         assert results == ["slept 1 s"]
-        assert svc.status("f").pid == pid, "the server process was not restarted"
+        assert servers_in_memory.starts["f"] == started, "the server was not restarted"
         assert rt.connections.statistics().restarts_total == 0
         assert [r.name for r in await svc.list()] == ["demo", "f"]
         # The facade taken before the restart still works, for every kind of operation.
@@ -116,7 +125,7 @@ async def test_registry_crash_restarts_only_the_registry(tmp_path: Path) -> None
             await svc.update("f", is_trusted=True)
             await svc.add(fault_input("g"))
             await svc.remove("g")
-        assert svc.status("f").pid == pid
+        assert servers_in_memory.starts["f"] == started and servers_in_memory.running["f"] == 1
         assert rt.service is svc
 
 
@@ -215,7 +224,9 @@ async def test_a_slow_mutation_does_not_stall_another_servers_cache_miss(tmp_pat
         assert [r.name for r in await svc.list()] == ["demo", "b"]
 
 
-async def test_external_config_changes_reach_the_running_service(tmp_path: Path) -> None:
+async def test_external_config_changes_reach_the_running_service(
+    tmp_path: Path, servers_in_memory: InMemoryServers
+) -> None:
     """Another process's add, change and remove are seen by list(), look-ups and add(), with servers:changed events."""
     cfg = tmp_path / "cfg.json"
     async with open_runtime(cfg, connect_on_add=False, config_poll_interval=0) as rt:
@@ -234,11 +245,11 @@ async def test_external_config_changes_reach_the_running_service(tmp_path: Path)
         def disable_x(rs: list[Any]) -> None:
             rs[:] = [r.updated(is_active=False) if r.name == "x" else r for r in rs]
 
-        pid = svc.status("x").pid
+        assert servers_in_memory.running["x"] == 1
         await trio.to_thread.run_sync(other.modify, disable_x)
         records = {r.name: r for r in await svc.list()}
         assert not records["x"].is_active
-        assert svc.status("x").pid is None and pid is not None
+        assert servers_in_memory.running["x"] == 0, "disabling x stopped its server"
         await trio.to_thread.run_sync(other.modify, lambda rs: rs.__setitem__(slice(None), rs[:1]))
         assert [r.name for r in await svc.list()] == ["demo"]
         with pytest.raises(ServerNotFound):
@@ -399,7 +410,9 @@ def _record(data: dict[str, object]) -> McpServerRecord:
     return record_from_json_dict({"id": new_server_id(), "createdAt": stamp, "updatedAt": stamp, **data})
 
 
-async def test_a_restarted_registry_rebuilds_from_the_store_and_the_live_slots(tmp_path: Path) -> None:
+async def test_a_restarted_registry_rebuilds_from_the_store_and_the_live_slots(
+    tmp_path: Path, servers_in_memory: InMemoryServers
+) -> None:
     """After a crash the registry adopts live slots of configured servers and stops those the file no longer has."""
     cfg = tmp_path / "cfg.json"
     async with open_runtime(cfg, connect_on_add=False, config_poll_interval=0) as rt:
@@ -408,15 +421,14 @@ async def test_a_restarted_registry_rebuilds_from_the_store_and_the_live_slots(t
         await svc.add(fault_input("gone"))
         await svc.connect("keep")
         await svc.connect("gone")
-        keep_pid, gone_pid = svc.status("keep").pid, svc.status("gone").pid
-        assert keep_pid is not None and gone_pid is not None
+        assert servers_in_memory.running["keep"] == 1 and servers_in_memory.running["gone"] == 1
         other = ConfigStore(cfg)
         await trio.to_thread.run_sync(other.modify, lambda rs: rs.__setitem__(slice(None), rs[:2]))
         await crash_registry(rt)
         await wait_registry_restarts(rt, 1)
         assert [r.name for r in svc._registry.snapshot.records.values()] == ["demo", "keep"]
-        assert svc.status("keep").pid == keep_pid
+        assert servers_in_memory.starts["keep"] == 1 and servers_in_memory.running["keep"] == 1
         with trio.fail_after(30):
             while len(rt.connections.which_children()) > 2:  # noqa: ASYNC110 - bounded poll of another tree
                 await trio.sleep(0.05)
-        assert not psutil.pid_exists(gone_pid) or psutil.Process(gone_pid).status() == psutil.STATUS_ZOMBIE
+        assert servers_in_memory.running["gone"] == 0

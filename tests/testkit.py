@@ -1,13 +1,14 @@
 """Helpers shared by the test modules (importable everywhere: ``from testkit import text_of``).
 
 One home for what tests kept writing again: the text of a tool result, draining an event
-subscription, and a runtime on the test's own config file.
+subscription, a runtime on the test's own config file, and connection slots run for a block
+(``running``) with their event waits.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,3 +39,43 @@ async def runtime_at(tmp_path: Path, **kwargs: Any) -> AsyncIterator[Any]:
 
     async with open_runtime(tmp_path / "cfg.json", **kwargs) as rt:
         yield rt
+
+
+@contextlib.asynccontextmanager
+async def running(*settings: Any) -> AsyncIterator[tuple[list[Any], events.Subscription]]:
+    """Run connection slots for the block; close their mailboxes and wait for them after."""
+    from mcp_actors.connection import open_connection
+
+    bus = events.EventBus()
+    sub = bus.subscribe(buffer=10_000)
+    handles = []
+    async with trio.open_nursery() as nursery:
+        for s in settings:
+            handle, start = open_connection(s, bus)
+            await nursery.start(start)
+            handles.append(handle)
+        try:
+            yield handles, sub
+        finally:
+            for handle in handles:
+                await handle.aclose()
+
+
+async def wait_event(
+    sub: events.Subscription, predicate: Callable[[events.Event], bool], *, timeout: float = 30.0
+) -> events.Event:
+    """The next event satisfying ``predicate`` (bounded)."""
+    with trio.fail_after(timeout):
+        async for event in sub:
+            if predicate(event):
+                return event
+    raise AssertionError("event stream ended")
+
+
+def state_is(state: str, **data: object) -> Callable[[events.Event], bool]:
+    """A predicate: a ``connection:state`` event to ``state`` whose data has these values."""
+    return lambda e: (
+        e.type == events.CONNECTION_STATE
+        and e.data["state"] == state
+        and all(e.data.get(k) == v for k, v in data.items())
+    )
