@@ -4,21 +4,25 @@ Runs the contender's driver in this process (trio), profiles only the measured c
 (after the handshake and a warm-up), and prints the client's time grouped by layer
 (ours, the SDK, pydantic, trio/anyio, json, ...) and the functions with the most own
 time. The server runs in its own process and is not profiled. What this prints is the
-basis of the "where the time goes" section of docs/performance.md.
+basis of the "where the time goes" section of docs/performance.md. First, unprofiled, it
+prints the wall and CPU time per call and the trio task steps per call, by task (how many
+times a task is resumed per call: every hop between tasks costs a scheduler pass).
 
-    python -m benchmarks.profile_call [--calls N] [--contenders ours,raw,floor] [--server stdlib|everything]
+    python -m benchmarks.profile_call [--calls N] [--contenders ours,raw,floor] [--server stdlib|stdlib_http|everything]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import os
 import pstats
+import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -88,27 +92,55 @@ def _driver(key: str) -> Any:
     raise SystemExit(f"unknown contender {key!r}: ours, raw or floor")
 
 
+class StepCounter(trio.abc.Instrument):
+    """Counts trio task steps (one resumption of a task each) by task name while enabled."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self.steps: Counter[str] = Counter()
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self.enabled:
+            self.steps[task.name.rsplit(".", 1)[-1]] += 1
+
+
 async def _measure(
-    driver: Any, argv: list[str], arguments: dict[str, Any], calls: int
-) -> tuple[cProfile.Profile, float]:
+    driver: Any, argv: Any, arguments: dict[str, Any], calls: int
+) -> tuple[cProfile.Profile, float, float, float, Counter[str]]:
+    """Unprofiled wall and CPU per call (task steps counted), then the same calls profiled."""
     driver.prepare([argv])
     profiler = cProfile.Profile()
+    counter = StepCounter()
+    trio.lowlevel.add_instrument(counter)
     async with driver.open([argv]) as session:
         await session.tool_names(0)
         for _ in range(100):
             await session.call(0, "echo", arguments)
+        start, cpu = time.perf_counter(), time.process_time()
+        counter.enabled = True
+        for _ in range(calls):
+            await session.call(0, "echo", arguments)
+        counter.enabled = False
+        wall, cpu = (time.perf_counter() - start) / calls, (time.process_time() - cpu) / calls
+        trio.lowlevel.remove_instrument(counter)
         start = time.perf_counter()
         profiler.enable()
         for _ in range(calls):
             await session.call(0, "echo", arguments)
         profiler.disable()
         elapsed = time.perf_counter() - start
-    return profiler, elapsed
+    return profiler, elapsed, wall, cpu, counter.steps
 
 
-def profile(key: str, argv: list[str], arguments: dict[str, Any], calls: int, top: int) -> None:
+def profile(key: str, argv: Any, arguments: dict[str, Any], calls: int, top: int) -> None:
     """Profile ``calls`` sequential calls of contender ``key`` and print the breakdown."""
-    profiler, elapsed = trio.run(_measure, _driver(key), argv, arguments, calls)
+    profiler, elapsed, wall, cpu, steps = trio.run(_measure, _driver(key), argv, arguments, calls)
+    print(
+        f"\n=== {key}: unprofiled {wall * 1e6:.0f} us/call wall, {cpu * 1e6:.0f} us/call CPU; "
+        f"{sum(steps.values()) / calls:.1f} trio task steps per call ==="
+    )
+    for name, count in steps.most_common():
+        print(f"  {count / calls:5.2f}  {name}")
     stats = pstats.Stats(profiler)
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
     total = sum(entry[2] for entry in raw.values())
@@ -139,13 +171,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--contenders", default="ours,raw,floor")
-    parser.add_argument("--server", choices=("stdlib", "everything"), default="stdlib")
+    parser.add_argument("--server", choices=("stdlib", "stdlib_http", "everything"), default="stdlib")
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
-    server, arguments = (
-        (toolserver(), {"text": "hello"}) if args.server == "stdlib" else (EVERYTHING, {"message": "hello"})
-    )
-    with tempfile.TemporaryDirectory(prefix="mcp-actors-profile-") as state:
+    http: subprocess.Popen[bytes] | None = None
+    server: Any
+    if args.server == "everything":
+        server, arguments = EVERYTHING, {"message": "hello"}
+    elif args.server == "stdlib_http":
+        http = subprocess.Popen([*toolserver(), "--http"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert http.stdout is not None
+        server, arguments = http.stdout.readline().decode().strip(), {"text": "hello"}
+    else:
+        server, arguments = toolserver(), {"text": "hello"}
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-profile-") as state, contextlib.ExitStack() as stack:
+        if http is not None:
+            stack.callback(http.wait, 10)
+            stack.callback(http.stdin.close)  # type: ignore[union-attr]
         os.environ["MCP_ACTORS_STATE_DIR"] = state
         os.environ["MCP_ACTORS_CONFIG"] = str(Path(state) / "mcp-config.json")
         for key in args.contenders.split(","):

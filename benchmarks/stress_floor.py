@@ -83,7 +83,7 @@ class FloorClient:
                     if not line.strip():
                         continue
                     message = json.loads(line)
-                    slot = self._pending.get(message.get("id"))  # type: ignore[arg-type]
+                    slot = self._pending.get(message.get("id"))
                     if slot is not None:
                         slot[1] = message
                         slot[0].set()

@@ -20,7 +20,16 @@ ROOT = Path(__file__).resolve().parent.parent
 BOUND = 420.0
 """Upper bound of the whole quick run (it takes under a minute on an idle 2-core machine)."""
 
-OWN_BENCHMARKS = ("call_overhead", "concurrency", "startup", "tool_setup", "memory", "shutdown", "fault_recovery")
+OWN_BENCHMARKS = (
+    "call_overhead",
+    "concurrency",
+    "startup",
+    "tool_setup",
+    "memory",
+    "shutdown",
+    "fault_recovery",
+    "hot_path",
+)
 
 
 @pytest.fixture(scope="module")
