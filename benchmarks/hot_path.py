@@ -19,8 +19,10 @@ noise (only a contender that cannot run at all fails the benchmark).
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
+import subprocess
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -50,9 +52,28 @@ def _servers(quick: bool) -> list[tuple[str, str, Any, dict[str, Any]]]:
     if quick:
         return servers
     servers.append(("stdlib_http", "light stdlib server, streamable HTTP", {"http": [*toolserver(), "--http"]}, text))
-    if shutil.which("node") and shutil.which("npx"):
+    if shutil.which("node") and shutil.which("npx") and _answers(EVERYTHING) is None:
         servers.append(("everything", "everything server (node), stdio", EVERYTHING, {"message": "hello"}))
     return servers
+
+
+def _answers(argv: list[str], bound: float = 180.0) -> str | None:
+    """Why the stdio server ``argv`` does not answer ``initialize`` (``None``: it does).
+
+    npx installs the everything server on first use; offline, or with a broken npm, it
+    never starts, and the run must go on without it instead of failing every contender.
+    """
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}}
+    line = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}) + "\n"
+    try:
+        done = subprocess.run(argv, input=line, capture_output=True, text=True, timeout=bound, check=False)
+    except subprocess.TimeoutExpired:
+        return f"no answer to initialize within {bound:g}s"
+    except OSError as exc:
+        return f"could not start: {exc}"
+    if '"id":1' not in done.stdout.replace(" ", ""):
+        return f"no answer to initialize (exit {done.returncode}): {done.stderr.strip()[-200:]}"
+    return None
 
 
 def _cpu_metric(bench: Bench, source: Metric, key: str, title: str) -> Metric:
@@ -82,7 +103,8 @@ def run(bench: Bench) -> dict[str, Any]:
         "in_flight": IN_FLIGHT,
     }
     if not quick and not any(key == "everything" for key, *_ in servers):
-        bench.notes.append("the everything server was not measured: node/npx is not on the PATH")
+        why = "node/npx is not on the PATH" if not shutil.which("npx") else _answers(EVERYTHING)
+        bench.notes.append(f"the everything server was not measured: {why}")
     guard: list[str] = []
     for key, title, argv, arguments in servers:
 
