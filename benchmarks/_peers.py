@@ -55,6 +55,8 @@ class Contender:
         backend: The event loop the driver runs on (``trio`` or ``asyncio``).
         packages: Pip requirements of its own venv; empty means our own interpreter.
         note: How it is driven, for the report.
+        explicit: Only when named (``hot_path`` names it): not part of ``all`` or ``local``,
+            because its driver speaks just enough MCP for the call scenarios.
     """
 
     key: str
@@ -63,6 +65,7 @@ class Contender:
     backend: str
     packages: tuple[str, ...] = ()
     note: str = ""
+    explicit: bool = False
 
     @property
     def is_peer(self) -> bool:
@@ -71,6 +74,14 @@ class Contender:
 
 
 CONTENDERS: Final[tuple[Contender, ...]] = (
+    Contender(
+        key="floor",
+        label="floor (hand-written JSON-RPC)",
+        driver="floor.py",
+        backend="trio",
+        note="benchmarks/stress_floor.py: stdlib json, trio, one reader task, a dict of pending requests",
+        explicit=True,
+    ),
     Contender(
         key="ours",
         label="mcp-actors",
@@ -136,15 +147,15 @@ def select_contenders(spec: str, *, quick: bool) -> list[Contender]:
         quick: Quick mode: ``all`` means ours + raw only (no installs, tiny counts).
 
     Returns:
-        The contenders, ours first, then the raw floor, then the others.
+        The contenders in :data:`CONTENDERS` order (the floor, ours, the raw SDK, the others).
 
     Raises:
         ValueError: An unknown key.
     """
     if spec == "all":
-        keys = ["ours", "raw"] if quick else [c.key for c in CONTENDERS]
+        keys = ["ours", "raw"] if quick else [c.key for c in CONTENDERS if not c.explicit]
     elif spec == "local":
-        keys = ["ours", "raw"] if quick else [c.key for c in CONTENDERS if not c.is_peer]
+        keys = ["ours", "raw"] if quick else [c.key for c in CONTENDERS if not c.is_peer and not c.explicit]
     else:
         keys = [k.strip() for k in spec.split(",") if k.strip()]
     unknown = [k for k in keys if k not in _BY_KEY]
@@ -237,8 +248,12 @@ def installed_versions(python: Path, packages: Sequence[str]) -> dict[str, str]:
     return versions
 
 
-def driver_env(state_dir: Path) -> dict[str, str]:
-    """The environment of a driver: ours plus a private state dir (no user config touched)."""
+def driver_env(state_dir: Path, contender: Contender | None = None) -> dict[str, str]:
+    """The environment of a driver: ours plus a private state dir (no user config touched).
+
+    A local contender's driver gets this checkout first on its path, so ``mcp_actors`` is
+    the code being benchmarked, not whatever copy the interpreter has installed.
+    """
     env = dict(os.environ)
     env["MCP_ACTORS_STATE_DIR"] = str(state_dir)
     env["MCP_ACTORS_CONFIG"] = str(state_dir / "mcp-config.json")
@@ -246,6 +261,8 @@ def driver_env(state_dir: Path) -> dict[str, str]:
     # The host's own virtualenv must not leak into a peer's interpreter.
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONPATH", None)
+    if contender is not None and not contender.is_peer:
+        env["PYTHONPATH"] = str(BENCH_DIR.parent)
     return env
 
 
@@ -274,7 +291,7 @@ def run_driver(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=driver_env(state_dir),
+        env=driver_env(state_dir, contender),
         cwd=str(BENCH_DIR.parent),
         start_new_session=True,
     )

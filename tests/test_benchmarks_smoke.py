@@ -27,7 +27,16 @@ ROOT = Path(__file__).resolve().parent.parent
 BOUND = 420.0
 """Upper bound of each half of the quick run (a half takes under half a minute on an idle 2-core machine)."""
 
-OWN_BENCHMARKS = ("call_overhead", "concurrency", "startup", "tool_setup", "memory", "shutdown", "fault_recovery")
+OWN_BENCHMARKS = (
+    "call_overhead",
+    "concurrency",
+    "startup",
+    "tool_setup",
+    "memory",
+    "shutdown",
+    "fault_recovery",
+    "hot_path",
+)
 
 QuickRun = tuple[list[subprocess.CompletedProcess[str]], dict[str, Any]]
 """What the quick run gives the tests: each half's completed process, and the merged JSON document."""

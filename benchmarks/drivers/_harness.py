@@ -5,11 +5,12 @@ peer pins its own ``mcp``), so it must not import ``mcp_actors``, ``benchmarks``
 anything but the standard library and ``anyio`` (every MCP client library depends on it).
 
 A driver supplies a :class:`Driver`: ``open(servers)`` is an async context manager that
-connects to every server (each an argv list) and yields a :class:`Session` with two
-operations, ``call`` and ``tool_names``. The harness reads one JSON job on stdin, runs the
-scenario it names with the driver, prints one JSON line with the result on stdout, and
-kills any server process of its own that is still alive when it is done (counted in the
-result as ``leftover_processes``, so a leak is reported, never hidden).
+connects to every server (each an argv list for stdio, or a URL string for a
+streamable-HTTP server the harness started from a ``{"http": argv}`` job entry) and
+yields a :class:`Session` with two operations, ``call`` and ``tool_names``. The harness
+reads one JSON job on stdin, runs the scenario it names with the driver, prints one JSON
+line with the result on stdout, and kills any server process of its own that is still
+alive when it is done (counted in the result as ``leftover_processes``, so a leak is reported, never hidden).
 
 Timing is ``time.perf_counter``; memory is the resident set size of this process from
 ``/proc/self/statm`` (Linux), so the servers' own processes are never counted.
@@ -22,6 +23,7 @@ import gc
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable
@@ -31,7 +33,7 @@ import anyio
 
 __all__ = ["Driver", "Session", "main"]
 
-SERVER_MARKERS = ("mcp_actors.demo_server", "fault_server", "_toolserver.py")
+SERVER_MARKERS = ("mcp_actors.demo_server", "fault_server", "_toolserver.py", "server-everything")
 """Substrings of a server's command line: how a driver finds its own server processes."""
 
 CALL_TIMEOUT = 60.0
@@ -184,16 +186,20 @@ async def sequential(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
     """Latency of ``calls`` sequential echo calls on one server (after ``warmup`` calls)."""
     servers = job["servers"][:1]
     driver.prepare(servers)
+    arguments = job.get("arguments", ECHO_ARGS)
     latencies: list[float] = []
     async with driver.open(servers) as session:
         await _all_tool_names(session, 1)
         for _ in range(job.get("warmup", 20)):
-            await _bounded("warm-up call", session.call(0, "echo", ECHO_ARGS))
+            await _bounded("warm-up call", session.call(0, "echo", arguments))
+        cpu = time.process_time()
         for _ in range(job["calls"]):
             start = time.perf_counter()
-            await _bounded("echo call", session.call(0, "echo", ECHO_ARGS))
+            await _bounded("echo call", session.call(0, "echo", arguments))
             latencies.append(time.perf_counter() - start)
-    return {"latencies": latencies}
+        cpu = time.process_time() - cpu
+    # The client's own CPU (every thread of this process; the server is another process).
+    return {"latencies": latencies, "cpu_per_call": cpu / max(1, job["calls"])}
 
 
 async def concurrent(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
@@ -201,6 +207,7 @@ async def concurrent(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
     servers = job["servers"]
     per_server = job["calls_per_server"]
     in_flight = job["in_flight"]
+    arguments = job.get("arguments", ECHO_ARGS)
     driver.prepare(servers)
     failures: list[str] = []
     async with driver.open(servers) as session:
@@ -211,7 +218,7 @@ async def concurrent(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
                 while remaining[0] > 0:
                     remaining[0] -= 1
                     try:
-                        await _bounded("echo call", session.call(server, "echo", ECHO_ARGS))
+                        await _bounded("echo call", session.call(server, "echo", arguments))
                     except Exception as exc:
                         failures.append(f"{type(exc).__name__}: {exc}"[:200])
 
@@ -224,11 +231,14 @@ async def concurrent(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
         await run_all(min(in_flight, per_server))  # warm-up: one wave per server
         failures.clear()
         start = time.perf_counter()
+        cpu = time.process_time()
         await run_all(per_server)
         elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu
     total = per_server * len(servers)
     return {
         "seconds": elapsed,
+        "cpu_per_call": cpu / total,
         "calls": total,
         "calls_per_s": total / elapsed,
         "failures": len(failures),
@@ -399,6 +409,32 @@ SCENARIOS: dict[str, Callable[[Driver, dict[str, Any]], Awaitable[dict[str, Any]
 }
 
 
+def _start_http(server: dict[str, Any], started: list[subprocess.Popen[bytes]]) -> str:
+    """Start a streamable-HTTP server (``{"http": argv}``) and return its URL (its first stdout line).
+
+    The harness owns an HTTP server's process (a client library only gets the URL); it
+    runs until its stdin closes. Started before the scenario, so no clock sees it.
+    """
+    proc = subprocess.Popen(server["http"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    started.append(proc)
+    assert proc.stdout is not None
+    url = proc.stdout.readline().decode().strip()
+    if not url.startswith("http"):
+        raise RuntimeError(f"the http server {server['http']} printed no URL (got {url!r})")
+    return url
+
+
+def _stop_http(proc: subprocess.Popen[bytes]) -> None:
+    assert proc.stdin is not None
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def main(
     driver: Driver,
     extra: dict[str, Callable[[Driver, dict[str, Any]], Awaitable[dict[str, Any]]]] | None = None,
@@ -413,9 +449,13 @@ def main(
 
     # Peers log every connection at INFO; the benchmark wants their cost, not their logs.
     logging.disable(logging.WARNING)
+    http_servers: list[subprocess.Popen[bytes]] = []
     try:
+        job["servers"] = [_start_http(s, http_servers) if isinstance(s, dict) else s for s in job.get("servers", [])]
         result = anyio.run(scenario, driver, job, backend=job.get("backend", "asyncio"))
     finally:
+        for proc in http_servers:
+            _stop_http(proc)
         leftovers = kill_leftovers()
     result["leftover_processes"] = leftovers
     sys.stdout.write(json.dumps(result) + "\n")

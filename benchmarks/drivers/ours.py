@@ -46,24 +46,27 @@ class OursDriver:
         self.path = Path(os.environ["MCP_ACTORS_STATE_DIR"]) / f"bench-config-{os.getpid()}.json"
         self.names: list[str] = []
 
-    def prepare(self, servers: list[list[str]]) -> None:
+    def prepare(self, servers: list[Any]) -> None:
         self.names = [f"s{i}" for i in range(len(servers))]
         records = [
             record_from_json_dict(
                 {
                     "id": new_server_id(),
                     "name": name,
-                    "type": "stdio",
-                    "config": {"command": argv[0], "args": argv[1:]},
+                    "type": "http" if isinstance(server, str) else "stdio",
+                    # A URL (the harness started an HTTP server) is a streamable-HTTP server.
+                    "config": {"url": server}
+                    if isinstance(server, str)
+                    else {"command": server[0], "args": server[1:]},
                     "isTrusted": True,
                 }
             )
-            for name, argv in zip(self.names, servers, strict=True)
+            for name, server in zip(self.names, servers, strict=True)
         ]
         ConfigStore(self.path).save(records)
 
     @contextlib.asynccontextmanager
-    async def open(self, servers: list[list[str]]) -> AsyncIterator[OursSession]:
+    async def open(self, servers: list[Any]) -> AsyncIterator[OursSession]:
         async with open_runtime(self.path, connect_on_add=False) as runtime:
             yield OursSession(runtime.service, self.names)
 

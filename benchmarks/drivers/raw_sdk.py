@@ -35,11 +35,14 @@ class RawSession:
 class RawDriver:
     mode = "legacy"
 
-    def prepare(self, servers: list[list[str]]) -> None:
-        self.params = [StdioServerParameters(command=argv[0], args=argv[1:]) for argv in servers]
+    def prepare(self, servers: list[Any]) -> None:
+        # A URL (the harness started an HTTP server) is passed as is: streamable HTTP.
+        self.params: list[Any] = [
+            s if isinstance(s, str) else StdioServerParameters(command=s[0], args=s[1:]) for s in servers
+        ]
 
     @contextlib.asynccontextmanager
-    async def open(self, servers: list[list[str]]) -> AsyncIterator[RawSession]:
+    async def open(self, servers: list[Any]) -> AsyncIterator[RawSession]:
         count = len(servers)
         clients: list[Any] = [None] * count
         ready = anyio.Event()
