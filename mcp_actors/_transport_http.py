@@ -35,7 +35,8 @@ from mcp.shared.message import SessionMessage
 
 from mcp_actors._redact import install_log_filter, redact_text, redact_url
 from mcp_actors._transport_base import STREAM_BUFFER, TransportLink, logger
-from mcp_actors.errors import InvalidServerConfig, ServerStartFailed
+from mcp_actors._variables import expand
+from mcp_actors.errors import InvalidServerConfig, ServerStartFailed, UnresolvedPlaceholder
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -70,6 +71,8 @@ class HttpParams:
     connect_timeout: float = 30.0
     read_timeout: float = 300.0
     max_message_bytes: int = 256 * 1024 * 1024
+    substituted: tuple[str, ...] = attrs.field(default=(), repr=False)
+    """Values ``${...}`` placeholders were replaced with (set by :meth:`resolved`): secrets."""
 
     @classmethod
     def from_record(cls, record: McpServerRecord) -> HttpParams:
@@ -92,16 +95,34 @@ class HttpParams:
         """Connect to the server (see :func:`open_http_transport`)."""
         return open_http_transport(self, label=label)
 
+    def resolved(self, *, label: str) -> HttpParams:
+        """These params with the placeholders of ``url`` and ``headers`` expanded (see :mod:`mcp_actors._variables`).
+
+        Raises:
+            UnresolvedPlaceholder: A placeholder has no value (names it and the field).
+        """
+        used: list[str] = []
+        url, values = expand(self.url, field="config.url", server=label)
+        used += values
+        headers: dict[str, str] = {}
+        for key, value in self.headers.items():
+            headers[key], values = expand(value, field=f"config.headers.{key}", server=label)
+            used += values
+        return attrs.evolve(self, url=url, headers=headers, substituted=(*self.substituted, *used))
+
     def secret_values(self) -> tuple[str, ...]:
-        """The header values (bearer tokens, API keys) and the URL's credentials."""
+        """The header values (bearer tokens, API keys), the URL's credentials, substituted values."""
         from urllib.parse import parse_qsl, urlsplit
 
-        values = list(self.headers.values())
+        params = self
+        with contextlib.suppress(UnresolvedPlaceholder):
+            params = self.resolved(label="-")
+        values = [*self.headers.values(), *params.headers.values(), *params.substituted]
         with contextlib.suppress(ValueError):
-            parts = urlsplit(self.url)
+            parts = urlsplit(params.url)
             values += [v for v in (parts.username, parts.password) if v]
             values += [v for _, v in parse_qsl(parts.query)]
-        return tuple(values)
+        return tuple(dict.fromkeys(values))
 
 
 def _rpc_of(request: httpx2.Request) -> tuple[Any, str | None]:
@@ -291,6 +312,7 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
     from mcp.client.streamable_http import streamable_http_client
 
     install_log_filter()  # again: the SDK's loggers exist only once its modules are imported
+    params = params.resolved(label=label)
     secrets = params.secret_values()
     watch = _HttpWatch(label=label, secrets=secrets, optional_get=params.kind == "http")
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)

@@ -45,6 +45,7 @@ __all__ = [
     "ToolCallTimeout",
     "ToolDisabled",
     "ToolNotFound",
+    "UnresolvedPlaceholder",
     "WorkingDirectoryNotFound",
 ]
 
@@ -304,3 +305,22 @@ class ConfigWriteFailed(ConfigStoreError, OSError):
     def __str__(self) -> str:
         # OSError.__str__ would format errno/strerror; our message already says everything.
         return str(self.args[0]) if self.args else ""
+
+
+class UnresolvedPlaceholder(ServerMisconfigured):
+    """A ``${...}`` placeholder in a server's config has no value at connect time.
+
+    ``${env:NAME}`` / ``${NAME}`` with ``NAME`` unset in the host environment, an
+    ``${input:ID}`` that was never answered, a ``${workspaceFolder}`` of an import without
+    a file. No retry can fix it, so the circuit opens at once: set the variable (or
+    ``servers update`` the record), then reconnect.
+
+    Attributes:
+        placeholder: The placeholder as written, e.g. ``"${env:GITHUB_TOKEN}"``.
+        field: Where it is, camelCase (``config.env.GITHUB_TOKEN``, ``config.args[2]``).
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, placeholder: str, field: str) -> None:
+        super().__init__(message, server=server)
+        self.placeholder = placeholder
+        self.field = field
