@@ -207,7 +207,16 @@ def to_record(input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
 
 
 def check_name_free(records: Sequence[McpServerRecord], name: str, own_id: str) -> None:
-    """Raise DuplicateServerName when ``name`` is taken or collides after cleaning."""
+    """Raise DuplicateServerName when ``name`` is taken or collides after cleaning.
+
+    Raises InvalidServerConfig for a name with ``/``: ``SERVER/TOOL`` would be ambiguous.
+    """
+    if "/" in name:
+        raise InvalidServerConfig(
+            f"server name {name!r} contains '/', which makes SERVER/TOOL ambiguous; choose a name without '/'",
+            server=name,
+            field="name",
+        )
     cleaned = clean_name(name)
     for other in records:
         if other.id == own_id:

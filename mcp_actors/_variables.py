@@ -10,6 +10,8 @@ environment each time the server is started or reached. Recognised, in ``command
 ``${mcpActors:python}``
     The Python interpreter running mcp-actors (the built-in demo server's command, so a
     config does not break when the virtual environment moves).
+``${userHome}``, ``${pathSeparator}``
+    As in VS Code.
 
 Import-time placeholders — VS Code's ``${workspaceFolder}`` and ``${input:ID}`` — are
 replaced when a file is imported (:mod:`mcp_actors.config_import`); one still present at
@@ -39,6 +41,7 @@ __all__ = [
     "expand",
     "load_env_file",
     "placeholders_in",
+    "resolvable_at_start",
     "substitute",
 ]
 
@@ -50,6 +53,39 @@ PYTHON_PLACEHOLDER: Final = "${mcpActors:python}"
 
 _NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _PROGRAM: Final = "mcp-actors"
+_IMPORT_ONLY: Final = frozenset({"workspaceFolder", "workspaceFolderBasename"})
+"""VS Code variables known only where the imported file was: never read from the environment."""
+
+
+def _builtin(body: str) -> str | None:
+    """The value of a placeholder mcp-actors itself knows (``${mcpActors:python}``, ``${userHome}`` …)."""
+    match body:
+        case "mcpActors:python":
+            return sys.executable or "python3"
+        case "userHome":
+            return str(Path.home())
+        case "pathSeparator" | "/":
+            return os.sep
+        case _:
+            return None
+
+
+def _env_name(body: str) -> str | None:
+    """The environment variable ``${env:NAME}`` or ``${NAME}`` reads, else ``None``."""
+    name = body.removeprefix("env:")
+    if _NAME_RE.fullmatch(name) and (body.startswith("env:") or name not in _IMPORT_ONLY):
+        return name
+    return None
+
+
+def resolvable_at_start(placeholder: str) -> bool:
+    """Whether a placeholder (``${...}`` as written) is expanded when a server starts.
+
+    True for ``${env:NAME}``, ``${NAME}`` and the built-ins; false for ``${input:ID}``,
+    ``${workspaceFolder}`` and anything unknown, which only an import (or an edit) replaces.
+    """
+    body = placeholder[2:-1] if placeholder.startswith("${") and placeholder.endswith("}") else placeholder
+    return _builtin(body) is not None or _env_name(body) is not None
 
 
 def placeholders_in(text: str) -> list[str]:
@@ -73,8 +109,7 @@ def _unresolved(placeholder: str, body: str, field: str, server: str) -> Unresol
         why = "is an input that was not answered at import (import the file on a terminal to be asked)"
     elif body == "workspaceFolder" or body.startswith("workspaceFolder"):
         why = "needs a workspace folder, which is known only when a file is imported ('servers import FILE')"
-    elif body.startswith("env:") or _NAME_RE.fullmatch(body):
-        name = body.removeprefix("env:")
+    elif (name := _env_name(body)) is not None:
         why = f"has no value: the environment variable {name} is not set"
         fix = f"set {name} in the environment, {fix}"
     else:
@@ -107,15 +142,14 @@ def expand(text: str, *, field: str, server: str, environ: Mapping[str, str] | N
 
     def one(match: re.Match[str]) -> str:
         body = match.group(1)
-        value: str | None = None
-        if body == "mcpActors:python":
-            value = sys.executable or "python3"
-        elif body.startswith("env:") or _NAME_RE.fullmatch(body):
-            value = env.get(body.removeprefix("env:"))
+        value = _builtin(body)
+        if value is not None:
+            return value
+        name = _env_name(body)
+        value = env.get(name) if name is not None else None
         if value is None:
             raise _unresolved(match.group(0), body, field, server)
-        if body != "mcpActors:python":
-            used.append(value)
+        used.append(value)
         return value
 
     return PLACEHOLDER_RE.sub(one, text), used
