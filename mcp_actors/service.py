@@ -148,6 +148,19 @@ class Discovery:
     errors: Mapping[str, McpActorsError] = attrs.field(factory=dict)
 
 
+def _close_tool_ids(tool_id: str, known: builtins.list[str]) -> builtins.list[str]:
+    """Up to three known ids close to ``tool_id``, for "did you mean".
+
+    Ids of one server share a long prefix, which would make every one of them "close": when
+    the server part matches, only the tool parts are compared.
+    """
+    head, sep, tail = clean_name(tool_id).rpartition("__")
+    same_server = {i.rpartition("__")[2]: i for i in known if sep and i.rpartition("__")[0] == head}
+    if same_server:
+        return [same_server[n] for n in difflib.get_close_matches(tail, list(same_server), n=3, cutoff=0.6)]
+    return difflib.get_close_matches(tool_id, known, n=3, cutoff=0.8)
+
+
 def _new_call_id() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -440,7 +453,7 @@ class McpService:
                     check_tool_enabled(current, name)
             if not current.is_active:
                 raise server_inactive(current)
-        hints = difflib.get_close_matches(tool_id, list(snap.tool_ids), n=3, cutoff=0.6)
+        hints = _close_tool_ids(tool_id, list(snap.tool_ids))
         hint = f" (did you mean {' or '.join(repr(h) for h in hints)}?)" if hints else ""
         raise ToolNotFound(
             f"unknown tool id {tool_id!r}{hint}; ids come from listing the tools (list_server_tools,"
