@@ -236,17 +236,19 @@ def check_name_free(records: Sequence[McpServerRecord], name: str, own_id: str) 
             )
 
 
-def _config_from_mapping(current: McpServerRecord, config: Mapping[str, Any]) -> Any:
-    """A new ServerConfig from camelCase keys, validated like the config file."""
+def _config_from_mapping(current: McpServerRecord, config: Mapping[str, Any], server_type: Any = None) -> Any:
+    """A new ServerConfig from camelCase keys, validated like the config file (for the new type, if any)."""
     data = record_to_json_dict(current)
     data["config"] = dict(config)
+    if server_type is not None:
+        data["type"] = str(server_type)
     return record_from_json_dict(data).config
 
 
 def _updated(current: McpServerRecord, changes: Mapping[str, Any]) -> McpServerRecord:
     fields = dict(changes)
     if "config" in fields and isinstance(fields["config"], Mapping):
-        fields["config"] = _config_from_mapping(current, fields["config"])
+        fields["config"] = _config_from_mapping(current, fields["config"], fields.get("type"))
     try:
         return current.updated(**fields)
     except (TypeError, ValueError) as exc:

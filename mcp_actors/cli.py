@@ -563,9 +563,9 @@ def _import_variables(text: str, source: str, workspace_folder: Path | None) -> 
 
 def _ask(prompt: str, *, hidden: bool) -> str:
     """One answer typed on the terminal (prompt on stderr; without echo when ``hidden``)."""
-    sys.stderr.write(prompt)
-    sys.stderr.flush()
     if not hidden:
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
         return sys.stdin.readline().rstrip("\r\n")
     import termios
 
@@ -574,7 +574,10 @@ def _ask(prompt: str, *, hidden: bool) -> str:
     quiet = termios.tcgetattr(fd)
     quiet[3] &= ~termios.ECHO
     try:
+        # Echo goes off before the prompt shows: nothing typed after it is ever displayed.
         termios.tcsetattr(fd, termios.TCSADRAIN, quiet)
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
         line = sys.stdin.readline()
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, before)
