@@ -114,12 +114,17 @@ class HttpParams:
         """The header values (bearer tokens, API keys), the URL's credentials, substituted values."""
         from urllib.parse import parse_qsl, urlsplit
 
-        params = self
-        with contextlib.suppress(UnresolvedPlaceholder):
-            params = self.resolved(label="-")
-        values = [*self.headers.values(), *params.headers.values(), *params.substituted]
+        # Best effort, field by field: one placeholder without a value (the open that follows
+        # fails on it) must not hide the values the others expand to.
+        values = [*self.headers.values(), *self.substituted]
+        url = self.url
+        for field, text in [("config.url", self.url), *((f"config.headers.{k}", v) for k, v in self.headers.items())]:
+            with contextlib.suppress(UnresolvedPlaceholder):
+                expanded, used = expand(text, field=field, server="-")
+                values += [expanded, *used]
+                url = expanded if field == "config.url" else url
         with contextlib.suppress(ValueError):
-            parts = urlsplit(params.url)
+            parts = urlsplit(url)
             values += [v for v in (parts.username, parts.password) if v]
             values += [v for _, v in parse_qsl(parts.query)]
         return tuple(dict.fromkeys(values))

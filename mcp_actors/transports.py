@@ -178,10 +178,22 @@ class StdioParams:
         Best effort when a placeholder cannot be expanded yet: the open that follows
         fails on it before anything runs.
         """
-        params = self
-        with contextlib.suppress(ServerMisconfigured):
-            params = self.resolved(label="-")
-        return tuple(dict.fromkeys((*self.env.values(), *params.env.values(), *params.substituted)))
+        values = [*self.env.values(), *self.substituted]
+        # Field by field: one unresolved placeholder hides no other value. An env value is a
+        # secret whole; of an argument only what was substituted into it.
+        for key, text in self.env.items():
+            with contextlib.suppress(ServerMisconfigured):
+                expanded, used = _variables.expand(text, field=f"config.env.{key}", server="-")
+                values += [expanded, *used]
+        for i, text in enumerate(self.args):
+            with contextlib.suppress(ServerMisconfigured):
+                values += _variables.expand(text, field=f"config.args[{i}]", server="-")[1]
+        if self.env_file is not None:
+            with contextlib.suppress(ServerMisconfigured):
+                cwd = _variables.expand(self.cwd, field="config.cwd", server="-")[0] if self.cwd else None
+                env_file = _variables.expand(self.env_file, field="config.envFile", server="-")[0]
+                values += _variables.load_env_file(env_file, server="-", base=cwd).values()
+        return tuple(dict.fromkeys(v for v in values if v))
 
 
 def resolve_command(command: str, env: Mapping[str, str], *, server: str) -> str:

@@ -68,6 +68,7 @@ def _configs(draw: st.DrawFn, server_type: ServerType) -> ServerConfig:
             args=draw(st.lists(_text, max_size=4)),
             env=draw(st.dictionaries(_env_keys, _text, max_size=3)),
             cwd=draw(st.none() | _non_empty),
+            env_file=draw(st.none() | _non_empty),
             **timeouts,
         )
     return ServerConfig(
