@@ -328,6 +328,7 @@ def _server_entry(
     connect_timeout: float | None,
     call_timeout: float | None,
     trust: bool,
+    env_file: str | None = None,
 ) -> dict[str, Any]:
     """The config-file entry ``servers add`` asks the registry to add (validated there)."""
     if (command is None) == (url is None):
@@ -340,10 +341,12 @@ def _server_entry(
         config.update(command=command, args=list(args), env=_parse_pairs(env, "--env"))
         if cwd is not None:
             config["cwd"] = str(cwd.expanduser().resolve())
+        if env_file is not None:
+            config["envFile"] = env_file
     else:
         assert url is not None
-        if args or env or cwd is not None:
-            raise CliError("--arg, --env and --cwd are for local servers (--command), not --url")
+        if args or env or cwd is not None or env_file is not None:
+            raise CliError("--arg, --env, --env-file and --cwd are for local servers (--command), not --url")
         if kind is None:
             kind = HttpKind.SSE if url.split("?", 1)[0].rstrip("/").endswith("/sse") else HttpKind.HTTP
         server_type = kind.value
@@ -371,6 +374,9 @@ def servers_add(
     ] = None,
     cwd: Annotated[
         Path | None, typer.Option("--cwd", file_okay=False, help="Local server: its working directory.")
+    ] = None,
+    env_file: Annotated[
+        str | None, typer.Option("--env-file", metavar="PATH", help="Local server: a dotenv file read at start.")
     ] = None,
     url: Annotated[str | None, typer.Option("--url", help="Remote server: its http(s) URL.")] = None,
     kind: Annotated[
@@ -415,6 +421,7 @@ def servers_add(
             connect_timeout=connect_timeout,
             call_timeout=call_timeout,
             trust=trust,
+            env_file=env_file,
         )
 
         async def add(service: McpService) -> McpServerRecord:

@@ -209,6 +209,8 @@ async def test_servers_show_and_update_edit_a_record_through_the_add_validation(
 async def test_servers_update_unsets_env_and_switches_transport(config: Path) -> None:
     """--unset-env removes a variable; --url turns a stdio server into a remote one (stdio fields dropped)."""
     write_config(config, stdio("x", ["prog", "a"], env={"A": "1", "B": "2"}))
+    added = await cli(config, "servers", "add", "y", "--command", "prog", "--env-file", "${HOME}/y.env", "--json")
+    assert added.rc == 0 and added.json()["config"]["envFile"] == "${HOME}/y.env", added.stderr
     unset = await cli(config, "servers", "update", "x", "--unset-env", "A", "--cwd", str(config.parent))
     assert unset.rc == 0, unset.stderr
     assert records(config)["x"].config.env == {"B": "2"}
