@@ -67,7 +67,7 @@ import trio
 from benchmarks._common import RESULTS_DIR, machine_info, write_json
 from mcp_actors.formats import _convert as convert_module
 from mcp_actors.formats import convert_tools_async, convert_tools_with_report, setup_mcp_tools
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 __all__ = ["main", "run"]
 
@@ -78,7 +78,7 @@ TICK: Final = 0.001
 PER_SERVER: Final = 50
 
 
-def corpus_tools(count: int, *, prefix: str = "t") -> list[MCPTool]:
+def corpus_tools(count: int, *, prefix: str = "t") -> list[McpTool]:
     """``count`` tools cycled from the corpus, each with its own id, 50 per server."""
     base = []
     for path in sorted(CORPUS.glob("*.json")):
@@ -90,7 +90,7 @@ def corpus_tools(count: int, *, prefix: str = "t") -> list[MCPTool]:
         name, description, schema = base[i % len(base)]
         server = f"{prefix}s{i // PER_SERVER}"
         tools.append(
-            MCPTool(
+            McpTool(
                 id=f"{prefix}{i}",
                 name=name,
                 description=description,
@@ -112,7 +112,7 @@ async def _ticker(stop: trio.Event, gaps: list[float], task_status: Any = trio.T
         last = now
 
 
-async def _measure(mode: str, tools: list[MCPTool]) -> tuple[float, float]:
+async def _measure(mode: str, tools: list[McpTool]) -> tuple[float, float]:
     """One run: (total seconds, longest loop stall in seconds)."""
     convert_module._clear_caches()
     gaps: list[float] = []
@@ -133,7 +133,7 @@ async def _measure(mode: str, tools: list[MCPTool]) -> tuple[float, float]:
     return total, max(gaps, default=0.0)
 
 
-async def _run_mode(mode: str, tools: list[MCPTool], rounds: int) -> dict[str, float]:
+async def _run_mode(mode: str, tools: list[McpTool], rounds: int) -> dict[str, float]:
     totals, stalls = [], []
     for _ in range(rounds):
         total, stall = await _measure(mode, tools)
@@ -145,13 +145,13 @@ async def _run_mode(mode: str, tools: list[MCPTool], rounds: int) -> dict[str, f
 class _Source:
     """The loader's protocol over fixed lists, handing out the same objects (as the registry does)."""
 
-    def __init__(self, tools: list[MCPTool]) -> None:
+    def __init__(self, tools: list[McpTool]) -> None:
         self.tools = tools
 
-    async def list_all_active_server_tools(self) -> list[MCPTool]:
+    async def list_all_active_server_tools(self) -> list[McpTool]:
         return list(self.tools)
 
-    async def list_server_tools(self, server_id_or_name: str) -> list[MCPTool]:
+    async def list_server_tools(self, server_id_or_name: str) -> list[McpTool]:
         return [tool for tool in self.tools if server_id_or_name in (tool.server_id, tool.server_name)]
 
 

@@ -24,9 +24,9 @@ __all__ = [
     "ConnectionStatus",
     "Event",
     "EventBus",
-    "MCPTool",
     "McpServerRecord",
     "McpService",
+    "McpTool",
     "Runtime",
     "ServerConfig",
     "ServerType",
@@ -54,9 +54,9 @@ _LAZY = {
     "ConnectionStatus": "mcp_actors.connection",
     "Event": "mcp_actors.events",
     "EventBus": "mcp_actors.events",
-    "MCPTool": "mcp_actors.tools",
+    "McpTool": "mcp_actors.tools",
     "McpServerRecord": "mcp_actors.records",
-    "McpService": "mcp_actors.registry",
+    "McpService": "mcp_actors.service",
     "Runtime": "mcp_actors.runtime",
     "ServerConfig": "mcp_actors.records",
     "ServerType": "mcp_actors.records",
@@ -74,10 +74,10 @@ if TYPE_CHECKING:
     from mcp_actors.records import McpServerRecord as McpServerRecord
     from mcp_actors.records import ServerConfig as ServerConfig
     from mcp_actors.records import ServerType as ServerType
-    from mcp_actors.registry import McpService as McpService
     from mcp_actors.runtime import Runtime as Runtime
     from mcp_actors.runtime import open_runtime as open_runtime
-    from mcp_actors.tools import MCPTool as MCPTool
+    from mcp_actors.service import McpService as McpService
+    from mcp_actors.tools import McpTool as McpTool
 
 
 def __getattr__(name: str) -> Any:

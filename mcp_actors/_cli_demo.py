@@ -39,7 +39,7 @@ from mcp_actors.errors import McpActorsError, ServerConnectionLost, ToolCallTime
 if TYPE_CHECKING:
     import mcp.types as mcp_types
 
-    from mcp_actors.registry import McpService
+    from mcp_actors.service import McpService
 
 __all__ = ["DemoStep", "run_demo"]
 

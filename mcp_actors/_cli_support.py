@@ -38,8 +38,8 @@ from mcp_actors.records import McpServerRecord, ServerType, record_to_json_dict,
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-    from mcp_actors.registry import McpService
-    from mcp_actors.tools import MCPTool
+    from mcp_actors.service import McpService
+    from mcp_actors.tools import McpTool
 
 __all__ = [
     "CliError",
@@ -290,8 +290,8 @@ def unresolved_placeholders(record: McpServerRecord) -> list[tuple[str, str]]:
     return found
 
 
-def tool_json(tool: MCPTool) -> dict[str, Any]:
-    """An :class:`~mcp_actors.tools.MCPTool` as camelCase JSON (the ``--format mcp`` shape)."""
+def tool_json(tool: McpTool) -> dict[str, Any]:
+    """An :class:`~mcp_actors.tools.McpTool` as camelCase JSON (the ``--format mcp`` shape)."""
     return {
         "id": tool.id,
         "name": tool.name,
@@ -304,7 +304,7 @@ def tool_json(tool: MCPTool) -> dict[str, Any]:
 
 async def list_tools_with_progress(
     service: McpService, records: Sequence[McpServerRecord], console: Console
-) -> tuple[dict[str, list[MCPTool]], dict[str, McpActorsError]]:
+) -> tuple[dict[str, list[McpTool]], dict[str, McpActorsError]]:
     """List the tools of ``records`` concurrently, with a progress display on a terminal.
 
     Connecting is the slow part (a stdio server may take seconds to start), so every
@@ -321,7 +321,7 @@ async def list_tools_with_progress(
     import trio  # not at module level: commands that only read or edit the config start faster
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    results: dict[str, list[MCPTool]] = {}
+    results: dict[str, list[McpTool]] = {}
     failures: dict[str, McpActorsError] = {}
     pending = [r.name for r in records]
     progress: Progress | None = None

@@ -12,7 +12,7 @@ import copy
 import functools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Any
 
 import attrs
 import mcp.types as mcp_types
@@ -27,13 +27,13 @@ from mcp_actors._adapter_base import (
     _Target,
     flatten_result,
 )
-from mcp_actors.connection import ConnectionHandle, ConnectionStatus, open_connection
-from mcp_actors.errors import McpActorsError, ServerInactive
+from mcp_actors._registry import enabled_tools, server_inactive, settings_for
+from mcp_actors.connection import STOP_BOUND, ConnectionHandle, ConnectionStatus, open_connection
+from mcp_actors.errors import McpActorsError
 from mcp_actors.naming import claim_name, direct_tool_name
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
 from mcp_actors.records import McpServerRecord
-from mcp_actors.registry import settings_for
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 __all__ = [
     "DirectMcpConnection",
@@ -46,7 +46,6 @@ __all__ = [
 logger = logging.getLogger("mcp_actors.adapters")
 
 # Bound for closing one direct connection (its actor closes the server with the kill ladder).
-_CLOSE_BOUND: Final = 30.0
 
 
 @attrs.define(eq=False)
@@ -109,7 +108,7 @@ class DirectMcpConnection:
         further and kills the tree).
         """
         await self.handle.aclose()
-        with trio.move_on_after(_CLOSE_BOUND):
+        with trio.move_on_after(2 * STOP_BOUND):
             await self._stopped.wait()
 
     async def _host(
@@ -155,14 +154,14 @@ class DirectMcpToolAdapter:
         return copy.deepcopy(dict(self.tool.input_schema or {}))
 
     @property
-    def mcp_tool(self) -> MCPTool:
-        """The tool as an :class:`~mcp_actors.tools.MCPTool` whose ``id`` is :attr:`name`.
+    def mcp_tool(self) -> McpTool:
+        """The tool as an :class:`~mcp_actors.tools.McpTool` whose ``id`` is :attr:`name`.
 
         Feed these to the :mod:`mcp_actors.formats` converters to get provider tool
         definitions that match the adapters' names.
         """
         record = self.connection.record
-        return MCPTool(
+        return McpTool(
             id=self.name,
             name=self.tool.name,
             description=self.description,
@@ -221,22 +220,22 @@ def _unique_names(pairs: Sequence[tuple[str, str]]) -> list[str]:
     return names
 
 
-async def close_direct_mcp_connections(connections: Iterable[DirectMcpConnection], *, grace: float = 3.0) -> None:
+async def close_direct_mcp_connections(connections: Iterable[DirectMcpConnection], *, close_grace: float = 3.0) -> None:
     """Close direct connections concurrently through the process tracker.
 
     Each gets :meth:`ProcessTracker.close_connection`: a graceful close bounded by
-    ``grace``, then its process tree is killed, then it is untracked. Shielded from
+    ``close_grace``, then its process tree is killed, then it is untracked. Shielded from
     cancellation, so a cancelled session still leaves no server behind.
 
     Args:
         connections: The connections (closed ones are fine).
-        grace: Seconds each graceful close may take.
+        close_grace: Seconds each graceful close may take.
     """
     tracker = ProcessTracker.get_instance()
     with trio.CancelScope(shield=True):
         async with trio.open_nursery() as nursery:
             for connection in connections:
-                nursery.start_soon(functools.partial(tracker.close_connection, connection, close_grace=grace))
+                nursery.start_soon(functools.partial(tracker.close_connection, connection, close_grace=close_grace))
 
 
 async def load_direct_mcp_tools(
@@ -303,16 +302,12 @@ async def load_direct_mcp_tools(
             failures[connection.name] = exc
             await tracker.close_connection(connection)
             return
-        disabled = set(connection.record.disabled_tools)
-        listed[connection.record.id] = tuple(tool for tool in tools if tool.name not in disabled)
+        listed[connection.record.id] = tuple(enabled_tools(connection.record, tools))
 
     try:
         for record in records:
             if not record.is_active:
-                failures[record.name] = ServerInactive(
-                    f"server {record.name!r} is disabled (isActive: false); enable it to load its tools",
-                    server=record.name,
-                )
+                failures[record.name] = server_inactive(record)
                 continue
             handle, start = open_connection(settings_for(record), bus)
             connection = DirectMcpConnection(record, handle)
@@ -343,19 +338,19 @@ async def open_direct_mcp_tools(
     *,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
     bus: events.EventBus | None = None,
-    grace: float = 3.0,
+    close_grace: float = 3.0,
 ) -> AsyncIterator[tuple[LoadedTools[DirectMcpToolAdapter], list[DirectMcpConnection]]]:
     """A session's direct tools for the length of a block; every server is closed at exit.
 
     :func:`load_direct_mcp_tools` with a nursery of its own; on exit (normal, error or
     cancellation) :func:`close_direct_mcp_connections` closes every connection
-    concurrently, each bounded by ``grace`` before its tree is killed.
+    concurrently, each bounded by ``close_grace`` before its tree is killed.
 
     Args:
         servers: The servers' records.
         timeout: Each adapter's timeout, seconds.
         bus: Where the connections emit their events (default: a private bus).
-        grace: Seconds each graceful close may take at exit.
+        close_grace: Seconds each graceful close may take at exit.
 
     Yields:
         ``(tools, connections)`` as :func:`load_direct_mcp_tools` returns them.
@@ -365,4 +360,4 @@ async def open_direct_mcp_tools(
         try:
             yield tools, connections
         finally:
-            await close_direct_mcp_connections(connections, grace=grace)
+            await close_direct_mcp_connections(connections, close_grace=close_grace)

@@ -38,6 +38,8 @@ from mcp_actors.records import (
     DOCUMENT_VERSION,
     InstallSource,
     McpServerRecord,
+    OAuthConfig,
+    OAuthGrant,
     Scope,
     SecretMap,
     ServerConfig,
@@ -79,6 +81,12 @@ def _structure_float(value: Any, _: type) -> float:
         return float(value)
     except OverflowError:  # an integer beyond any float: the field's validator rejects inf
         return math.inf
+
+
+def _structure_int(value: Any, _: type) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _FieldProblem("", f"must be an integer, got {_type_name(value)}")
+    return value
 
 
 def _structure_str_tuple(value: Any, _: type) -> tuple[str, ...]:
@@ -175,16 +183,17 @@ def _make_converter() -> cattrs.Converter:
     conv.register_structure_hook(str, _structure_str)
     conv.register_structure_hook(bool, _structure_bool)
     conv.register_structure_hook(float, _structure_float)
+    conv.register_structure_hook(int, _structure_int)
     conv.register_structure_hook_func(_is_str_tuple, _structure_str_tuple)
     conv.register_structure_hook(SecretMap, _structure_secret_map)
     conv.register_structure_hook(_dt.datetime, _structure_datetime)
-    for enum_cls in (ServerType, Scope, InstallSource):
+    for enum_cls in (ServerType, Scope, InstallSource, OAuthGrant):
         conv.register_structure_hook(enum_cls, _structure_enum)
         conv.register_unstructure_hook(enum_cls, _unstructure_enum)
     conv.register_unstructure_hook(SecretMap, dict)
     conv.register_unstructure_hook_func(_is_str_tuple, list)
     conv.register_unstructure_hook(_dt.datetime, _unstructure_datetime)
-    for cls, omit_defaults in ((ServerConfig, True), (McpServerRecord, False)):
+    for cls, omit_defaults in ((OAuthConfig, True), (ServerConfig, True), (McpServerRecord, False)):
         renames: dict[str, Any] = {a.name: override(rename=_camel(a.name)) for a in attrs.fields(cls)}
         conv.register_structure_hook(cls, _object_hook(cls, make_dict_structure_fn(cls, conv, **renames)))
         conv.register_unstructure_hook(
@@ -207,7 +216,15 @@ RECORD_KEYS: Final = tuple(_camel(a.name) for a in attrs.fields(McpServerRecord)
 CONFIG_KEYS: Final = tuple(_camel(a.name) for a in attrs.fields(ServerConfig))
 """The camelCase keys of a record's ``config`` object, in field order."""
 
-_KNOWN_KEYS: Final[dict[type, tuple[str, ...]]] = {ServerConfig: CONFIG_KEYS, McpServerRecord: RECORD_KEYS}
+OAUTH_KEYS: Final = tuple(_camel(a.name) for a in attrs.fields(OAuthConfig))
+"""The camelCase keys of a config's ``oauth`` object, in field order."""
+
+_KNOWN_KEYS: Final[dict[type, tuple[str, ...]]] = {
+    OAuthConfig: OAUTH_KEYS,
+    ServerConfig: CONFIG_KEYS,
+    McpServerRecord: RECORD_KEYS,
+}
+_NESTED: Final[dict[str, type]] = {"config": ServerConfig, "oauth": OAuthConfig}
 
 
 def _join(path: str, segment: str) -> str:
@@ -232,7 +249,7 @@ def _problems(exc: BaseException, path: str, cls: type) -> Iterator[tuple[str, s
             for note in getattr(sub, "__notes__", ()):
                 if isinstance(note, AttributeValidationNote):
                     sub_path = _join(path, _camel(note.name))
-                    sub_cls = ServerConfig if note.name == "config" else cls
+                    sub_cls = _NESTED.get(note.name, cls)
                 elif isinstance(note, IterableValidationNote):
                     sub_path = _join(path, f"[{note.index}]")
             yield from _problems(sub, sub_path, sub_cls)

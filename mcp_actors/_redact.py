@@ -122,9 +122,15 @@ def redact_text(text: str, secrets: Iterable[str] = ()) -> str:
 
 
 def _is_secret_name(name: str) -> bool:
+    """A name whose value is a secret: its last word says so (``db_password``, ``authToken``).
+
+    Only the last word counts: ``AuthorizationRequired`` (an error's name) and
+    ``token_count`` name things that are not secrets.
+    """
     words = [word.lower() for word in _NAME_WORD.findall(name)]
-    joined = "".join(words)
-    return any(word in _SECRET_WORDS for word in words) or "apikey" in joined
+    if not words:
+        return False
+    return words[-1] in _SECRET_WORDS or "".join(words[-2:]) == "apikey"
 
 
 def _mask_assignment(match: re.Match[str]) -> str:

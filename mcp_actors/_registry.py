@@ -42,6 +42,7 @@ import mcp.types as mcp_types
 import trio
 
 from mcp_actors import events
+from mcp_actors._callbacks import HostCallbacks
 from mcp_actors.connection import ConnectionHandle, ConnectionSettings, open_connection
 from mcp_actors.errors import (
     ActorStopped,
@@ -55,19 +56,20 @@ from mcp_actors.errors import (
     ServerNotFound,
     ToolDisabled,
 )
-from mcp_actors.naming import ToolIdMap, clean_name
+from mcp_actors.naming import ToolIdMap
 from mcp_actors.records import (
     McpServerRecord,
+    check_name_free,
     new_server_id,
     record_from_json_dict,
     record_to_json_dict,
 )
 from mcp_actors.store import ConfigStore
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 from mcp_actors.transports import params_for_record
 from supervisors import ChildSpec, Mailbox, Reply, Restart, Shutdown, Supervisor, open_mailbox
 
-logger = logging.getLogger("mcp_actors.registry")
+logger = logging.getLogger("mcp_actors.service")
 
 DEFAULT_TOOL_CACHE_TTL: Final = 300.0
 DEFAULT_CONFIG_POLL_INTERVAL: Final = 2.0
@@ -176,10 +178,15 @@ def normalise_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def settings_for(record: McpServerRecord) -> ConnectionSettings:
-    """The connection settings a record implies."""
+def settings_for(record: McpServerRecord, *, host: HostCallbacks | None = None) -> ConnectionSettings:
+    """The connection settings a record implies (``host``: the runtime's host callbacks)."""
     config = record.config
     return ConnectionSettings(
+        host=host,
+        allow_sampling=config.allow_sampling,
+        allow_elicitation=config.allow_elicitation,
+        allow_roots=config.allow_roots,
+        negotiate=config.protocol,
         server_id=record.id,
         server_name=record.name,
         transport=params_for_record(record),
@@ -206,10 +213,15 @@ def to_record(input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
     return record_from_json_dict(data)
 
 
-def check_name_free(records: Sequence[McpServerRecord], name: str, own_id: str) -> None:
-    """Raise DuplicateServerName when ``name`` is taken or collides after cleaning.
+def check_new_name(records: Sequence[McpServerRecord], name: str, own_id: str) -> None:
+    """The rules for a name being given (add, rename): free (:func:`check_name_free`) and without ``/``.
 
-    Raises InvalidServerConfig for a name with ``/``: ``SERVER/TOOL`` would be ambiguous.
+    ``/`` is refused only here, where a name is chosen, not in every write of the set: a
+    config written before the rule keeps working.
+
+    Raises:
+        InvalidServerConfig: The name contains ``/`` (``SERVER/TOOL`` would be ambiguous).
+        DuplicateServerName: The name is taken, or collides after cleaning.
     """
     if "/" in name:
         raise InvalidServerConfig(
@@ -217,23 +229,7 @@ def check_name_free(records: Sequence[McpServerRecord], name: str, own_id: str) 
             server=name,
             field="name",
         )
-    cleaned = clean_name(name)
-    for other in records:
-        if other.id == own_id:
-            continue
-        if other.name == name:
-            raise DuplicateServerName(
-                f"a server named {name!r} already exists; choose another name or update that one",
-                server=name,
-                field="name",
-            )
-        if clean_name(other.name) == cleaned:
-            raise DuplicateServerName(
-                f"server name {name!r} collides with {other.name!r}: both become {cleaned!r} in tool ids; choose a name"
-                " that differs in letters or digits",
-                server=name,
-                field="name",
-            )
+    check_name_free(records, name, own_id)
 
 
 def _config_from_mapping(current: McpServerRecord, config: Mapping[str, Any], server_type: Any = None) -> Any:
@@ -266,13 +262,13 @@ class ToolView:
 
     Attributes:
         record: The record the view was built for (identity: a changed record means a rebuild).
-        tools: The MCPTool objects (``disabledTools`` filtered out, ids assigned).
+        tools: The McpTool objects (``disabledTools`` filtered out, ids assigned).
         fetched_at: ``trio.current_time()`` of the ``tools/list`` it came from.
         epoch: The connection's ``tools_epoch`` at that fetch.
     """
 
     record: McpServerRecord
-    tools: tuple[MCPTool, ...]
+    tools: tuple[McpTool, ...]
     fetched_at: float
     epoch: int
 
@@ -320,6 +316,7 @@ class RegistryRef:
         fingerprint: The store's fingerprint of the version the snapshot reflects.
         tool_list_requests: ``tools/list`` requests sent so far.
         closed: The runtime is closed: no incarnation will come.
+        host: The runtime's host callbacks, given to every connection it starts.
     """
 
     store: ConfigStore
@@ -330,6 +327,7 @@ class RegistryRef:
     tool_list_requests: int = 0
     closed: bool = False
     initial_records: list[McpServerRecord] | None = None
+    host: HostCallbacks | None = None
     _mailbox: Mailbox[RegistryMessage] | None = None
     _up: trio.Event = attrs.field(factory=trio.Event)
 
@@ -460,14 +458,14 @@ async def _run_slot(
 
 
 async def start_slot(
-    connections: Supervisor, record: McpServerRecord, bus: events.EventBus
+    connections: Supervisor, record: McpServerRecord, bus: events.EventBus, *, host: HostCallbacks | None = None
 ) -> tuple[str, ConnectionHandle]:
     """Start a connection slot for ``record``; returns its child id and handle.
 
     Each slot gets a fresh child id, so a changed server's new slot can start before the
     old one has stopped: an update never leaves the server without a handle.
     """
-    handle, start = open_connection(settings_for(record), bus)
+    handle, start = open_connection(settings_for(record, host=host), bus)
     child_id = f"{record.id}#{next(_SLOT_SEQ)}"
     await connections.start_child(
         ChildSpec(
@@ -601,7 +599,7 @@ class _RegistryActor:
             self.records[record.id] = record
             candidates = live.pop(record.id, [])
             if record.is_active:
-                wanted = settings_for(record)
+                wanted = settings_for(record, host=self.ref.host)
                 for i, (_child_id, handle) in enumerate(candidates):
                     if handle.settings == wanted:
                         self.slots[record.id], self.handles[record.id] = candidates.pop(i)
@@ -611,7 +609,9 @@ class _RegistryActor:
             orphans.extend(leftovers)
         for record in records:
             if record.is_active and record.id not in self.handles:
-                self.slots[record.id], self.handles[record.id] = await start_slot(self.connections, record, self.bus)
+                self.slots[record.id], self.handles[record.id] = await start_slot(
+                    self.connections, record, self.bus, host=self.ref.host
+                )
         self.ref.fingerprint = fingerprint
         self.publish()
         return orphans
@@ -650,7 +650,7 @@ class _RegistryActor:
                 starts.append(record)
         added: list[ConnectionHandle] = []
         for record in starts:
-            child_id, handle = await start_slot(self.connections, record, self.bus)
+            child_id, handle = await start_slot(self.connections, record, self.bus, host=self.ref.host)
             self.slots[record.id], self.handles[record.id] = child_id, handle
             if any(action == "added" and r.id == record.id for action, r in changes):
                 added.append(handle)
@@ -703,7 +703,7 @@ class _RegistryActor:
             out: list[McpServerRecord | McpActorsError] = []
             for record in message.records:
                 try:
-                    check_name_free(records, record.name, record.id)
+                    check_new_name(records, record.name, record.id)
                     if any(r.id == record.id for r in records):
                         raise DuplicateServerName(
                             f"a server with id {record.id!r} already exists", server=record.name, field="id"
@@ -726,7 +726,7 @@ class _RegistryActor:
                 if current.id == server_id:
                     updated = _updated(current, message.changes)
                     if updated.name != current.name:
-                        check_name_free(records, updated.name, updated.id)
+                        check_new_name(records, updated.name, updated.id)
                     records[i] = updated
                     return updated
             raise server_not_found(server_id, records, hint="it was removed meanwhile")
@@ -798,7 +798,7 @@ class _RegistryActor:
     # --------------------------------------------------------------- tools
 
     def build_view(self, record: McpServerRecord, entry: _CacheEntry) -> ToolView:
-        """The MCPTool objects for a record and a fetched list.
+        """The McpTool objects for a record and a fetched list.
 
         The previous objects are reused while the record and the enabled tools are equal
         to the ones they were built from: converters cache on their identity.
@@ -812,7 +812,7 @@ class _RegistryActor:
             view = ToolView(
                 record=record,
                 tools=tuple(
-                    MCPTool(
+                    McpTool(
                         id=ids[tool.name],
                         name=tool.name,
                         description=tool.description or "",

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import attrs
@@ -37,10 +37,12 @@ from mcp_actors._redact import install_log_filter, redact_text, redact_url
 from mcp_actors._transport_base import STREAM_BUFFER, TransportLink, logger
 from mcp_actors._variables import expand
 from mcp_actors.errors import InvalidServerConfig, ServerStartFailed, UnresolvedPlaceholder
+from mcp_actors.records import ServerType
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from mcp_actors._oauth import OAuthTarget, ServerAuth
     from mcp_actors.records import McpServerRecord
 
 __all__ = ["HttpParams", "open_http_transport"]
@@ -56,39 +58,49 @@ class HttpParams:
     Attributes:
         url: The endpoint (``.../sse`` for SSE, ``.../mcp`` for streamable HTTP, usually).
             Shown redacted (no user info, no query) in reprs and messages.
-        kind: ``"sse"`` or ``"http"`` (streamable HTTP).
+        kind: :attr:`ServerType.SSE` or :attr:`ServerType.HTTP` (streamable HTTP); the
+            strings ``"sse"`` and ``"http"`` are accepted.
         headers: Sent with every request (values are secrets).
         connect_timeout: Bound for connecting and for each HTTP write, in seconds.
         read_timeout: Bound for silence on a long-lived stream, in seconds.
         max_message_bytes: Largest single message (SSE event) accepted from a streamable
             HTTP server; as for stdio. The SDK's own default (1 MiB) would fail every
             larger tool result.
+        oauth: Who the server is for OAuth (its tokens' key, ``config.oauth``), or None for no
+            OAuth; the token store and the login handler come from the runtime
+            (:func:`mcp_actors._oauth.current_auth_settings`) when the transport opens.
     """
 
     url: str = attrs.field(repr=lambda url: repr(redact_url(url)))
-    kind: Literal["sse", "http"] = "http"
+    kind: ServerType = attrs.field(
+        default=ServerType.HTTP,
+        converter=ServerType,
+        validator=attrs.validators.in_((ServerType.SSE, ServerType.HTTP)),
+    )
     headers: Mapping[str, str] = attrs.field(factory=dict, repr=lambda h: repr(sorted(h)))
     connect_timeout: float = 30.0
     read_timeout: float = 300.0
     max_message_bytes: int = 256 * 1024 * 1024
+    oauth: OAuthTarget | None = None
     substituted: tuple[str, ...] = attrs.field(default=(), repr=False)
     """Values ``${...}`` placeholders were replaced with (set by :meth:`resolved`): secrets."""
 
     @classmethod
     def from_record(cls, record: McpServerRecord) -> HttpParams:
         """The params a validated ``sse`` or ``http`` record implies."""
-        from mcp_actors.records import ServerType
-
         config = record.config
         if config.url is None:
             raise InvalidServerConfig(
                 f"server {record.name!r} has no url; set config.url", server=record.name, field="url"
             )
+        from mcp_actors._oauth import oauth_target_for
+
         return cls(
             url=config.url,
-            kind="sse" if record.type is ServerType.SSE else "http",
+            kind=record.type,
             headers=dict(config.headers),
             connect_timeout=config.connect_timeout,
+            oauth=oauth_target_for(record),
         )
 
     def open(self, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
@@ -111,12 +123,14 @@ class HttpParams:
         return attrs.evolve(self, url=url, headers=headers, substituted=(*self.substituted, *used))
 
     def secret_values(self) -> tuple[str, ...]:
-        """The header values (bearer tokens, API keys), the URL's credentials, substituted values."""
+        """Header values, the URL's credentials, the OAuth client secret, and values substituted into them."""
         from urllib.parse import parse_qsl, urlsplit
 
         # Best effort, field by field: one placeholder without a value (the open that follows
         # fails on it) must not hide the values the others expand to.
         values = [*self.headers.values(), *self.substituted]
+        if self.oauth is not None:
+            values += self.oauth.config.secret_values()
         url = self.url
         for field, text in [("config.url", self.url), *((f"config.headers.{k}", v) for k, v in self.headers.items())]:
             with contextlib.suppress(UnresolvedPlaceholder):
@@ -306,6 +320,21 @@ async def _relay_http(
     link.die("the HTTP stream closed")
 
 
+def _auth_for(params: HttpParams) -> ServerAuth | None:
+    """The OAuth of this connection (a fresh one per connection), or None."""
+    if params.oauth is None:
+        return None
+    from mcp_actors._oauth import build_auth
+
+    return build_auth(params.oauth, timeout=params.connect_timeout)
+
+
+async def _watch_auth(auth: ServerAuth, link: TransportLink) -> None:
+    """An authorization that fails mid-session ends the link, with the reason (and the fix)."""
+    await auth.failed.wait()
+    link.die(str(auth.failure))
+
+
 @contextlib.asynccontextmanager
 async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterator[TransportLink]:
     """Open an SSE or streamable HTTP transport through the SDK and yield its link.
@@ -318,11 +347,12 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
 
     install_log_filter()  # again: the SDK's loggers exist only once its modules are imported
     params = params.resolved(label=label)
+    auth = _auth_for(params)
     secrets = params.secret_values()
-    watch = _HttpWatch(label=label, secrets=secrets, optional_get=params.kind == "http")
+    watch = _HttpWatch(label=label, secrets=secrets, optional_get=params.kind is ServerType.HTTP)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
     async with contextlib.AsyncExitStack() as stack:
-        if params.kind == "sse":
+        if params.kind is ServerType.SSE:
             try:
                 sdk_read, sdk_write = await stack.enter_async_context(
                     sse_client(
@@ -331,9 +361,12 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
                         timeout=params.connect_timeout,
                         sse_read_timeout=params.read_timeout,
                         httpx_client_factory=_client_factory(watch),
+                        auth=auth,
                     )
                 )
             except Exception as exc:
+                if auth is not None and auth.failure is not None:
+                    raise auth.failure from None
                 # The SSE stream is opened before there is a link: say what our client saw.
                 if watch.pending is None:
                     raise
@@ -343,6 +376,7 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
                 watch,
                 headers=dict(params.headers),
                 timeout=httpx2.Timeout(params.connect_timeout, read=params.read_timeout),
+                auth=auth,
             )
             await stack.enter_async_context(client)
             sdk_read, sdk_write = await stack.enter_async_context(
@@ -353,8 +387,16 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
         watch.attach(link)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_relay_http, sdk_read, read_writer, link, watch)
+            if auth is not None:
+                nursery.start_soon(_watch_auth, auth, link)
             try:
                 yield link
             finally:
                 link.die(link.death_reason or "closed by the client")
                 nursery.cancel_scope.cancel()
+                if auth is not None:
+                    with trio.CancelScope(shield=True):
+                        await auth.aclose()
+                    if auth.failure is not None:
+                        # The SDK swallows what its HTTP client raised; the typed reason is ours.
+                        raise auth.failure

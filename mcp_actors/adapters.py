@@ -5,7 +5,7 @@ wraps MCP tools in that shape (DESIGN §8):
 
 * :class:`Tool` — the protocol an agent engine's tool registry holds.
 * :class:`McpToolAdapter` — one tool of a server configured in the registry
-  (:class:`~mcp_actors.registry.McpService`); named by its tool id
+  (:class:`~mcp_actors.service.McpService`); named by its tool id
   (``mcp__<server>__<tool>``). :func:`load_mcp_tools` builds them for a list of servers;
   a server that fails is reported and skipped, the others load.
 * :class:`DirectMcpToolAdapter` — one tool of a *built-in* server that the caller's
@@ -59,8 +59,8 @@ from mcp_actors._direct_adapters import close_direct_mcp_connections as close_di
 from mcp_actors._direct_adapters import load_direct_mcp_tools as load_direct_mcp_tools
 from mcp_actors._direct_adapters import open_direct_mcp_tools as open_direct_mcp_tools
 from mcp_actors.errors import McpActorsError
-from mcp_actors.registry import McpService
-from mcp_actors.tools import MCPTool
+from mcp_actors.service import McpService
+from mcp_actors.tools import McpTool
 
 __all__ = [
     "DEFAULT_TOOL_TIMEOUT",
@@ -88,7 +88,7 @@ logger = logging.getLogger(__name__)
 class McpToolAdapter:
     """One tool of a registry server as a :class:`Tool`.
 
-    Calls go through the :class:`~mcp_actors.registry.McpService`, so they share its
+    Calls go through the :class:`~mcp_actors.service.McpService`, so they share its
     connection, its approval policy and its ``tool:called`` events. The adapter holds no
     connection of its own and is cheap to create.
 
@@ -101,7 +101,7 @@ class McpToolAdapter:
         ValueError: ``timeout`` is not a finite positive number.
     """
 
-    mcp_tool: MCPTool
+    mcp_tool: McpTool
     service: McpService
     timeout: float = attrs.field(default=DEFAULT_TOOL_TIMEOUT, kw_only=True, validator=_check_timeout)
 
@@ -197,7 +197,7 @@ async def load_mcp_tools(
         if isinstance(server_ids, str):
             raise TypeError("server_ids must be a collection of server ids or names, not one string")
         servers = list(dict.fromkeys(server_ids))
-    listed: dict[str, list[MCPTool]] = {}
+    listed: dict[str, list[McpTool]] = {}
     failures: dict[str, McpActorsError] = {}
 
     async def one(server: str) -> None:

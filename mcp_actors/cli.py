@@ -47,6 +47,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from mcp_actors._cli_auth import auth_app
+from mcp_actors._cli_stress import stress_app
 from mcp_actors._cli_support import (
     PROGRAM,
     CliError,
@@ -72,8 +74,8 @@ from mcp_actors.store import CONFIG_ENV_VAR, ConfigStore
 
 if TYPE_CHECKING:
     from mcp_actors.events import Event
-    from mcp_actors.registry import McpService
-    from mcp_actors.tools import MCPTool
+    from mcp_actors.service import McpService
+    from mcp_actors.tools import McpTool
 
 __all__ = ["ExitCode", "HttpKind", "ToolFormat", "app", "main"]
 
@@ -128,6 +130,8 @@ servers_app = typer.Typer(
     context_settings=_HELP_OPTIONS,
 )
 app.add_typer(servers_app, name="servers")
+app.add_typer(auth_app, name="auth")
+app.add_typer(stress_app, name="stress")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]
 ServerArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name (or id).")]
@@ -1248,7 +1252,7 @@ def tools(
     _run_async(ctx, body, as_json=as_json or fmt is not None)
 
 
-def _print_tools_table(found: Sequence[MCPTool], server_count: int) -> None:
+def _print_tools_table(found: Sequence[McpTool], server_count: int) -> None:
     table = Table(caption=f"{len(found)} tool(s) from {server_count} server(s)", caption_justify="left")
     for column in ("ID", "SERVER", "DESCRIPTION"):
         table.add_column(column, overflow="fold")

@@ -16,7 +16,7 @@
 Comments and trailing commas (JSONC, as VS Code writes) are accepted. Invalid JSON raises
 :class:`~mcp_actors.errors.ConfigError` with the line and column.
 
-Each server becomes one :class:`ImportEntry`: a record, or the
+Each server becomes one :class:`AddJsonEntryResult`: a record, or the
 :class:`~mcp_actors.errors.InvalidServerConfig` that explains why not. One bad entry never
 stops the others. Keys we do not know are listed in ``unknown_keys`` (never dropped
 silently); keys we know but cannot honour, and every guess we made, are explained in
@@ -42,6 +42,16 @@ Per-server keys understood (spellings of the apps above):
 ``connectTimeout``         our own keys, in seconds
 ``callTimeout``
 ``pingInterval``
+``oauth``                  OAuth settings of a remote server (Claude Code, Gemini CLI, ours):
+                           ``clientId``, ``clientSecret``, ``clientMetadataUrl``, ``scopes``
+                           (a list or one space-separated string), ``grant``/``grantType``,
+                           ``privateKeyFile``, ``signingAlgorithm``, ``redirectPort`` or
+                           ``callbackPort`` (Claude Code), ``redirectUri`` (Gemini CLI; its
+                           loopback port is kept). ``enabled: false`` imports no OAuth settings;
+                           endpoints (``authorizationUrl``, ``tokenUrl``) are discovered from
+                           the server instead, so they are noted and left out.
+``authProviderType``       Gemini CLI: only ``dynamic_discovery`` is the MCP spec's flow; others
+                           are noted
 ========================== ===========================================================
 
 The type, when missing, is inferred: ``command`` → stdio; a URL → streamable HTTP, unless
@@ -66,7 +76,7 @@ from typing import Any, Final
 import attrs
 
 from mcp_actors._variables import resolvable_at_start
-from mcp_actors.errors import ConfigError, InvalidServerConfig
+from mcp_actors.errors import ConfigError, InvalidServerConfig, McpActorsError
 from mcp_actors.records import (
     CONFIG_KEYS,
     DOCUMENT_VERSION,
@@ -82,7 +92,7 @@ from mcp_actors.records import (
 from mcp_actors.records import _type_name as _json_type
 
 __all__ = [
-    "ImportEntry",
+    "AddJsonEntryResult",
     "ImportFormat",
     "ImportInput",
     "ImportReport",
@@ -110,28 +120,33 @@ class ImportFormat(enum.StrEnum):
 
 
 @attrs.frozen(kw_only=True)
-class ImportEntry:
-    """The result of importing one server.
+class AddJsonEntryResult:
+    """One server of an imported document: parsed here, then saved by ``McpService.add_json``.
+
+    The same value serves both steps (one class for one concept): :func:`parse_server_configs`
+    fills ``record`` with the record to add, and ``add_json`` answers with the record as
+    saved, or with the error that kept it out (a bad field, a duplicate name, a config
+    file the disk refused).
 
     Attributes:
         name: The server's name (its key in the input).
-        record: The record to add, or ``None`` when the entry is invalid.
-        error: Why the entry could not be imported (names the server and the field), or
-            ``None``.
+        record: The record (to add, or as saved), or ``None`` when the entry was rejected.
+        error: Why the entry was rejected (names the server and the field, says what to
+            do), or ``None``.
         unknown_keys: Keys of the entry that mcp-actors does not know; they were not
-            imported.
+            imported (reported, never silently dropped).
         notes: What was guessed, converted or could not be honoured, in words.
     """
 
     name: str
     record: McpServerRecord | None = None
-    error: InvalidServerConfig | None = None
+    error: McpActorsError | None = None
     unknown_keys: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        """Whether the entry produced a record."""
+        """Whether the entry produced (or, after ``add_json``, saved) a record."""
         return self.record is not None
 
 
@@ -148,7 +163,7 @@ class ImportReport:
     """
 
     format: ImportFormat
-    entries: tuple[ImportEntry, ...] = ()
+    entries: tuple[AddJsonEntryResult, ...] = ()
     ignored_keys: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 
@@ -158,7 +173,7 @@ class ImportReport:
         return tuple(entry.record for entry in self.entries if entry.record is not None)
 
     @property
-    def errors(self) -> tuple[InvalidServerConfig, ...]:
+    def errors(self) -> tuple[McpActorsError, ...]:
         """The errors of the bad entries."""
         return tuple(entry.error for entry in self.entries if entry.error is not None)
 
@@ -271,6 +286,8 @@ _KNOWN_KEYS: Final = frozenset(
         "excludeTools",
         "timeout",
         "name",
+        "oauth",
+        "authProviderType",
         *_TYPE_KEYS,
         *_URL_KEYS,
         *_SECONDS_KEYS,
@@ -354,6 +371,54 @@ def _tool_names(value: Any, key: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
         raise _FieldProblem(key, f"must be a list of tool names, got {_json_type(value)}")
     return list(value)
+
+
+_OAUTH_KEYS: Final = {
+    "clientId": "clientId",
+    "clientSecret": "clientSecret",
+    "clientMetadataUrl": "clientMetadataUrl",
+    "scopes": "scopes",
+    "grant": "grant",
+    "grantType": "grant",
+    "privateKeyFile": "privateKeyFile",
+    "signingAlgorithm": "signingAlgorithm",
+    "redirectPort": "redirectPort",
+    "callbackPort": "redirectPort",
+}
+_OAUTH_DISCOVERED: Final = ("authorizationUrl", "tokenUrl", "registrationUrl", "issuer", "audiences", "tokenParamName")
+
+
+def _oauth(value: Any, notes: list[str]) -> dict[str, Any] | None:
+    """Translate a host's ``oauth`` object into ``config.oauth`` (None: no OAuth settings)."""
+    if not isinstance(value, Mapping):
+        raise _FieldProblem("oauth", f"must be an object, got {_json_type(value)}")
+    if value.get("enabled") is False:
+        notes.append("oauth.enabled is false: imported without OAuth settings")
+        return None
+    result: dict[str, Any] = {}
+    for key, item in value.items():
+        if key in _OAUTH_KEYS:
+            target = _OAUTH_KEYS[key]
+            if target == "scopes" and isinstance(item, str):
+                item = item.split()
+            if target == "grant" and isinstance(item, str):
+                item = item.replace("-", "_").lower()
+            result[target] = item
+        elif key == "redirectUri":
+            try:
+                parts = urllib.parse.urlsplit(item) if isinstance(item, str) else None
+                port = parts.port if parts is not None else None
+            except ValueError:
+                parts, port = None, None
+            if parts is not None and parts.hostname in ("127.0.0.1", "localhost", "::1") and port:
+                result.setdefault("redirectPort", port)
+            else:
+                notes.append("oauth.redirectUri is not a loopback URL with a port; the default redirect is used")
+        elif key in _OAUTH_DISCOVERED:
+            notes.append(f"oauth.{key} is discovered from the server's metadata; it was left out")
+        elif key != "enabled":
+            notes.append(f"oauth.{key} is not a known OAuth setting; it was left out")
+    return result
 
 
 def _strings_in(value: Any, path: str) -> Iterator[tuple[str, str]]:
@@ -489,17 +554,17 @@ def _now_iso() -> str:
     return now
 
 
-def _desktop_entry(name: str, config: Any, install_source: InstallSource) -> ImportEntry:
+def _desktop_entry(name: str, config: Any, install_source: InstallSource) -> AddJsonEntryResult:
     """Translate one ``{name: config}`` entry of the desktop-app/IDE formats."""
     if not name.strip():
         error = InvalidServerConfig("a server has an empty name; give it a name and retry", field="name")
-        return ImportEntry(name=name, error=error)
+        return AddJsonEntryResult(name=name, error=error)
     if not isinstance(config, Mapping):
         error = InvalidServerConfig(
             f"invalid server {name!r}: its config must be an object with command or url, got {_json_type(config)}",
             server=name,
         )
-        return ImportEntry(name=name, error=error)
+        return AddJsonEntryResult(name=name, error=error)
     notes: list[str] = []
     unknown = tuple(key for key in config if key not in _KNOWN_KEYS)
     notes.extend(text for key, text in _UNSUPPORTED.items() if key in config)
@@ -511,10 +576,10 @@ def _desktop_entry(name: str, config: Any, install_source: InstallSource) -> Imp
             server=name,
             field=exc.path,
         )
-        return ImportEntry(name=name, error=error, unknown_keys=unknown, notes=tuple(notes))
+        return AddJsonEntryResult(name=name, error=error, unknown_keys=unknown, notes=tuple(notes))
     except InvalidServerConfig as exc:
-        return ImportEntry(name=name, error=exc, unknown_keys=unknown, notes=tuple(notes))
-    return ImportEntry(name=name, record=record, unknown_keys=unknown, notes=tuple(notes))
+        return AddJsonEntryResult(name=name, error=exc, unknown_keys=unknown, notes=tuple(notes))
+    return AddJsonEntryResult(name=name, record=record, unknown_keys=unknown, notes=tuple(notes))
 
 
 def _translate(
@@ -547,6 +612,19 @@ def _translate(
             record_config[key] = config[key]
     if url is not None:
         record_config["url"] = url
+    if "oauth" in config:
+        if server_type is ServerType.STDIO:
+            notes.append("oauth is not used by stdio servers; it was left out")
+        else:
+            oauth = _oauth(config["oauth"], notes)
+            if oauth is not None:
+                record_config["oauth"] = oauth
+    provider = config.get("authProviderType")
+    if provider is not None and provider != "dynamic_discovery":
+        notes.append(
+            f"authProviderType {provider!r} is not supported; the MCP authorization spec's flow"
+            " (discovery, then login with `mcp-actors auth login`) is used"
+        )
     if "timeout" in config:
         timeout = _seconds(config["timeout"], "timeout")
         if timeout > MAX_TIMEOUT_SECONDS:
@@ -600,12 +678,12 @@ def _translate(
     )
 
 
-def _record_entry(index: int, entry: Any, install_source: InstallSource) -> ImportEntry:
+def _record_entry(index: int, entry: Any, install_source: InstallSource) -> AddJsonEntryResult:
     """Translate one entry of our own list form, reporting (not failing on) unknown keys."""
     label = f"mcpServers[{index}]"
     if not isinstance(entry, Mapping):
         error = InvalidServerConfig(f"invalid server {label}: it must be an object, got {_json_type(entry)}")
-        return ImportEntry(name=label, error=error)
+        return AddJsonEntryResult(name=label, error=error)
     name = entry.get("name")
     name = name if isinstance(name, str) and name.strip() else label
     unknown = [key for key in entry if key not in RECORD_KEYS]
@@ -623,8 +701,8 @@ def _record_entry(index: int, entry: Any, install_source: InstallSource) -> Impo
     try:
         record = record_from_json_dict(cleaned)
     except InvalidServerConfig as exc:
-        return ImportEntry(name=name, error=exc, unknown_keys=tuple(unknown), notes=tuple(notes))
-    return ImportEntry(name=name, record=record, unknown_keys=tuple(unknown), notes=tuple(notes))
+        return AddJsonEntryResult(name=name, error=exc, unknown_keys=tuple(unknown), notes=tuple(notes))
+    return AddJsonEntryResult(name=name, record=record, unknown_keys=tuple(unknown), notes=tuple(notes))
 
 
 # ----------------------------------------------------------------------------- documents

@@ -3,17 +3,22 @@
 Semantics (DESIGN §5):
 
 * States ``disconnected → connecting → connected | error``; ``connected → disconnected``
-  on :class:`~mcp_actors.messages.Disconnect`; ``error → connecting`` and
+  on :class:`~mcp_actors._messages.Disconnect`; ``error → connecting`` and
   ``connected → connecting`` on reconnect. Every change emits ``connection:state``;
   reaching ``connected`` also emits ``server:connected``.
 * Lazy: nothing is started until the first demand. Demands that arrive while an attempt
   is under way wait for that one attempt (coalesced).
-* Calls are multiplexed over one session; the actor never blocks its mailbox loop — every
-  request runs in a task of its own.
+* One call path. Every request (tool call, listing, ping) runs in the caller's task over
+  the live session (:class:`~mcp_actors._live.LiveSession`), multiplexed. The caller asks
+  the actor only for that session: it takes it from the status cell when connected, or
+  sends :class:`~mcp_actors._messages.Connect` (which waits through a connect attempt or a
+  restart). The request registers itself with the session for its duration.
 * Death is observed directly (stdout EOF, process exit, broken stdin, HTTP stream error,
-  unanswered ping): the state goes to ``error`` at once and in-flight calls fail at once
-  with :class:`~mcp_actors.errors.ServerConnectionLost` carrying the server's last stderr
-  lines. Tool calls are never replayed.
+  unanswered ping). The actor then, in one step with no checkpoint: records the failure,
+  stops reading its mailbox, sets the state to ``error`` (emitting the event), and ends
+  the session, which fails every registered request with
+  :class:`~mcp_actors.errors.ServerConnectionLost` carrying the last stderr lines. So the
+  state is ``error`` before any caller sees the failure. Tool calls are never replayed.
 * A timed-out or cancelled call is cancelled on the server (``notifications/cancelled``).
 
 Supervision: a dead connection (or a failed connect) *crashes* the actor, and the
@@ -21,17 +26,31 @@ per-server supervisor (:func:`run_connection_slot`) restarts it after an exponen
 backoff; a restarted actor connects at once. When restarts exceed the intensity (5 in
 60 s by default) the slot parks the server in ``error`` with its circuit open: every
 request is answered with :class:`~mcp_actors.errors.ServerCircuitOpen` until
-:class:`~mcp_actors.messages.Reconnect`. Errors that no retry can fix (a command that
-does not exist) open the circuit at once. The mailbox belongs to the slot, so requests
-queued during a restart are served by the next incarnation, never lost.
+:class:`~mcp_actors._messages.Reconnect`. Errors that no retry can fix
+(:class:`~mcp_actors.errors.ServerMisconfigured`) open the circuit at once.
+
+No request is lost or left waiting (issue 10.2). The mailbox belongs to the slot:
+
+* requests an incarnation is serving (waiting for its connect attempt) get that
+  attempt's error the moment it fails;
+* requests still queued when an incarnation ends (or taken by it after its end) are
+  served by the next incarnation — a call issued right after a crash gets the restarted
+  server's answer;
+* a parked slot answers every request with ``ServerCircuitOpen``;
+* when the slot stops (mailbox closed, or cancelled with the runtime), every request
+  still queued is answered :class:`~mcp_actors.errors.ActorStopped` and the mailbox is
+  closed, so later requests fail at once too.
+
+Bounds a reader can add up: a request is bounded by its own timeout, counted from the
+moment it is registered with a live session; getting that session is bounded by
+:meth:`ConnectionSettings.session_bound` (one restart backoff, closing the old
+connection, and one connect attempt).
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
-import functools
-import itertools
+import importlib.metadata
 import logging
 import math
 import time
@@ -42,9 +61,13 @@ import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
+from mcp.client._probe import negotiate_auto
 from mcp.shared.exceptions import MCPError
 
 from mcp_actors import events
+from mcp_actors._callbacks import HostCallbacks, fulfil_input_required
+from mcp_actors._live import LiveSession, SessionEnded
+from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, Reconnect
 from mcp_actors.errors import (
     ActorStopped,
     ConnectionFailed,
@@ -55,20 +78,8 @@ from mcp_actors.errors import (
     ServerMisconfigured,
     ServerProtocolError,
     ServerStartFailed,
-    ToolCallFailed,
-    ToolCallTimeout,
 )
-from mcp_actors.messages import (
-    CallTool,
-    Connect,
-    ConnectionMessage,
-    Disconnect,
-    GetPrompts,
-    GetResources,
-    Health,
-    ListTools,
-    Reconnect,
-)
+from mcp_actors.process_tracker import ProcessIdentity
 from mcp_actors.transports import StderrTail, TransportLink, TransportParams, open_transport
 from supervisors import (
     Backoff,
@@ -92,16 +103,24 @@ __all__ = [
     "ConnectionSettings",
     "ConnectionState",
     "ConnectionStatus",
-    "open_connection",
-    "run_connection_slot",
 ]
 
 logger = logging.getLogger(__name__)
 
-CLIENT_INFO: Final = mcp_types.Implementation(name="mcp-actors", version="0.1.0")
+
+def _package_version() -> str:
+    try:
+        return importlib.metadata.version("mcp-actors")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "0+unknown"
+
+
+CLIENT_INFO: Final = mcp_types.Implementation(name="mcp-actors", version=_package_version())
+"""What we announce in ``initialize``: our name and the installed version."""
+
 _MAX_PAGES: Final = 1000
-_CLOSE_BOUND: Final = 15.0
-_CALL_KEYS: Final = itertools.count(1)
+STOP_BOUND: Final = 15.0
+"""Seconds one session may take to stop: close_grace + term_grace + reaping, with room to spare."""
 T = TypeVar("T")
 
 
@@ -123,12 +142,19 @@ class ConnectionSettings:
         server_name: Its name (used in messages, events and logs).
         transport: How to reach it.
         connect_timeout: Bound for spawn/connect + ``initialize``, seconds.
-        call_timeout: Default bound for one tool call, seconds.
+        call_timeout: Default bound for one request (tool call, listing), seconds.
         ping_interval: Seconds between health pings while connected; 0 disables.
         ping_timeout: Bound for one ping, seconds.
         intensity: Restarts allowed per period before the circuit opens.
         backoff: Delay policy between restarts.
         mailbox_capacity: Requests that may queue before senders wait.
+        negotiate: ``"legacy"``: the ``initialize`` handshake (2025-06-18 / 2025-11-25);
+            ``"auto"``: probe ``server/discover`` first and speak 2026-07-28 with a server
+            that offers it (falling back to the handshake).
+        host: The runtime's host callbacks (sampling, elicitation, roots); ``None`` offers none.
+        allow_sampling: The record lets this server sample through the host (``config.allowSampling``).
+        allow_elicitation: The record lets this server elicit (``config.allowElicitation``).
+        allow_roots: The record lets this server list the host's roots (``config.allowRoots``).
     """
 
     server_id: str
@@ -141,6 +167,22 @@ class ConnectionSettings:
     intensity: Intensity = Intensity(max_restarts=5, period=60.0)
     backoff: Backoff = Backoff(min_delay=0.5, max_delay=30.0, jitter=0.2, reset_after=60.0)
     mailbox_capacity: int = 256
+    negotiate: str = attrs.field(default="legacy", validator=attrs.validators.in_(("legacy", "auto")))
+    # -- host callbacks (issue 12 item 1): what the host offers, and what this server's record allows
+    host: HostCallbacks | None = None
+    allow_sampling: bool = True
+    allow_elicitation: bool = True
+    allow_roots: bool = True
+
+    def session_bound(self) -> float:
+        """Seconds a caller may wait for a live session.
+
+        The worst case is a caller arriving just after a crash: it sits out the longest
+        restart backoff (with its jitter) while the old connection is closed, then one
+        connect attempt of the next incarnation. A request's own timeout starts after that.
+        """
+        backoff = self.backoff
+        return backoff.max_delay * (1 + backoff.jitter) + STOP_BOUND + self.connect_timeout
 
 
 @attrs.frozen(kw_only=True)
@@ -151,10 +193,11 @@ class ConnectionStatus:
         state: The connection state.
         error: Why the last attempt or connection failed, if it did.
         circuit_open: The server exceeded its restart intensity and waits for a reconnect.
-        pid: The stdio server's PID while it runs.
+        process: The stdio server's process (PID with its create time) while it runs.
         restarts: How many times the actor was restarted since the slot (re)started.
         tools_epoch: Increases whenever the server's tool list may have changed
             (every new connection, every ``tools/list_changed``); caches compare it.
+        calls_in_flight: Requests (tool calls, listings, pings) running on the live session.
         stderr_tail: The server's last stderr lines (stdio only).
         server_info: The server's name/version from ``initialize``, if connected once.
     """
@@ -164,28 +207,35 @@ class ConnectionStatus:
     state: ConnectionState = ConnectionState.DISCONNECTED
     error: str | None = None
     circuit_open: bool = False
-    pid: int | None = None
+    process: ProcessIdentity | None = None
     restarts: int = 0
     tools_epoch: int = 0
     calls_in_flight: int = 0
     stderr_tail: tuple[str, ...] = ()
     server_info: tuple[str, str] | None = None
 
+    @property
+    def pid(self) -> int | None:
+        """The stdio server's PID while it runs (``process.pid``); pair it with ``process.create_time``."""
+        return self.process.pid if self.process is not None else None
+
 
 @attrs.define(eq=False)
 class _StatusCell:
-    """The server's status, written only by its own actor and slot; others read snapshots."""
+    """The server's published state: written only by its actor and slot; handles read it.
+
+    Attributes:
+        status: The latest snapshot.
+        bus: Where state changes are emitted.
+        live: The connected session, exactly while the state is ``connected``: the
+            handle's way to a session without a mailbox round trip.
+        stderr: The running server's stderr (stdio), for live tails and waits.
+    """
 
     status: ConnectionStatus
     bus: events.EventBus
-    live_stderr: StderrTail | None = None
-    # The incarnation whose session is connected right now: the handle's fast path for
-    # calls (see ConnectionHandle.call_tool). Set and cleared only by that actor.
-    fast: _ConnectionActor | None = None
-    inflight: int = 0
-    # Tool calls in flight by call id, so that a caller who gives up (cancelled, timed
-    # out) can stop its own call on the server too (DESIGN §5), not just drop the reply.
-    calls_by_id: dict[str, set[_InFlight]] = attrs.field(factory=dict)
+    live: LiveSession | None = None
+    stderr: StderrTail | None = None
 
     def set(self, **changes: Any) -> None:
         self.status = attrs.evolve(self.status, **changes)
@@ -212,31 +262,51 @@ class _StatusCell:
 
 
 @attrs.define(eq=False)
-class _Live:
-    """One established connection."""
+class _Slot:
+    """What outlives one incarnation of a server's actor.
 
-    session: ClientSession
-    link: TransportLink
-    close_requested: trio.Event = attrs.field(factory=trio.Event)
-    closed: trio.Event = attrs.field(factory=trio.Event)
-    calls: set[_InFlight] = attrs.field(factory=set)
+    Attributes:
+        settings: The server's settings.
+        inbox: The mailbox's receive end (the mailbox belongs to the slot).
+        cell: The published status.
+        carried: Requests an ending incarnation received but did not serve; the next
+            incarnation (or the park) answers them first.
+        failure: Why the current incarnation ended; ``None`` while it lives. The one
+            record of a crash's reason.
+    """
+
+    settings: ConnectionSettings
+    inbox: trio.MemoryReceiveChannel[ConnectionMessage]
+    cell: _StatusCell
+    carried: list[ConnectionMessage] = attrs.field(factory=list)
+    failure: McpActorsError | None = None
+
+    def stopped_error(self) -> ActorStopped:
+        name = self.settings.server_name
+        return ActorStopped(
+            f"server {name!r}: its connection actor stopped (the server was removed or the runtime is closing)",
+            server=name,
+        )
 
 
 @attrs.define(eq=False)
-class _InFlight:
-    tool: str
-    reply: Reply[Any] | None
-    scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
-    lost: ConnectionFailed | None = None
-    abandoned: bool = False
+class _SessionRun:
+    """One session task, from spawn to close.
 
+    Attributes:
+        scope: Bounds the connect phase (the connect timeout); cancelled to abandon it.
+        live: The session once ``initialize`` succeeded.
+        close_why: Set when a close was requested (disconnect, reconnect, removal): the
+            end is then not a failure.
+        close_requested: Wakes the connected life to close gracefully.
+        done: Set when the session and its transport are closed.
+    """
 
-@attrs.define(eq=False)
-class _Attempt:
-    done: trio.Event = attrs.field(factory=trio.Event)
-    live: _Live | None = None
-    error: McpActorsError | None = None
     scope: trio.CancelScope | None = None
+    live: LiveSession | None = None
+    close_why: str | None = None
+    close_requested: trio.Event = attrs.field(factory=trio.Event)
+    done: trio.Event = attrs.field(factory=trio.Event)
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -245,332 +315,261 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     return [exc]
 
 
-def _domain_error(exc: BaseException) -> McpActorsError | None:
-    """The one error worth reporting inside an exception group, or None to re-raise it.
-
-    Anything that is not an ``Exception`` (Cancelled, KeyboardInterrupt) must propagate.
-    """
-    leaves = _leaves(exc)
-    if any(not isinstance(leaf, Exception) for leaf in leaves):
-        return None
-    for leaf in leaves:
-        if isinstance(leaf, _Park):
-            return leaf.error
-    for leaf in leaves:
-        if isinstance(leaf, McpActorsError):
-            return leaf
-    return None
-
-
-class _Park(Exception):
-    """Raised inside the actor for errors no restart can fix; the slot parks the server."""
-
-    def __init__(self, error: McpActorsError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-@attrs.define(eq=False)
-class _SlotState:
-    park: McpActorsError | None = None
-
-
 class _ConnectionActor:
-    """One incarnation of a server's actor; restarted by the slot's supervisor."""
+    """One incarnation of a server's actor; restarted by the slot's supervisor.
 
-    def __init__(
-        self,
-        settings: ConnectionSettings,
-        inbox: trio.MemoryReceiveChannel[ConnectionMessage],
-        cell: _StatusCell,
-        slot: _SlotState,
-        *,
-        eager: bool,
-        initial: list[ConnectionMessage],
-    ) -> None:
-        self.settings = settings
-        self.inbox = inbox
-        self.cell = cell
+    It owns the mailbox loop, at most one session task at a time, and the requests
+    waiting for that session (``_waiters``). It never runs a request itself.
+    """
+
+    def __init__(self, slot: _Slot, *, eager: bool) -> None:
         self.slot = slot
+        self.settings = slot.settings
+        self.cell = slot.cell
+        self.label = slot.settings.server_name
         self.eager = eager
-        self.initial = initial
-        self.label = settings.server_name
         self._nursery: trio.Nursery | None = None
-        self._attempt: _Attempt | None = None
-        self._crash: McpActorsError | None = None
-        self._park_error: McpActorsError | None = None
-        self._pending: set[Reply[Any]] = set()
+        self._inbox_scope = trio.CancelScope()
+        self._session: _SessionRun | None = None
+        self._waiters: list[Reply[LiveSession]] = []
 
     # ------------------------------------------------------------------ lifecycle
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Serve the mailbox until it closes; raise (crash) when the connection dies."""
-        try:
-            await self._run(task_status)
-        except BaseException as exc:
-            error = _domain_error(exc) if self._crash is None else self._crash
-            if not isinstance(error, McpActorsError):
-                raise
-            self._crash = error
-            if self._park_error is not None:
-                self.slot.park = self._park_error
-                return
-            raise error from None
-        finally:
-            reason = ActorStopped(f"server {self.label!r}: its connection actor stopped", server=self.label)
-            for reply in list(self._pending):
-                reply.fail(self._crash if isinstance(self._crash, McpActorsError) else reason)
-            self._pending.clear()
+        """Serve the mailbox until it closes; raise (crash) when the connection dies.
 
-    async def _run(self, task_status: trio.TaskStatus[None]) -> None:
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            task_status.started(None)
-            if self.eager and not self.initial:
-                nursery.start_soon(self._background_connect)
-            for message in self.initial:
-                nursery.start_soon(self._serve, message)
-            self.initial = []
-            async for message in self.inbox:
-                nursery.start_soon(self._serve, message)
-            # Mailbox closed: the server was removed or the runtime is closing.
-            with trio.move_on_after(_CLOSE_BOUND) as scope:
-                scope.shield = True
-                await self._close_live("the server was removed")
-            nursery.cancel_scope.cancel()
-
-    async def _serve(self, message: ConnectionMessage) -> None:
-        reply: Reply[Any] = message.reply
-        self._pending.add(reply)
-        try:
-            match message:
-                case Connect():
-                    await self._ensure_connected()
-                    reply.send(None)
-                case ListTools():
-                    reply.send(await self._list_tools())
-                case CallTool():
-                    reply.send(await self._call_tool(message))
-                case Health():
-                    reply.send(await self._health(message.timeout))
-                case GetPrompts():
-                    reply.send(await self._list_prompts())
-                case GetResources():
-                    reply.send(await self._list_resources())
-                case Disconnect():
-                    await self._disconnect()
-                    reply.send(None)
-                case Reconnect():
-                    await self._close_live("reconnecting", state=None)
-                    await self._ensure_connected()
-                    reply.send(None)
-                case _:
-                    raise TypeError(f"unknown message for a connection actor: {message!r}")
-        except McpActorsError as exc:
-            reply.fail(exc)
-        except Exception as exc:
-            # A bug of ours or the SDK's: answer, then crash this incarnation (state unknown).
-            reply.fail(
-                McpActorsError(
-                    f"server {self.label!r}: internal error: {type(exc).__name__}: {exc}",
-                    server=self.label,
-                )
-            )
-            raise
-        finally:
-            # A request cancelled with this incarnation (it crashed) stays pending: run()
-            # answers it with the crash, instead of leaving its caller waiting.
-            if reply.answered:
-                self._pending.discard(reply)
-
-    async def _background_connect(self) -> None:
-        with contextlib.suppress(McpActorsError):
-            await self._ensure_connected()
-
-    # ------------------------------------------------------------------ connecting
-
-    async def _ensure_connected(self) -> _Live:
-        attempt = self._attempt
-        if attempt is not None and attempt.live is not None and not attempt.live.link.dead.is_set():
-            return attempt.live
-        if attempt is None or attempt.done.is_set():
-            attempt = _Attempt()
-            self._attempt = attempt
-            assert self._nursery is not None
-            self._nursery.start_soon(self._run_attempt, attempt)
-        await attempt.done.wait()
-        if attempt.error is not None:
-            raise attempt.error
-        assert attempt.live is not None
-        return attempt.live
-
-    async def _run_attempt(self, attempt: _Attempt) -> None:
-        """Run one session; however it ends, its waiters are woken.
-
-        A waiter may sit outside this incarnation's nursery (a fast-path call runs in the
-        caller's task): if the incarnation is torn down while the attempt is under way,
-        the waiter must get an error, not wait forever.
+        Returns normally when the mailbox closes, or when the failure is one no restart
+        can fix (the slot then parks the server).
         """
+        slot = self.slot
+        slot.failure = None
         try:
-            await self._run_session(attempt)
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                task_status.started(None)
+                carried, slot.carried = slot.carried, []
+                if self.eager and not carried:
+                    self._start_session()
+                for message in carried:
+                    self._dispatch(message)
+                with self._inbox_scope:
+                    async for message in slot.inbox:
+                        self._dispatch(message)
+                if slot.failure is None:
+                    # The mailbox closed: the server was removed or the runtime is closing.
+                    self._answer_waiters(slot.stopped_error())
+                    with trio.move_on_after(STOP_BOUND) as scope:
+                        scope.shield = True
+                        await self._close("the server was removed")
+                    nursery.cancel_scope.cancel()
         finally:
-            if not attempt.done.is_set():
-                attempt.error = self._crash or ActorStopped(
-                    f"server {self.label!r}: the connection attempt was abandoned (its actor stopped); retry",
-                    server=self.label,
-                )
-                attempt.done.set()
+            self._answer_waiters(slot.failure or slot.stopped_error())
+        if slot.failure is None or isinstance(slot.failure, ServerMisconfigured):
+            return
+        raise slot.failure
 
-    async def _run_session(self, attempt: _Attempt) -> None:
-        """Own one connection from spawn to close; crash the actor if it dies on its own."""
-        settings = self.settings
-        self.cell.transition(ConnectionState.CONNECTING)
-        live: _Live | None = None
-        connected = False
+    def _dispatch(self, message: ConnectionMessage) -> None:
+        """Take one request; never waits (long work runs in the nursery)."""
+        if self.slot.failure is not None:
+            # This incarnation has ended: the next one serves the request (or the park answers it).
+            self.slot.carried.append(message)
+            return
+        match message:
+            case Connect(reply=reply):
+                if self.cell.live is not None:
+                    reply.send(self.cell.live)
+                    return
+                self._waiters.append(reply)
+                self._start_session()
+            case Disconnect(reply=reply):
+                assert self._nursery is not None
+                self._nursery.start_soon(self._disconnect, reply)
+            case Reconnect(reply=reply):
+                self._waiters.append(reply)
+                run = self._session
+                if run is not None and run.live is not None:
+                    self._request_close(run, "reconnecting")  # the next session starts when it is closed
+                else:
+                    self._start_session()  # joins an attempt under way
+            case _:
+                raise TypeError(f"unknown message for a connection actor: {message!r}")
+
+    def _answer_waiters(self, outcome: LiveSession | McpActorsError) -> None:
+        waiters, self._waiters = self._waiters, []
+        for reply in waiters:
+            if isinstance(outcome, LiveSession):
+                reply.send(outcome)
+            else:
+                reply.fail(outcome)
+
+    def _die(self, failure: McpActorsError, live: LiveSession | None) -> None:
+        """End this incarnation, in one step with no checkpoint (the order is the contract).
+
+        Record the failure; stop taking requests (later ones wait for the next
+        incarnation); publish the state ``error``; only then fail the requests running
+        on the session and the ones waiting for it.
+        """
+        self.slot.failure = failure
+        self._inbox_scope.cancel()
+        self.cell.live = None
+        tail = failure.stderr_tail if isinstance(failure, ConnectionFailed) else ()
+        self.cell.transition(ConnectionState.ERROR, error=str(failure), stderr_tail=tail)
+        if live is not None:
+            lost = failure if isinstance(failure, ConnectionFailed) else self._lost_error(live)
+            live.end(lost)
+        self._answer_waiters(failure)
+
+    # ------------------------------------------------------------------ sessions
+
+    def _start_session(self) -> None:
+        """Start a session task unless one runs (its end starts the next one if demand is left)."""
+        if self._session is not None:
+            return
+        run = _SessionRun()
+        self._session = run
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_session, run)
+
+    async def _run_session(self, run: _SessionRun) -> None:
+        try:
+            await self._session_life(run)
+        finally:
+            run.done.set()
+            if self._session is run:
+                self._session = None
+            stopping = trio.current_effective_deadline() == -math.inf
+            if self._waiters and self.slot.failure is None and not stopping:
+                self._start_session()  # demand arrived while the previous session was closing
+
+    async def _session_life(self, run: _SessionRun) -> None:
+        """Own one connection from spawn to close; on a death, end the incarnation."""
+        settings, cell = self.settings, self.cell
+        cell.transition(ConnectionState.CONNECTING)
         link: TransportLink | None = None
         failure: McpActorsError | None = None
         with trio.CancelScope(deadline=trio.current_time() + settings.connect_timeout) as scope:
-            attempt.scope = scope
+            run.scope = scope
             try:
                 async with open_transport(settings.transport, label=self.label) as link:
-                    self.cell.set(pid=link.process.pid if link.process else None)
-                    self.cell.live_stderr = link.stderr
+                    cell.set(process=link.process)
+                    cell.stderr = link.stderr
+                    # Host callbacks: fixed for the session's life, as its handshake declared them.
+                    offered = settings.host.offers(settings) if settings.host is not None else frozenset()
+                    host_kwargs = settings.host.session_kwargs(settings) if settings.host is not None else {}
                     session = ClientSession(
                         link.read_stream,
                         link.write_stream,
-                        message_handler=functools.partial(self._on_message),
+                        message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=CLIENT_INFO,
+                        **host_kwargs,
                     )
                     async with session:
-                        result = await session.initialize()
+                        result = await _handshake(session, settings.negotiate)
                         scope.deadline = math.inf
-                        live = _Live(session=session, link=link)
-                        connected = True
-                        info = result.server_info if hasattr(result, "server_info") else None
-                        self.cell.bump_tools_epoch()
-                        self.cell.transition(
-                            ConnectionState.CONNECTED,
-                            server_info=(info.name, info.version) if info is not None else None,
-                        )
-                        attempt.live = live
-                        attempt.done.set()
-                        await self._connected_life(live)
+                        run.live = LiveSession(session=session, link=link, label=self.label, offered=offered)
+                        self._connected(run.live, result)
+                        await self._connected_life(run, run.live)
             except BaseException as exc:
                 failure = self._classify(exc, link)
                 if failure is None:
                     raise
             finally:
-                if live is not None:
-                    live.closed.set()
-        if scope.cancelled_caught and failure is None and not connected:
-            tail = link.stderr_tail() if link is not None else ()
+                if run.live is not None:
+                    self._end_closed(run, run.live)  # the actor is stopping: nobody may wait on it
+        cell.stderr = None
+        cell.set(process=None, stderr_tail=link.stderr_tail() if link is not None else ())
+        if self.slot.failure is not None:
+            return  # the death was declared while connected
+        if run.close_why is not None:
+            if not self._waiters:
+                cell.transition(ConnectionState.DISCONNECTED)
+            return
+        if failure is None and run.live is None and scope.cancelled_caught:
             note = link.describe_garbage() if link is not None else ""
             failure = ConnectTimeout(
                 f"server {self.label!r} did not finish connecting within {settings.connect_timeout:g}s"
                 + (f" ({note})" if note else "")
                 + "; check that it starts and speaks MCP on stdout, or raise config.connectTimeout",
                 server=self.label,
-                stderr_tail=tail,
+                stderr_tail=link.stderr_tail() if link is not None else (),
             )
-        self.cell.set(pid=None, stderr_tail=link.stderr_tail() if link is not None else ())
-        requested = live is not None and live.close_requested.is_set()
-        if requested:
-            return
-        if failure is None and live is not None and not requested:
-            failure = self._lost_error(live)
+        if failure is None and run.live is not None:
+            failure = self._lost_error(run.live)
         if failure is None:
             return  # cancelled from outside (the actor is stopping)
-        if not attempt.done.is_set():
-            attempt.error = failure
-            attempt.done.set()
+        self._die(failure, run.live)
+
+    def _connected(self, live: LiveSession, result: mcp_types.InitializeResult | mcp_types.DiscoverResult) -> None:
+        info = live.session.server_info if isinstance(result, mcp_types.DiscoverResult) else result.server_info
+        self.cell.bump_tools_epoch()
+        self.cell.live = live
         self.cell.transition(
-            ConnectionState.ERROR,
-            error=str(failure),
-            stderr_tail=failure.stderr_tail if isinstance(failure, ConnectionFailed) else (),
+            ConnectionState.CONNECTED,
+            server_info=(info.name, info.version) if info is not None else None,
         )
-        self._crash = failure
-        if isinstance(failure, ServerMisconfigured):
-            # No restart can fix the configuration (a missing command, a missing cwd):
-            # open the circuit at once.
-            self._park_error = failure
-            raise _Park(failure)
-        raise failure
+        self._answer_waiters(live)
 
-    def _classify(self, exc: BaseException, link: TransportLink | None) -> McpActorsError | None:
-        """Map what escaped a connection to one typed error; None means re-raise it."""
-        leaves = _leaves(exc)
-        if any(not isinstance(leaf, Exception) for leaf in leaves):
-            return None
-        domain = _domain_error(exc)
-        if domain is not None:
-            return domain
-        leaf = leaves[0]
-        logger.debug("server %s: connection failed", self.label, exc_info=exc)
-        if isinstance(leaf, MCPError):
-            return self._connect_error(link, f"the server answered with an error: {leaf.error.message}")
-        return self._connect_error(link, f"{type(leaf).__name__}: {leaf}")
-
-    def _connect_error(self, link: TransportLink | None, detail: str) -> ConnectionFailed:
-        tail = link.stderr_tail() if link is not None else ()
-        reason = link.death_reason if link is not None and link.death_reason else None
-        if reason == "closed by the client":
-            reason = None  # our own clean-up after the failure, not its cause: the detail says more
-        garbage = link.describe_garbage() if link is not None else ""
-        parts = [f"server {self.label!r} failed to connect: {reason or detail}"]
-        if garbage:
-            parts.append(garbage)
-            return ServerProtocolError("; ".join(parts), server=self.label, stderr_tail=tail)
-        parts.append("check the command/url and run `mcp-actors test` on it")
-        return ServerStartFailed("; ".join(parts), server=self.label, stderr_tail=tail)
-
-    def _lost_error(self, live: _Live) -> ServerConnectionLost:
-        reason = live.link.death_reason or "the connection closed"
-        return ServerConnectionLost(
-            f"server {self.label!r}: connection lost: {reason}",
-            server=self.label,
-            stderr_tail=live.link.stderr_tail(),
-        )
-
-    async def _connected_life(self, live: _Live) -> None:
-        self.cell.fast = self
-        try:
-            await self._watch_live(live)
-        finally:
-            if self.cell.fast is self:
-                self.cell.fast = None
-        if live.close_requested.is_set():
-            error: ConnectionFailed = ServerConnectionLost(
-                f"server {self.label!r}: the connection was closed (disconnect or reconnect) during the call",
-                server=self.label,
-            )
-        else:
-            error = self._lost_error(live)
-        self._fail_in_flight(live, error)
-
-    async def _watch_live(self, live: _Live) -> None:
+    async def _connected_life(self, run: _SessionRun, live: LiveSession) -> None:
+        """Watch the connection until it dies or a close is requested."""
         async with trio.open_nursery() as nursery:
             if self.settings.ping_interval > 0:
                 nursery.start_soon(self._ping_loop, live)
 
-            async def _wait_close() -> None:
-                await live.close_requested.wait()
+            async def close_on_request() -> None:
+                await run.close_requested.wait()
                 nursery.cancel_scope.cancel()
 
-            nursery.start_soon(_wait_close)
+            nursery.start_soon(close_on_request)
             await live.link.dead.wait()
+            if run.close_why is None:
+                self._die(self._lost_error(live), live)  # at once: no checkpoint since the death was seen
             nursery.cancel_scope.cancel()
+        if run.close_why is not None:
+            self._end_closed(run, live)
 
-    def _fail_in_flight(self, live: _Live, error: ConnectionFailed) -> None:
-        for call in list(live.calls):
-            call.lost = error
-            if call.reply is not None:
-                call.reply.fail(error)
-            call.scope.cancel()
-        live.calls.clear()
-        self.cell.inflight = 0
+    def _end_closed(self, run: _SessionRun, live: LiveSession) -> None:
+        """A requested close (or the actor stopping): fail what still runs on the session, not a death."""
+        if live.lost is not None:
+            return
+        self.cell.live = None
+        live.end(
+            ServerConnectionLost(
+                f"server {self.label!r}: the connection was closed ({run.close_why or 'its actor stopped'})"
+                " during the request",
+                server=self.label,
+            )
+        )
 
-    async def _ping_loop(self, live: _Live) -> None:
+    def _request_close(self, run: _SessionRun, why: str) -> None:
+        """Ask a session to close: a connected one gracefully, an attempt by abandoning it."""
+        if run.close_why is None:
+            run.close_why = why
+        if run.live is not None:
+            run.close_requested.set()
+            return
+        self._answer_waiters(
+            ConnectionFailed(f"server {self.label!r}: connection attempt abandoned: {why}", server=self.label)
+        )
+        if run.scope is not None:
+            run.scope.cancel()
+
+    async def _close(self, why: str) -> None:
+        run = self._session
+        if run is None:
+            self.cell.transition(ConnectionState.DISCONNECTED)
+            return
+        self._request_close(run, why)
+        with trio.move_on_after(STOP_BOUND):
+            await run.done.wait()
+
+    async def _disconnect(self, reply: Reply[None]) -> None:
+        try:
+            await self._close("disconnect requested")
+        finally:
+            reply.send(None)
+
+    async def _ping_loop(self, live: LiveSession) -> None:
         while True:
             await trio.sleep(self.settings.ping_interval)
             with trio.move_on_after(self.settings.ping_timeout) as scope:
@@ -592,194 +591,71 @@ class _ConnectionActor:
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         logger.debug("server %s logged (%s): %s", self.label, params.level, params.data)
 
-    async def _close_live(self, why: str, *, state: ConnectionState | None = ConnectionState.DISCONNECTED) -> None:
-        attempt = self._attempt
-        if attempt is None:
-            if state is not None:
-                self.cell.transition(state)
-            return
-        if attempt.live is not None:
-            attempt.live.close_requested.set()
-            with trio.move_on_after(_CLOSE_BOUND):
-                await attempt.live.closed.wait()
-        elif not attempt.done.is_set():
-            attempt.error = ConnectionFailed(
-                f"server {self.label!r}: connection attempt abandoned: {why}", server=self.label
-            )
-            attempt.done.set()
-            if attempt.scope is not None:
-                attempt.scope.cancel()
-        self._attempt = None
-        if state is not None:
-            self.cell.transition(state)
+    # ------------------------------------------------------------------ errors
 
-    async def _disconnect(self) -> None:
-        await self._close_live("disconnect requested")
+    def _classify(self, exc: BaseException, link: TransportLink | None) -> McpActorsError | None:
+        """Map what escaped a connection to one typed error; None means re-raise it.
 
-    # ------------------------------------------------------------------ requests
-
-    async def _request(
-        self,
-        what: str,
-        op: Callable[[ClientSession], Awaitable[T]],
-        *,
-        timeout: float,
-        tool: str | None = None,
-        reply: Reply[Any] | None = None,
-        die_on_timeout: bool = False,
-        call_id: str | None = None,
-    ) -> T:
-        live = await self._ensure_connected()
-        if reply is not None and not reply.wanted:
-            raise ToolCallFailed(
-                f"server {self.label!r}: the caller gave up on {what} before it was sent", server=self.label, tool=tool
-            )
-        call = _InFlight(tool=tool or what, reply=reply)
-        live.calls.add(call)
-        if call_id is not None:
-            self.cell.calls_by_id.setdefault(call_id, set()).add(call)
-        self.cell.inflight = len(live.calls)
-        try:
-            with call.scope:
-                with trio.fail_after(timeout):
-                    return await op(live.session)
-            if call.abandoned and call.lost is None:
-                # The caller cancelled: the SDK told the server (notifications/cancelled).
-                raise ToolCallFailed(
-                    f"server {self.label!r}: the caller gave up on {what}; the server was asked to cancel it",
-                    server=self.label,
-                    tool=tool,
-                )
-            # Otherwise only _fail_in_flight cancels call.scope: the connection died under the call.
-            raise call.lost or self._lost_error(live)
-        except trio.TooSlowError:
-            if die_on_timeout:
-                live.link.die(f"the server did not answer a {what} within {timeout:g}s")
-            if tool is not None:
-                raise ToolCallTimeout(
-                    f"server {self.label!r}: tool {tool!r} did not finish within {timeout:g}s; the server was asked to"
-                    " cancel it (raise the call timeout if the tool is legitimately slow)",
-                    server=self.label,
-                    tool=tool,
-                    timeout=timeout,
-                ) from None
-            raise ConnectionFailed(
-                f"server {self.label!r}: {what} timed out after {timeout:g}s", server=self.label
-            ) from None
-        except MCPError as exc:
-            if exc.error.code == mcp_types.CONNECTION_CLOSED:
-                raise call.lost or self._lost_error(live) from None
-            if tool is not None:
-                raise ToolCallFailed(
-                    f"server {self.label!r} rejected the call to {tool!r}: {exc.error.message} (code {exc.error.code})",
-                    server=self.label,
-                    tool=tool,
-                ) from None
-            raise ServerProtocolError(
-                f"server {self.label!r}: {what} failed: {exc.error.message}", server=self.label
-            ) from None
-        except (McpActorsError, trio.Cancelled):
-            raise
-        except Exception as exc:
-            # The reply did not parse (pydantic) or the SDK choked: the server's fault, this call only.
-            raise ServerProtocolError(
-                f"server {self.label!r}: {what} returned something that is not valid MCP: {type(exc).__name__}: {exc}",
-                server=self.label,
-            ) from exc
-        finally:
-            live.calls.discard(call)
-            if call_id is not None:
-                same_id = self.cell.calls_by_id.get(call_id, set())
-                same_id.discard(call)
-                if not same_id:
-                    self.cell.calls_by_id.pop(call_id, None)
-            self.cell.inflight = len(live.calls)
-            if call.lost is not None:
-                raise call.lost
-
-    async def _list_tools(self) -> tuple[mcp_types.Tool, ...]:
-        async def op(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
-            tools: list[mcp_types.Tool] = []
-            cursor: str | None = None
-            for _ in range(_MAX_PAGES):
-                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                page = await session.list_tools(params=params)
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
-            return tuple(tools)
-
-        return await self._request("tools/list", op, timeout=self.settings.call_timeout)
-
-    async def _list_prompts(self) -> tuple[mcp_types.Prompt, ...]:
-        async def op(session: ClientSession) -> tuple[mcp_types.Prompt, ...]:
-            caps = session.server_capabilities
-            if caps is None or caps.prompts is None:
-                return ()
-            return tuple((await session.list_prompts()).prompts)
-
-        return await self._request("prompts/list", op, timeout=self.settings.call_timeout)
-
-    async def _list_resources(self) -> tuple[mcp_types.Resource, ...]:
-        async def op(session: ClientSession) -> tuple[mcp_types.Resource, ...]:
-            caps = session.server_capabilities
-            if caps is None or caps.resources is None:
-                return ()
-            return tuple((await session.list_resources()).resources)
-
-        return await self._request("resources/list", op, timeout=self.settings.call_timeout)
-
-    async def call_direct(
-        self, name: str, arguments: dict[str, Any], timeout: float | None
-    ) -> mcp_types.CallToolResult:
-        """A tool call run in the *caller's* task over this actor's live session.
-
-        The session multiplexes calls, so there is nothing for the mailbox to serialise;
-        skipping it saves two task switches per call. The call is still registered with
-        the actor (fail-fast on death, counted in flight), and cancelling the caller
-        cancels the request on the server, exactly as on the mailbox path.
+        Anything that is not an ``Exception`` (Cancelled, KeyboardInterrupt) propagates.
         """
-        bound = timeout if timeout is not None else self.settings.call_timeout
+        leaves = _leaves(exc)
+        if any(not isinstance(leaf, Exception) for leaf in leaves):
+            return None
+        for leaf in leaves:
+            if isinstance(leaf, McpActorsError):
+                return leaf
+        leaf = leaves[0]
+        logger.debug("server %s: connection failed", self.label, exc_info=exc)
+        if isinstance(leaf, MCPError):
+            return self._connect_error(link, f"the server answered with an error: {leaf.error.message}")
+        return self._connect_error(link, f"{type(leaf).__name__}: {leaf}")
 
-        async def op(session: ClientSession) -> mcp_types.CallToolResult:
-            return await session.call_tool(name, arguments)
+    def _connect_error(self, link: TransportLink | None, detail: str) -> ConnectionFailed:
+        tail = link.stderr_tail() if link is not None else ()
+        reason = link.death_reason if link is not None and link.death_reason else None
+        if reason == "closed by the client":
+            reason = None  # our own clean-up after the failure, not its cause: the detail says more
+        garbage = link.describe_garbage() if link is not None else ""
+        parts = [f"server {self.label!r} failed to connect: {reason or detail}"]
+        if garbage:
+            parts.append(garbage)
+            return ServerProtocolError("; ".join(parts), server=self.label, stderr_tail=tail)
+        parts.append("check the command/url and run `mcp-actors test` on it")
+        return ServerStartFailed("; ".join(parts), server=self.label, stderr_tail=tail)
 
-        return await self._request("tools/call", op, timeout=bound, tool=name)
-
-    async def _call_tool(self, message: CallTool) -> mcp_types.CallToolResult:
-        timeout = message.timeout if message.timeout is not None else self.settings.call_timeout
-
-        async def op(session: ClientSession) -> mcp_types.CallToolResult:
-            return await session.call_tool(message.name, message.arguments)
-
-        return await self._request(
-            "tools/call", op, timeout=timeout, tool=message.name, reply=message.reply, call_id=message.call_id
+    def _lost_error(self, live: LiveSession) -> ServerConnectionLost:
+        reason = live.link.death_reason or "the connection closed"
+        return ServerConnectionLost(
+            f"server {self.label!r}: connection lost: {reason}",
+            server=self.label,
+            stderr_tail=live.link.stderr_tail(),
         )
 
-    async def _health(self, timeout: float) -> float:
-        async def op(session: ClientSession) -> float:
-            start = time.perf_counter()
-            await session.send_ping()
-            return time.perf_counter() - start
 
-        return await self._request("ping", op, timeout=timeout, die_on_timeout=True)
+async def _handshake(session: ClientSession, negotiate: str) -> mcp_types.InitializeResult | mcp_types.DiscoverResult:
+    """Negotiate the protocol revision: the handshake, or (``auto``) ``server/discover`` first."""
+    if negotiate == "auto":
+        await negotiate_auto(session)
+        discovered = session.discover_result
+        if discovered is not None:
+            return discovered
+        initialized = session.initialize_result
+        assert initialized is not None  # negotiate_auto sets one of the two or raises
+        return initialized
+    return await session.initialize()
 
 
 # ---------------------------------------------------------------------- the slot
 
 
-async def _park(
-    settings: ConnectionSettings,
-    inbox: trio.MemoryReceiveChannel[ConnectionMessage],
-    cell: _StatusCell,
-    cause: BaseException | None,
-) -> Reconnect | None:
+async def _park(slot: _Slot, cause: BaseException | None) -> Reconnect | None:
     """Answer every request with ServerCircuitOpen until a Reconnect (or the mailbox closes)."""
+    settings = slot.settings
     reason = str(cause) if cause is not None else "too many failures"
     tail = cause.stderr_tail if isinstance(cause, ConnectionFailed) else ()
-    cell.transition(ConnectionState.ERROR, error=reason, circuit_open=True, pid=None)
-    async for message in inbox:
+    slot.cell.transition(ConnectionState.ERROR, error=reason, circuit_open=True, process=None)
+
+    def answer(message: ConnectionMessage) -> Reconnect | None:
         match message:
             case Reconnect():
                 return message
@@ -794,7 +670,30 @@ async def _park(
                         stderr_tail=tail,
                     )
                 )
+        return None
+
+    while slot.carried:
+        reconnect = answer(slot.carried.pop(0))
+        if reconnect is not None:
+            return reconnect
+    async for message in slot.inbox:
+        reconnect = answer(message)
+        if reconnect is not None:
+            return reconnect
     return None
+
+
+def _stop_mailbox(slot: _Slot) -> None:
+    """Answer every request still queued with ActorStopped, and close the mailbox for good."""
+    pending, slot.carried = slot.carried, []
+    while True:
+        try:
+            pending.append(slot.inbox.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            break
+    slot.inbox.close()
+    for message in pending:
+        message.reply.fail(slot.stopped_error())
 
 
 async def run_connection_slot(
@@ -808,33 +707,43 @@ async def run_connection_slot(
 
     The supervisor (one_for_one, the settings' intensity and backoff) restarts the actor
     after every crash; past the intensity the server is parked with its circuit open
-    until a :class:`Reconnect` arrives, which starts a fresh supervisor.
+    until a :class:`Reconnect` arrives, which starts a fresh supervisor. When the slot
+    ends (its mailbox closed, or cancelled) every request still queued is answered
+    :class:`~mcp_actors.errors.ActorStopped` and the mailbox is closed.
     """
+    slot = _Slot(settings=settings, inbox=inbox, cell=cell)
     task_status.started(None)
-    initial: list[ConnectionMessage] = []
+    try:
+        await _supervise(slot)
+    except Exception:
+        raise  # a bug: the supervisor above may restart this slot with the same mailbox
+    except BaseException:
+        _stop_mailbox(slot)
+        raise
+    _stop_mailbox(slot)
+
+
+async def _supervise(slot: _Slot) -> None:
+    settings, cell = slot.settings, slot.cell
     while True:
-        slot = _SlotState()
         finished = trio.Event()
         starts = 0
 
         async def start_actor(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-            nonlocal starts, initial
+            nonlocal starts
             eager = starts > 0
             if starts > 0:
                 cell.set(restarts=cell.status.restarts + 1)
             starts += 1
-            first, initial = initial, []
-            # Bound per incarnation of the loop: this closure only runs inside it.
-            actor = _ConnectionActor(settings, inbox, cell, slot, eager=eager, initial=first)  # noqa: B023
-            await actor.run(task_status=task_status)
-            finished.set()  # noqa: B023
+            await _ConnectionActor(slot, eager=eager).run(task_status=task_status)
+            finished.set()  # noqa: B023  (bound per loop iteration: this closure only runs inside it)
 
         spec = SupervisorSpec(strategy=Strategy.ONE_FOR_ONE, intensity=settings.intensity, backoff=settings.backoff)
         child = ChildSpec(
             id=settings.server_id,
             start=start_actor,
             restart=Restart.TRANSIENT,
-            shutdown=Shutdown.after(_CLOSE_BOUND),
+            shutdown=Shutdown.after(STOP_BOUND),
         )
         cause: BaseException | None = None
         try:
@@ -842,13 +751,15 @@ async def run_connection_slot(
                 await finished.wait()
         except RestartIntensityExceeded as exc:
             cause = exc.__cause__
-        if slot.park is None and cause is None:
+        if isinstance(slot.failure, ServerMisconfigured):
+            cause = slot.failure  # no restart can fix it: the circuit opens at once
+        if cause is None:
             return
-        reconnect = await _park(settings, inbox, cell, slot.park or cause)
+        reconnect = await _park(slot, cause)
         if reconnect is None:
             return
         cell.set(circuit_open=False, restarts=0)
-        initial = [reconnect]
+        slot.carried.insert(0, reconnect)
 
 
 # ---------------------------------------------------------------------- the handle
@@ -858,7 +769,9 @@ async def run_connection_slot(
 class ConnectionHandle:
     """The caller's side of one server's actor: typed requests, bounded waits.
 
-    Every method is safe to cancel; cancelling only abandons the reply.
+    Every request runs in the caller's task over the live session; cancelling the caller
+    cancels the request on the server too. Only getting that session (connecting, waiting
+    through a restart) goes through the actor's mailbox.
     """
 
     settings: ConnectionSettings
@@ -873,13 +786,15 @@ class ConnectionHandle:
     def status(self) -> ConnectionStatus:
         """The latest status snapshot (no round trip)."""
         status = self._cell.status
-        if status.calls_in_flight != self._cell.inflight:
-            status = attrs.evolve(status, calls_in_flight=self._cell.inflight)
+        live = self._cell.live
+        in_flight = live.requests_in_flight if live is not None else 0
+        if status.calls_in_flight != in_flight:
+            status = attrs.evolve(status, calls_in_flight=in_flight)
         return status
 
     def stderr_tail(self, n: int = 20) -> tuple[str, ...]:
         """The server's last stderr lines, live while it runs (stdio only)."""
-        live = self._cell.live_stderr
+        live = self._cell.stderr
         return live.lines(n) if live is not None else self._cell.status.stderr_tail[-n:]
 
     async def wait_for_stderr(self, predicate: Callable[[str], bool]) -> str:
@@ -888,15 +803,10 @@ class ConnectionHandle:
         Unbounded: wrap it in ``trio.fail_after``. Raises ``RuntimeError`` when the server
         is not running.
         """
-        live = self._cell.live_stderr
+        live = self._cell.stderr
         if live is None:
             raise RuntimeError(f"server {self.settings.server_name!r} has no running process")
         return await live.wait_for(predicate)
-
-    def _outer_bound(self, call_timeout: float | None = None) -> float:
-        s = self.settings
-        call = call_timeout if call_timeout is not None else s.call_timeout
-        return s.connect_timeout + call + s.backoff.max_delay * 2 + _CLOSE_BOUND * 2
 
     async def _ask(self, build: Callable[[Reply[T]], ConnectionMessage], *, bound: float) -> T:
         try:
@@ -913,21 +823,73 @@ class ConnectionHandle:
                 server=self.settings.server_name,
             ) from None
 
+    async def _live(self) -> LiveSession:
+        """The live session: published while connected, else asked for (connecting, or after a restart)."""
+        live = self._cell.live
+        if live is not None:
+            return live
+        return await self._ask(lambda r: Connect(reply=r), bound=self.settings.session_bound())
+
+    async def _request(
+        self,
+        what: str,
+        op: Callable[[ClientSession], Awaitable[T]],
+        *,
+        timeout: float | None = None,
+        tool: str | None = None,
+        die_on_timeout: bool = False,
+    ) -> T:
+        """The one call path: get a live session, run the request on it in this task."""
+        bound = timeout if timeout is not None else self.settings.call_timeout
+        while True:
+            live = await self._live()
+            try:
+                return await live.request(what, op, timeout=bound, tool=tool, die_on_timeout=die_on_timeout)
+            except SessionEnded:
+                continue  # it ended before anything was sent: ask for the next one
+
     async def connect(self) -> None:
         """Connect if not connected (coalesced with an attempt under way)."""
-        await self._ask(lambda r: Connect(reply=r), bound=self._outer_bound(0))
+        await self._live()
 
     async def list_tools(self) -> tuple[mcp_types.Tool, ...]:
         """Every tool the server offers (all pages), fetched now."""
-        return await self._ask(lambda r: ListTools(reply=r), bound=self._outer_bound())
+
+        async def op(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
+            tools: list[mcp_types.Tool] = []
+            cursor: str | None = None
+            for _ in range(_MAX_PAGES):
+                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await session.list_tools(params=params)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            return tuple(tools)
+
+        return await self._request("tools/list", op)
 
     async def list_prompts(self) -> tuple[mcp_types.Prompt, ...]:
         """The server's prompts (empty when it has none)."""
-        return await self._ask(lambda r: GetPrompts(reply=r), bound=self._outer_bound())
+
+        async def op(session: ClientSession) -> tuple[mcp_types.Prompt, ...]:
+            caps = session.server_capabilities
+            if caps is None or caps.prompts is None:
+                return ()
+            return tuple((await session.list_prompts()).prompts)
+
+        return await self._request("prompts/list", op)
 
     async def list_resources(self) -> tuple[mcp_types.Resource, ...]:
         """The server's resources (empty when it has none)."""
-        return await self._ask(lambda r: GetResources(reply=r), bound=self._outer_bound())
+
+        async def op(session: ClientSession) -> tuple[mcp_types.Resource, ...]:
+            caps = session.server_capabilities
+            if caps is None or caps.resources is None:
+                return ()
+            return tuple((await session.list_resources()).resources)
+
+        return await self._request("resources/list", op)
 
     async def call_tool(
         self,
@@ -939,41 +901,80 @@ class ConnectionHandle:
     ) -> mcp_types.CallToolResult:
         """Call a tool by its name on the server; a tool-level error is a result, not an exception.
 
+        Args:
+            name: The tool's own name on the server.
+            arguments: The arguments object.
+            timeout: Seconds for the call once it is sent (default: the server's call
+                timeout). Getting a live session first is bounded separately
+                (:meth:`ConnectionSettings.session_bound`).
+            call_id: The caller's id for the call, for logs.
+
+        Raises:
+            ToolCallTimeout: No answer within ``timeout``; the server was asked to cancel.
+            ServerConnectionLost: The connection died during the call (never replayed).
+            ConnectionFailed: No live session could be had (connect failure, circuit open).
+
         Cancelling the caller cancels the call on the server too (``notifications/cancelled``).
         """
-        actor = self._cell.fast
-        if actor is not None:
-            return await actor.call_direct(name, dict(arguments or {}), timeout)
-        key = call_id if call_id is not None else f"call-{next(_CALL_KEYS)}"
-        try:
-            return await self._ask(
-                lambda r: CallTool(
-                    name=name,
-                    arguments=dict(arguments or {}),
-                    timeout=timeout,
-                    call_id=key,
-                    reply=r,
-                ),
-                bound=self._outer_bound(timeout),
-            )
-        except BaseException:
-            # Answered calls are no longer registered; what is left is a call we gave up on.
-            for call in list(self._cell.calls_by_id.get(key, ())):
-                call.abandoned = True
-                call.scope.cancel()
-            raise
+        args = dict(arguments or {})
+        if call_id is not None:
+            logger.debug("server %s: call %s of %s", self.settings.server_name, call_id, name)
+
+        async def op(session: ClientSession) -> mcp_types.CallToolResult:
+            async def send(
+                responses: mcp_types.InputResponses | None, state: str | None
+            ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+                return await session.call_tool(
+                    name, args, input_responses=responses, request_state=state, allow_input_required=True
+                )
+
+            # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
+            return await fulfil_input_required(session, await send(None, None), send)
+
+        return await self._request("tools/call", op, timeout=timeout, tool=name)
 
     async def health(self, *, timeout: float = 10.0) -> float:
-        """Ping now; returns the round-trip time in seconds."""
-        return await self._ask(lambda r: Health(reply=r, timeout=timeout), bound=self._outer_bound(timeout))
+        """Ping now; returns the round-trip time in seconds. An unanswered ping means the server is dead."""
+
+        async def op(session: ClientSession) -> float:
+            start = time.perf_counter()
+            await session.send_ping()
+            return time.perf_counter() - start
+
+        return await self._request("ping", op, timeout=timeout, die_on_timeout=True)
+
+    # -- host callbacks (issue 12 item 1)
+
+    def offers(self) -> frozenset[str]:
+        """What the live session declared (``"sampling"``, ``"elicitation"``, ``"roots"``); empty when not connected."""
+        live = self._cell.live
+        return live.offered if live is not None else frozenset()
+
+    async def notify_roots_changed(self) -> bool:
+        """Send ``notifications/roots/list_changed`` if connected and roots are offered to this server.
+
+        Returns whether it was sent. Never connects, never raises for a dying connection
+        (the next connection lists the roots afresh anyway); bounded by the ping timeout.
+        """
+        live = self._cell.live
+        if live is None or "roots" not in live.offered or live.lost is not None:
+            return False
+        with trio.move_on_after(self.settings.ping_timeout):
+            try:
+                await live.session.send_notification(mcp_types.RootsListChangedNotification())
+            except Exception as exc:
+                logger.debug("server %s: roots/list_changed not sent: %s", self.settings.server_name, exc)
+                return False
+            return True
+        return False
 
     async def disconnect(self) -> None:
         """Close the connection (and stop a stdio server); it reconnects lazily on the next demand."""
-        await self._ask(lambda r: Disconnect(reply=r), bound=_CLOSE_BOUND * 2)
+        await self._ask(lambda r: Disconnect(reply=r), bound=STOP_BOUND * 2)
 
     async def reconnect(self) -> None:
         """Close and connect again; also closes an open circuit."""
-        await self._ask(lambda r: Reconnect(reply=r), bound=self._outer_bound(0))
+        await self._ask(lambda r: Reconnect(reply=r), bound=self.settings.session_bound())
 
     async def aclose(self) -> None:
         """Close the mailbox: the actor closes its connection and stops."""
@@ -984,7 +985,11 @@ def open_connection(
     settings: ConnectionSettings, bus: events.EventBus
 ) -> tuple[ConnectionHandle, Callable[..., Awaitable[None]]]:
     """A handle plus the slot function to run under a supervisor (``await start(task_status=...)``)."""
-    mailbox, inbox = open_mailbox(settings.mailbox_capacity)
+    mailbox, inbox = open_mailbox[ConnectionMessage](settings.mailbox_capacity)
     cell = _StatusCell(ConnectionStatus(server_id=settings.server_id, server_name=settings.server_name), bus)
     handle = ConnectionHandle(settings, mailbox, cell)
-    return handle, functools.partial(run_connection_slot, settings, inbox, cell)
+
+    async def start(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await run_connection_slot(settings, inbox, cell, task_status=task_status)
+
+    return handle, start

@@ -27,6 +27,9 @@ tool can return:
 ``stderr(text)``          writes the text as one line to the server's stderr
 ========================  ==============================================================
 
+Plus the tools that ask the host for something (sampling, form and URL elicitation, roots),
+described in :mod:`mcp_actors._demo_callbacks`.
+
 It also offers one prompt (``greeting``) and one resource (``demo://readme``), so that
 ``discover`` has something to find.
 
@@ -53,6 +56,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 from starlette.applications import Starlette
 
+from mcp_actors._demo_callbacks import add_callback_tools
 from mcp_actors.testing._announce import format_announce, http_url
 
 __all__ = [
@@ -283,6 +287,7 @@ def create_demo_server() -> MCPServer[Any]:
     def readme() -> str:
         return _README_TEXT
 
+    add_callback_tools(server)  # the tools that ask the host (sampling, elicitation, roots)
     return server
 
 

@@ -18,8 +18,13 @@ The hierarchy is grouped by what a caller does about it:
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "ActorStopped",
+    "AuthorizationFailed",
+    "AuthorizationRequired",
+    "AuthorizationServerUnreachable",
     "CommandNotFound",
     "ConfigError",
     "ConfigFileCorrupt",
@@ -40,6 +45,7 @@ __all__ = [
     "ServerNotFound",
     "ServerProtocolError",
     "ServerStartFailed",
+    "StressConfigInvalid",
     "ToolCallDenied",
     "ToolCallFailed",
     "ToolCallTimeout",
@@ -48,6 +54,14 @@ __all__ = [
     "UnresolvedPlaceholder",
     "WorkingDirectoryNotFound",
 ]
+
+
+def _rebuild_error(cls: type[McpActorsError], args: tuple[Any, ...], state: dict[str, Any]) -> McpActorsError:
+    """Unpickle an error without calling its ``__init__`` (see :meth:`McpActorsError.__reduce__`)."""
+    error = cls.__new__(cls, *args)
+    Exception.__init__(error, *args)
+    error.__dict__.update(state)
+    return error
 
 
 class McpActorsError(Exception):
@@ -63,6 +77,12 @@ class McpActorsError(Exception):
     def __init__(self, message: str, *, server: str | None = None) -> None:
         super().__init__(message)
         self.server = server
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Exceptions pickle as ``cls(*args)``, which loses keyword-only attributes (and
+        # fails for required ones): rebuild from the message and the attributes instead,
+        # so an error raised in a worker process reaches its parent intact.
+        return (_rebuild_error, (type(self), self.args, dict(vars(self))))
 
 
 # ----------------------------------------------------------------------------- config
@@ -305,6 +325,55 @@ class ConfigWriteFailed(ConfigStoreError, OSError):
     def __str__(self) -> str:
         # OSError.__str__ would format errno/strerror; our message already says everything.
         return str(self.args[0]) if self.args else ""
+
+
+# ----------------------------------------------------------------------------- stress
+
+
+class StressConfigInvalid(ConfigError):
+    """A stress run's settings or scenario are invalid; nothing was started. Fix them and retry.
+
+    Attributes:
+        field: The offending option (``--rate``) or scenario path (``operations[2].weight``).
+    """
+
+
+# ----------------------------------------------------------------------------- authorization
+
+
+class AuthorizationRequired(ServerMisconfigured):
+    """The server needs an OAuth login that no one can give now.
+
+    There is no usable token for it (never logged in, logged out, or the grant was revoked)
+    and the runtime has no ``authorization_handler`` to ask a person: no call ever waits on
+    a human. Log in (``mcp-actors auth login NAME``) or install a handler, then
+    ``reconnect``. The circuit opens at once: no retry can fix it.
+    """
+
+
+class AuthorizationFailed(ServerMisconfigured):
+    """The OAuth flow for the server failed in a way no retry can fix.
+
+    A refused refresh with no way to log in again, a denied or mismatched authorization
+    response, malformed discovery metadata, a protected resource that names another server,
+    a token endpoint that rejects the client: the message says which. Fix the server's
+    ``config.oauth`` (or the authorization server), log in again, then ``reconnect``.
+
+    Attributes:
+        oauth_error: The OAuth ``error`` code the authorization server sent, if any.
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, oauth_error: str | None = None) -> None:
+        super().__init__(message, server=server)
+        self.oauth_error = oauth_error
+
+
+class AuthorizationServerUnreachable(ConnectionFailed):
+    """The authorization server (or the metadata it publishes) could not be reached.
+
+    Transient: the slot retries with backoff as for any connection failure. Check the
+    network and the authorization server.
+    """
 
 
 class UnresolvedPlaceholder(ServerMisconfigured):

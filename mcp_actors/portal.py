@@ -2,7 +2,7 @@
 
 Most agent runtimes are asyncio or plain threads. :func:`start_portal` runs
 :func:`~mcp_actors.runtime.open_runtime` on a trio loop in a daemon thread and gives two
-facades over the same :class:`~mcp_actors.registry.McpService` operations:
+facades over the same :class:`~mcp_actors.service.McpService` operations:
 
 * :class:`SyncMcpService` — blocking methods, callable from any thread.
 * :class:`AsyncioMcpService` — coroutines for asyncio. A call is handed to the trio loop
@@ -49,16 +49,9 @@ from mcp_actors.errors import ActorStopped
 from mcp_actors.events import Event, Subscription
 from mcp_actors.process_tracker import ProcessTracker
 from mcp_actors.records import McpServerRecord
-from mcp_actors.registry import (
-    AddJsonEntryResult,
-    ApprovalRequest,
-    Discovery,
-    McpService,
-    ServerTestResult,
-    ToolListing,
-)
 from mcp_actors.runtime import Runtime, open_runtime
-from mcp_actors.tools import MCPTool
+from mcp_actors.service import AddJsonEntryResult, ApprovalRequest, Discovery, McpService, ServerTestResult, ToolListing
+from mcp_actors.tools import McpTool
 
 __all__ = [
     "AsyncioApprover",
@@ -93,6 +86,70 @@ SyncApprover = Callable[[ApprovalRequest], bool]
 
 AsyncioApprover = Callable[[ApprovalRequest], Awaitable[bool] | bool]
 """An approver for asyncio hosts: a function or coroutine function, run on the host's loop."""
+
+
+# ---------------------------------------------------------------------- host callbacks (issue 12 item 1)
+
+_CALLBACK_OPTIONS: Final = ("sampling_handler", "elicitation_handler")
+
+
+def _bridge_callable(fn: Callable[..., Any], loop: asyncio.AbstractEventLoop | None, what: str) -> Callable[..., Any]:
+    """A trio coroutine function running the host's ``fn`` where the host can run it.
+
+    A coroutine function runs on the host's asyncio ``loop``; a plain function runs in a
+    worker thread (it may block: ask a person, call a model synchronously). Cancelling the
+    trio side (the server gave up, the handler timed out) cancels the asyncio task; a
+    blocked thread is abandoned.
+    """
+    if inspect.iscoroutinefunction(fn):
+        if loop is None:
+            raise TypeError(
+                f"{what} is a coroutine function but no asyncio loop runs here: call start_portal (or set_roots)"
+                " from the loop it must run on, or pass a plain function (it runs in a worker thread)"
+            )
+        host_loop = loop
+
+        async def on_host_loop(*args: Any) -> Any:
+            future = asyncio.run_coroutine_threadsafe(fn(*args), host_loop)
+            try:
+                return await trio.to_thread.run_sync(future.result, abandon_on_cancel=True)
+            finally:
+                if not future.done():
+                    future.cancel()
+
+        return on_host_loop
+
+    async def in_worker_thread(*args: Any) -> Any:
+        return await trio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
+
+    return in_worker_thread
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _bridge_roots(roots: Any, loop: asyncio.AbstractEventLoop | None) -> Any:
+    """Roots for the trio side: a list passes as is, a callable is bridged like a handler."""
+    return _bridge_callable(roots, loop, "roots") if callable(roots) else roots
+
+
+def _bridge_options(options: dict[str, Any]) -> dict[str, Any]:
+    """``open_runtime`` options with the host's handlers and roots callable bridged to trio."""
+    loop = _running_loop()
+    bridged = dict(options)
+    for name in _CALLBACK_OPTIONS:
+        handler = bridged.get(name)
+        if handler is not None:
+            if not callable(handler):
+                raise TypeError(f"{name} must be a function or coroutine function (server_id, params), got {handler!r}")
+            bridged[name] = _bridge_callable(handler, loop, name)
+    if bridged.get("roots") is not None:
+        bridged["roots"] = _bridge_roots(bridged["roots"], loop)
+    return bridged
 
 
 def _closed_error() -> ActorStopped:
@@ -374,7 +431,10 @@ def start_portal(config_path: str | None = None, **runtime_options: Any) -> Runt
 
     Args:
         config_path: The config file, as for :func:`~mcp_actors.runtime.open_runtime`.
-        **runtime_options: Other ``open_runtime`` options (``tool_cache_ttl``, ...).
+        **runtime_options: Other ``open_runtime`` options (``tool_cache_ttl``, ...). The host
+            callbacks (``sampling_handler``, ``elicitation_handler``, a ``roots`` callable)
+            may be plain functions, run in a worker thread (they may block), or coroutine
+            functions, run on the asyncio loop that called ``start_portal``.
 
     Returns:
         The running portal; close it (or use it as a context manager) to stop the runtime.
@@ -389,7 +449,7 @@ def start_portal(config_path: str | None = None, **runtime_options: Any) -> Runt
             service = portal.sync_service()
             print(service.call_tool("demo", "echo", {"text": "hi"}))
     """
-    return RuntimePortal(config_path=config_path, **runtime_options)
+    return RuntimePortal(config_path=config_path, **_bridge_options(runtime_options))
 
 
 # ---------------------------------------------------------------------- facades
@@ -431,7 +491,7 @@ class _Reads:
 class SyncMcpService(_Reads):
     """The McpService operations as blocking methods, for threads (thread-safe).
 
-    Same arguments, results and typed errors as :class:`~mcp_actors.registry.McpService`;
+    Same arguments, results and typed errors as :class:`~mcp_actors.service.McpService`;
     each call blocks its thread only, while the runtime serves every other thread. Do
     not call it from the portal's own thread.
     """
@@ -468,11 +528,11 @@ class SyncMcpService(_Reads):
         """Remove a server and stop its process (see :meth:`McpService.remove`)."""
         return self._run(lambda s: s.remove(server))
 
-    def list_server_tools(self, server: str) -> builtins.list[MCPTool]:
+    def list_server_tools(self, server: str) -> builtins.list[McpTool]:
         """One server's tools (see :meth:`McpService.list_server_tools`)."""
         return self._run(lambda s: s.list_server_tools(server))
 
-    def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
+    def list_all_active_server_tools(self) -> builtins.list[McpTool]:
         """Tools of every active server (see :meth:`McpService.list_all_active_server_tools`)."""
         return self._run(lambda s: s.list_all_active_server_tools())
 
@@ -543,6 +603,16 @@ class SyncMcpService(_Reads):
             return bool(await trio.to_thread.run_sync(sync_approver, request, abandon_on_cancel=True))
 
         self._portal.run_sync(lambda: self._portal.service.set_approver(in_worker_thread))
+
+    def set_roots(self, roots: Any) -> int:
+        """Replace the host's roots and notify the servers that can hear it (see :meth:`McpService.set_roots`).
+
+        ``roots``: a list of ``file://`` URIs / ``Root`` values, a plain function
+        ``(server_id) -> list`` (run in a worker thread), or ``None``. Returns how many
+        servers were notified.
+        """
+        bridged = _bridge_roots(roots, None)
+        return self._run(lambda s: s.set_roots(bridged))
 
     def subscribe(self, *, buffer: int = 1024) -> SyncSubscription:
         """Events from now on, as a blocking iterator (see :meth:`McpService.subscribe`)."""
@@ -652,11 +722,11 @@ class AsyncioMcpService(_Reads):
         """Remove a server and stop its process (see :meth:`McpService.remove`)."""
         return await self._run(lambda s: s.remove(server))
 
-    async def list_server_tools(self, server: str) -> builtins.list[MCPTool]:
+    async def list_server_tools(self, server: str) -> builtins.list[McpTool]:
         """One server's tools (see :meth:`McpService.list_server_tools`)."""
         return await self._run(lambda s: s.list_server_tools(server))
 
-    async def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
+    async def list_all_active_server_tools(self) -> builtins.list[McpTool]:
         """Tools of every active server (see :meth:`McpService.list_all_active_server_tools`)."""
         return await self._run(lambda s: s.list_all_active_server_tools())
 
@@ -758,6 +828,16 @@ class AsyncioMcpService(_Reads):
             return host_future.result()
 
         self._portal.run_sync(lambda: self._portal.service.set_approver(via_host_loop))
+
+    async def set_roots(self, roots: Any) -> int:
+        """Replace the host's roots and notify the servers that can hear it (see :meth:`McpService.set_roots`).
+
+        ``roots``: a list of ``file://`` URIs / ``Root`` values, a function or coroutine
+        function ``(server_id) -> list`` (a coroutine runs on this loop), or ``None``.
+        Returns how many servers were notified.
+        """
+        bridged = _bridge_roots(roots, asyncio.get_running_loop())
+        return await self._run(lambda s: s.set_roots(bridged))
 
     def subscribe(self, *, buffer: int = 1024) -> AsyncioSubscription:
         """Events from now on (subscribed at once), as an asyncio async iterator.

@@ -65,8 +65,6 @@ __all__ = [
     "STATE_DIR_ENV",
     "TrackedConnection",
     "kill_process_tree",
-    "pdeathsig_preexec",
-    "stop_process",
 ]
 
 logger = logging.getLogger(__name__)

@@ -44,14 +44,14 @@ import secrets
 import string
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, final
 
 import attrs
 
 from mcp_actors._redact import redact_url as redact_url
 from mcp_actors._variables import PYTHON_PLACEHOLDER
-from mcp_actors.errors import InvalidServerConfig
+from mcp_actors.errors import DuplicateServerName, InvalidServerConfig
 
 __all__ = [
     "CONFIG_KEYS",
@@ -62,13 +62,16 @@ __all__ = [
     "DOCUMENT_VERSION",
     "InstallSource",
     "McpServerRecord",
+    "OAuthConfig",
+    "OAuthGrant",
     "RECORD_KEYS",
     "Scope",
     "SecretMap",
     "ServerConfig",
     "ServerType",
     "builtin_demo_record",
-    "converter",
+    "check_name_free",
+    "check_record_set",
     "document_from_records",
     "new_server_id",
     "record_from_json_dict",
@@ -104,6 +107,15 @@ class ServerType(enum.StrEnum):
     STDIO = "stdio"
     SSE = "sse"
     HTTP = "http"
+
+
+class OAuthGrant(enum.StrEnum):
+    """How an OAuth-protected server's tokens are obtained (``config.oauth.grant``)."""
+
+    AUTHORIZATION_CODE = "authorization_code"
+    """A person logs in once (``mcp-actors auth login``, or the host's handler); refreshed after."""
+    CLIENT_CREDENTIALS = "client_credentials"
+    """Machine to machine: the client's own secret or signed key gets a token, no person."""
 
 
 class Scope(enum.StrEnum):
@@ -272,6 +284,19 @@ def _check_id(instance: Any, attribute: attrs.Attribute[str], value: str) -> Non
         _fail("id", "must be 1-128 letters, digits, '_', '-' or '.' (like 'mcp_1717000000000_k3j9x0a1b')")
 
 
+_PROTOCOL_MODES: Final = ("legacy", "auto")
+"""``config.protocol``: how a connection negotiates its protocol revision."""
+
+
+def _check_protocol(instance: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in _PROTOCOL_MODES:
+        shown = repr(value) if isinstance(value, str) else _type_name(value)
+        _fail(
+            _camel(attribute.name),
+            f"must be 'legacy' (the initialize handshake) or 'auto' (server/discover first, 2026-07-28), got {shown}",
+        )
+
+
 def _check_bool(instance: Any, attribute: attrs.Attribute[bool], value: bool) -> None:
     if not isinstance(value, bool):
         _fail(_camel(attribute.name), f"must be true or false, got {_type_name(value)}")
@@ -431,6 +456,126 @@ def _check_timestamp(instance: Any, attribute: attrs.Attribute[_dt.datetime], va
         )
 
 
+# ----------------------------------------------------------------------------- oauth
+
+SIGNING_ALGORITHMS: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
+"""The JWT algorithms ``config.oauth.signingAlgorithm`` accepts for ``private_key_jwt``."""
+
+
+def _to_grant(value: OAuthGrant | str) -> OAuthGrant:
+    return _to_enum(OAuthGrant, value)
+
+
+def _check_client_metadata_url(instance: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str):
+        _fail("clientMetadataUrl", f"must be a string, got {_type_name(value)}")
+    try:
+        parts = urllib.parse.urlsplit(value)
+    except ValueError:
+        _fail("clientMetadataUrl", "must be an https:// URL, got an unparsable URL")
+    if parts.scheme != "https" or not parts.hostname or parts.path in ("", "/"):
+        _fail(
+            "clientMetadataUrl",
+            f"must be an https:// URL with a path (a Client ID Metadata Document), got {redact_url(value)!r}",
+        )
+
+
+def _check_scopes(instance: Any, attribute: attrs.Attribute[tuple[str, ...]], value: tuple[str, ...]) -> None:
+    _check_str_tuple(instance, attribute, value)
+    for index, scope in enumerate(value):
+        if not scope or any(ch.isspace() or ch in '"\\' for ch in scope):
+            _fail(f"scopes[{index}]", f"must be one scope token without spaces or quotes, got {scope!r}")
+
+
+def _check_signing_algorithm(instance: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is not None and value not in SIGNING_ALGORITHMS:
+        shown = repr(value) if isinstance(value, str) else _type_name(value)
+        _fail("signingAlgorithm", f"must be one of {', '.join(SIGNING_ALGORITHMS)}, got {shown}")
+
+
+def _check_redirect_port(instance: Any, attribute: attrs.Attribute[int | None], value: int | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail("redirectPort", f"must be a port number, got {_type_name(value)}")
+    if not 1 <= value <= 65535:
+        _fail("redirectPort", f"must be in 1..65535, got {value}")
+
+
+def _check_oauth_grant(instance: OAuthConfig, attribute: attrs.Attribute[OAuthGrant], value: OAuthGrant) -> None:
+    """The cross-field rules, checked last (attrs validates in field order): they need every field."""
+    _enum_checker(OAuthGrant)(instance, attribute, value)
+    if value is OAuthGrant.CLIENT_CREDENTIALS:
+        if instance.client_id is None:
+            _fail("clientId", "is required for the client_credentials grant (the client registered for this machine)")
+        if instance.client_secret is None and instance.private_key_file is None:
+            _fail("clientSecret", "or privateKeyFile is required for the client_credentials grant")
+        if instance.client_secret is not None and instance.private_key_file is not None:
+            _fail("privateKeyFile", "and clientSecret exclude each other; keep one way to authenticate")
+    else:
+        if instance.private_key_file is not None:
+            _fail("privateKeyFile", "is only for the client_credentials grant (private_key_jwt)")
+    if instance.signing_algorithm is not None and instance.private_key_file is None:
+        _fail("signingAlgorithm", "is only used with privateKeyFile")
+    if instance.client_secret is not None and instance.client_id is None:
+        _fail("clientSecret", "needs clientId (the client the secret belongs to)")
+
+
+@attrs.frozen(kw_only=True)
+class OAuthConfig:
+    """How to authorize with an OAuth-protected SSE or streamable-HTTP server (``config.oauth``).
+
+    Every field is optional: an empty ``oauth`` object (or none at all) means the MCP
+    authorization spec's defaults, discovery on the server's first 401 and dynamic client
+    registration. Tokens are never kept here; they live in the token store (see
+    :mod:`mcp_actors.auth`).
+
+    Attributes:
+        client_id: A client registered with the authorization server beforehand; preferred
+            over ``client_metadata_url`` and dynamic registration.
+        client_secret: Its secret (``client_secret_basic`` or ``client_secret_post``, as the
+            authorization server supports). A secret: hidden from ``repr``.
+        client_metadata_url: An ``https://`` Client ID Metadata Document URL, used as the
+            client id where the authorization server supports it.
+        scopes: Scopes to request; empty means the server's challenge, else its
+            ``scopes_supported``, else none.
+        grant: :attr:`OAuthGrant.AUTHORIZATION_CODE` (a person logs in) or
+            ``CLIENT_CREDENTIALS`` (machine to machine; needs ``client_id`` and a secret or
+            ``private_key_file``).
+        private_key_file: PEM private key for ``private_key_jwt`` client authentication.
+        signing_algorithm: Its JWT algorithm (default ``RS256``).
+        redirect_port: Fixed loopback port for the login redirect
+            (``http://127.0.0.1:PORT/callback``); ``None`` picks a free one per login.
+
+    Raises:
+        InvalidServerConfig: A field is invalid or the fields contradict each other.
+    """
+
+    client_id: str | None = attrs.field(default=None, validator=_check_optional_text)
+    client_secret: str | None = attrs.field(
+        default=None, validator=_check_optional_text, repr=lambda v: "None" if v is None else "'***'"
+    )
+    client_metadata_url: str | None = attrs.field(default=None, validator=_check_client_metadata_url, repr=_url_repr)
+    scopes: tuple[str, ...] = attrs.field(default=(), converter=_to_str_tuple, validator=_check_scopes)
+    private_key_file: str | None = attrs.field(default=None, validator=_check_optional_text)
+    signing_algorithm: str | None = attrs.field(default=None, validator=_check_signing_algorithm)
+    redirect_port: int | None = attrs.field(default=None, validator=_check_redirect_port)
+    grant: OAuthGrant = attrs.field(
+        default=OAuthGrant.AUTHORIZATION_CODE, converter=_to_grant, validator=_check_oauth_grant
+    )
+
+    def secret_values(self) -> tuple[str, ...]:
+        """The values that must never appear in any text we produce (the client secret)."""
+        return (self.client_secret,) if self.client_secret else ()
+
+
+def _check_oauth(instance: Any, attribute: attrs.Attribute[OAuthConfig | None], value: OAuthConfig | None) -> None:
+    if value is not None and not isinstance(value, OAuthConfig):
+        _fail("oauth", f"must be an oauth settings object, got {_type_name(value)}")
+
+
 # ----------------------------------------------------------------------------- records
 
 
@@ -456,6 +601,16 @@ class ServerConfig:
         connect_timeout: Seconds for spawning/connecting plus the MCP handshake (> 0).
         call_timeout: Default seconds for one tool call (> 0); a call may override it.
         ping_interval: Seconds between health pings while connected; ``0`` disables them.
+        oauth: OAuth settings of an sse/http server (:class:`OAuthConfig`); ``None`` means the
+            spec's defaults when the server asks for authorization.
+        allow_sampling: Let this server sample the host's model when the host offers a
+            sampling handler (``allowSampling``; false: the capability is not declared to it).
+        allow_elicitation: Let this server ask the user through the host's elicitation
+            handler (``allowElicitation``).
+        allow_roots: Let this server list the host's roots (``allowRoots``).
+        protocol: ``"legacy"`` (default): the ``initialize`` handshake (2025-06-18,
+            2025-11-25); ``"auto"``: probe ``server/discover`` first and speak 2026-07-28
+            with a server that offers it, else fall back to the handshake.
 
     Raises:
         InvalidServerConfig: A field has the wrong type or value; ``field`` names it in
@@ -484,6 +639,12 @@ class ServerConfig:
     ping_interval: float = attrs.field(
         default=DEFAULT_PING_INTERVAL, converter=_to_float, validator=_seconds_checker(allow_zero=True)
     )
+    oauth: OAuthConfig | None = attrs.field(default=None, validator=_check_oauth)
+    # -- host callbacks (issue 12 item 1): a record may refuse what the host offers
+    allow_sampling: bool = attrs.field(default=True, validator=_check_bool)
+    allow_elicitation: bool = attrs.field(default=True, validator=_check_bool)
+    allow_roots: bool = attrs.field(default=True, validator=_check_bool)
+    protocol: str = attrs.field(default="legacy", validator=_check_protocol)
 
 
 def _check_config(instance: McpServerRecord, attribute: attrs.Attribute[ServerConfig], config: ServerConfig) -> None:
@@ -500,6 +661,8 @@ def _check_config(instance: McpServerRecord, attribute: attrs.Attribute[ServerCo
             _fail("config.url", "is only for sse/http servers; a stdio server runs config.command", server=server)
         if config.headers:
             _fail("config.headers", "are only for sse/http servers", server=server)
+        if config.oauth is not None:
+            _fail("config.oauth", "is only for sse/http servers", server=server)
     else:
         if config.url is None:
             _fail(
@@ -656,3 +819,55 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def check_name_free(records: Sequence[McpServerRecord], name: str, own_id: str) -> None:
+    """Refuse ``name`` when another record has it, or a name that cleans to the same tool-id part.
+
+    Raises:
+        DuplicateServerName: Names both servers and says what to choose.
+    """
+    from mcp_actors.naming import clean_name
+
+    cleaned = clean_name(name)
+    for other in records:
+        if other.id == own_id:
+            continue
+        if other.name == name:
+            raise DuplicateServerName(
+                f"a server named {name!r} already exists; choose another name or update that one",
+                server=name,
+                field="name",
+            )
+        if clean_name(other.name) == cleaned:
+            raise DuplicateServerName(
+                f"server name {name!r} collides with {other.name!r}: both become {cleaned!r} in tool ids; choose a name"
+                " that differs in letters or digits",
+                server=name,
+                field="name",
+            )
+
+
+def check_record_set(records: Sequence[McpServerRecord]) -> None:
+    """The one check of a whole record set, run before any write of it (store, service, CLI).
+
+    Every item is a record, every id is unique, every name is unique also after cleaning
+    (tool ids would collide otherwise).
+
+    Raises:
+        TypeError: An item is not a :class:`McpServerRecord` (a bug of the caller).
+        DuplicateServerName: Two records share an id or a name (a ``ValueError``).
+    """
+    seen: set[str] = set()
+    for index, record in enumerate(records):
+        if not isinstance(record, McpServerRecord):
+            raise TypeError(f"records[{index}] must be a McpServerRecord, got {type(record).__name__}")
+        if record.id in seen:
+            raise DuplicateServerName(
+                f"records[{index}] has id {record.id!r}, which another record already uses",
+                server=record.name,
+                field="id",
+            )
+        seen.add(record.id)
+    for index, record in enumerate(records):
+        check_name_free(records[:index], record.name, record.id)

@@ -29,6 +29,14 @@ import attrs
 import trio
 
 from mcp_actors import events
+from mcp_actors._callbacks import (
+    DEFAULT_CALLBACK_TIMEOUT,
+    ElicitationHandler,
+    HostCallbacks,
+    RootsSource,
+    SamplingHandler,
+)
+from mcp_actors._oauth import AuthorizationHandler, AuthSettings, open_auth_settings
 from mcp_actors._registry import (
     DEFAULT_CONFIG_POLL_INTERVAL,
     DEFAULT_TOOL_CACHE_TTL,
@@ -36,6 +44,7 @@ from mcp_actors._registry import (
     run_registry,
     stop_slot,
 )
+from mcp_actors._token_store import FileTokenStore, TokenStore
 from mcp_actors.connection import ConnectionHandle
 from mcp_actors.process_tracker import ProcessTracker
 from mcp_actors.service import McpService
@@ -52,7 +61,14 @@ from supervisors import (
     open_supervisor,
 )
 
-__all__ = ["Runtime", "open_runtime"]
+__all__ = [
+    "DEFAULT_CALLBACK_TIMEOUT",
+    "ElicitationHandler",
+    "RootsSource",
+    "Runtime",
+    "SamplingHandler",
+    "open_runtime",
+]
 
 ROOT_SPEC = SupervisorSpec(
     strategy=Strategy.REST_FOR_ONE,
@@ -115,6 +131,12 @@ async def open_runtime(
     sweep_ledger: bool = True,
     connect_on_add: bool = True,
     config_poll_interval: float = DEFAULT_CONFIG_POLL_INTERVAL,
+    authorization_handler: AuthorizationHandler | None = None,
+    token_store: TokenStore | None = None,
+    sampling_handler: SamplingHandler | None = None,
+    elicitation_handler: ElicitationHandler | None = None,
+    roots: RootsSource | None = None,
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
 ) -> AsyncIterator[Runtime]:
     """Start the tree; yield a :class:`Runtime`; on exit close every server and stop.
 
@@ -128,6 +150,22 @@ async def open_runtime(
         config_poll_interval: Seconds between checks (one ``stat``) of the config file for
             changes made by other processes, which are then applied to the running tree;
             0 turns the periodic check off (``list()`` and look-up misses still check).
+        authorization_handler: ``async (server_id, authorization_url) -> redirect_url``, asked
+            when an OAuth server needs a person to log in (see docs/auth.md). Without one, such
+            a server goes to ``error`` with :class:`~mcp_actors.errors.AuthorizationRequired`
+            and calls fail fast: the runtime never opens a browser by itself.
+        token_store: Where OAuth tokens live (:mod:`mcp_actors.auth`); default: a 0600 JSON
+            file in the state directory.
+        sampling_handler: ``async (server_id, params) -> CreateMessageResult``: lets servers
+            sample the host's model (declared to servers only when given; a record may refuse
+            it with ``config.allowSampling: false``). See docs/protocol/callbacks.md.
+        elicitation_handler: ``async (server_id, params) -> ElicitResult``: lets servers ask
+            the user, form or URL mode (``config.allowElicitation``).
+        roots: The host's roots: a list of ``file://`` URIs / ``Root`` values, or
+            ``async (server_id) -> list``; change them later with ``service.set_roots``
+            (``config.allowRoots``).
+        callback_timeout: Seconds any one handler may take before the server gets a timeout
+            error (an elicitation: ``cancel``).
 
     Servers connect lazily: nothing is spawned until a server is first used.
     """
@@ -140,7 +178,10 @@ async def open_runtime(
     # error (path, line, column), rather than as a registry start failure.
     first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
     # The registry's first start reuses that read; a restart reads afresh.
-    ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records)
+    host = HostCallbacks(
+        sampling=sampling_handler, elicitation=elicitation_handler, roots=roots, timeout=callback_timeout
+    )
+    ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
     ref.fingerprint = fingerprint
 
     async def start_registry(*, task_status: trio.TaskStatus[RegistryRef] = trio.TASK_STATUS_IGNORED) -> None:
@@ -159,8 +200,10 @@ async def open_runtime(
         ChildSpec(id="connections", start=_run_connections, restart=Restart.PERMANENT, shutdown=Shutdown.after(60.0)),
         ChildSpec(id="registry", start=start_registry, restart=Restart.PERMANENT, shutdown=Shutdown.after(10.0)),
     ]
+    auth = AuthSettings(token_store=token_store or FileTokenStore(), authorization_handler=authorization_handler)
     # Started one by one once the root exists, so the registry's start can reach its sibling.
-    async with open_supervisor(ROOT_SPEC, children=[], name="root") as root:
+    # Every task of the tree inherits the auth settings (the HTTP transports read them).
+    async with open_auth_settings(auth), open_supervisor(ROOT_SPEC, children=[], name="root") as root:
         for spec in children:
             await root.start_child(spec)
         runtime = Runtime(bus=bus, tracker=tracker, root=root, service=McpService(ref))

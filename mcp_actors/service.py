@@ -27,6 +27,7 @@ import trio
 import trio.lowlevel
 
 from mcp_actors import events
+from mcp_actors._callbacks import RootsSource
 from mcp_actors._registry import (
     AddServers,
     ForgetTools,
@@ -43,7 +44,7 @@ from mcp_actors._registry import (
     server_not_found,
     to_record,
 )
-from mcp_actors.config_import import parse_server_configs
+from mcp_actors.config_import import AddJsonEntryResult, parse_server_configs
 from mcp_actors.connection import ConnectionHandle, ConnectionStatus
 from mcp_actors.errors import (
     ActorStopped,
@@ -54,7 +55,7 @@ from mcp_actors.errors import (
 from mcp_actors.naming import clean_name
 from mcp_actors.naming import tool_id as naming_tool_id
 from mcp_actors.records import McpServerRecord
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 from supervisors import MailboxClosed, NoReply, Reply
 
 __all__ = [
@@ -67,7 +68,7 @@ __all__ = [
     "ToolListing",
 ]
 
-logger = logging.getLogger("mcp_actors.registry")
+logger = logging.getLogger("mcp_actors.service")
 
 
 @attrs.frozen(kw_only=True)
@@ -86,34 +87,10 @@ Approver = Callable[[ApprovalRequest], Awaitable[bool] | bool]
 
 
 @attrs.frozen(kw_only=True)
-class AddJsonEntryResult:
-    """The outcome of one entry of :meth:`McpService.add_json`.
-
-    Attributes:
-        name: The entry's server name.
-        record: The saved record, or ``None`` when the entry was rejected.
-        error: Why it was rejected (names the field and what to do).
-        unknown_keys: Keys of the entry we do not understand (reported, not silently dropped).
-        notes: Anything else worth telling (a guessed type, a converted timeout, ...).
-    """
-
-    name: str
-    record: McpServerRecord | None = None
-    error: McpActorsError | None = None
-    unknown_keys: tuple[str, ...] = ()
-    notes: tuple[str, ...] = ()
-
-    @property
-    def ok(self) -> bool:
-        """Whether the entry was saved."""
-        return self.record is not None
-
-
-@attrs.frozen(kw_only=True)
 class ToolListing:
     """Tools of several servers, plus which servers failed and why."""
 
-    tools: tuple[MCPTool, ...] = ()
+    tools: tuple[McpTool, ...] = ()
     failures: Mapping[str, McpActorsError] = attrs.field(factory=dict)
 
 
@@ -142,7 +119,7 @@ class ServerTestResult:
 class Discovery:
     """Tools, prompts and resources of one server; each part may fail on its own."""
 
-    tools: tuple[MCPTool, ...] = ()
+    tools: tuple[McpTool, ...] = ()
     prompts: tuple[mcp_types.Prompt, ...] = ()
     resources: tuple[mcp_types.Resource, ...] = ()
     errors: Mapping[str, McpActorsError] = attrs.field(factory=dict)
@@ -313,12 +290,10 @@ class McpService:
             if entry.record is not None:
                 outcome = by_record[id(entry.record)]
             results.append(
-                AddJsonEntryResult(
-                    name=entry.name,
+                attrs.evolve(
+                    entry,
                     record=outcome if isinstance(outcome, McpServerRecord) else None,
                     error=outcome if isinstance(outcome, McpActorsError) else None,
-                    unknown_keys=entry.unknown_keys,
-                    notes=entry.notes,
                 )
             )
         return results
@@ -364,11 +339,11 @@ class McpService:
         fetched: ToolView = await self._ask(lambda r: GetTools(server_id=record.id, reply=r))
         return fetched
 
-    async def list_server_tools(self, server: str) -> builtins.list[MCPTool]:
+    async def list_server_tools(self, server: str) -> builtins.list[McpTool]:
         """The server's tools (cached for the TTL; ``disabledTools`` filtered out).
 
         While the server's tools and record are unchanged, a cache hit returns the same
-        :class:`MCPTool` objects (converters may cache on their identity).
+        :class:`McpTool` objects (converters may cache on their identity).
 
         Raises:
             ServerNotFound, ServerInactive, ConnectionFailed: As the names say.
@@ -376,7 +351,7 @@ class McpService:
         record, handle = await self._active(server)
         return builtins.list((await self._view(record, handle)).tools)
 
-    async def list_all_active_server_tools(self) -> builtins.list[MCPTool]:
+    async def list_all_active_server_tools(self) -> builtins.list[McpTool]:
         """Tools of every active server; a failing server is logged and skipped."""
         return builtins.list((await self.list_tools_detailed()).tools)
 
@@ -396,7 +371,7 @@ class McpService:
                     records.append(await self._lookup(name))
                 except McpActorsError as exc:
                     failures[name] = exc
-        results: dict[str, builtins.list[MCPTool]] = {}
+        results: dict[str, builtins.list[McpTool]] = {}
 
         async def one(record: McpServerRecord) -> None:
             try:
@@ -585,7 +560,7 @@ class McpService:
         await trio.lowlevel.checkpoint()
         record, handle = await self._active(server)
         errors: dict[str, McpActorsError] = {}
-        tools: builtins.list[MCPTool] = []
+        tools: builtins.list[McpTool] = []
         prompts: tuple[mcp_types.Prompt, ...] = ()
         resources: tuple[mcp_types.Resource, ...] = ()
         try:
@@ -638,6 +613,45 @@ class McpService:
     def stderr_tail(self, server: str, n: int = 20) -> tuple[str, ...]:
         """The server's last stderr lines (live while it runs; stdio only)."""
         return self._handle(self._record(server)).stderr_tail(n)
+
+    # -- host callbacks (issue 12 item 1)
+
+    async def set_roots(self, roots: RootsSource | None) -> int:
+        """Replace the host's roots and tell every connected server that can hear it.
+
+        Sends ``notifications/roots/list_changed`` to each connected server to which roots
+        are offered (the runtime has roots and the record allows them); those servers list
+        the roots again when they want them. A server connected while the runtime had no
+        roots did not hear of the capability and is not told; it sees the roots after its
+        next connect.
+
+        Args:
+            roots: A list of ``file://`` URIs or ``Root`` values, ``async (server_id) -> list``,
+                or ``None`` to offer no roots to servers that connect from now on.
+
+        Returns:
+            How many servers were notified.
+
+        Raises:
+            ValueError: A root is not a ``file://`` URI.
+            TypeError: ``roots`` is neither a list nor a callable.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        host = self._registry.host
+        if host is None:
+            raise RuntimeError("this service has no host callbacks (it was not built by open_runtime)")
+        host.set_roots(roots)
+        sent = 0
+
+        async def notify(handle: ConnectionHandle) -> None:
+            nonlocal sent
+            if await handle.notify_roots_changed():
+                sent += 1
+
+        async with trio.open_nursery() as nursery:
+            for handle in builtins.list(self._registry.snapshot.handles.values()):
+                nursery.start_soon(notify, handle)
+        return sent
 
     def subscribe(self, *, buffer: int = 1024) -> events.Subscription:
         """Events from now on (bounded; a slow reader loses its oldest events, counted)."""

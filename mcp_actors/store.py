@@ -53,6 +53,7 @@ from mcp_actors.errors import ConfigError, ConfigFileCorrupt, ConfigFileLocked, 
 from mcp_actors.records import (
     McpServerRecord,
     builtin_demo_record,
+    check_record_set,
     document_from_records,
     records_from_document,
 )
@@ -181,7 +182,7 @@ class ConfigStore:
                 records, extras, _exists = self._read()
                 working = list(records)
                 result = fn(working)
-                _check_records(working)
+                check_record_set(working)
                 if working != records:
                     self._write(working, extras, target)
                 return result
@@ -233,7 +234,7 @@ class ConfigStore:
             ConfigWriteFailed: The write failed; the old file is intact.
         """
         new_records = list(records)
-        _check_records(new_records)
+        check_record_set(new_records)
 
         def replace_all(current: list[McpServerRecord]) -> None:
             current[:] = new_records
@@ -246,6 +247,10 @@ class ConfigStore:
     def _locked(self, target: Path) -> Iterator[None]:
         target.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
         lock_path = _lock_path(target)
+        # filelock retries every failure to open its file as "held by another process"; a
+        # directory that refuses the file (read-only, /proc, no permission) must fail at
+        # once instead, as the OSError it is (modify turns it into ConfigWriteFailed).
+        os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, _FILE_MODE))
         # filelock polls a non-blocking flock; a short interval keeps queued writers snappy.
         lock = filelock.FileLock(lock_path, timeout=self.lock_timeout, mode=_FILE_MODE, poll_interval=0.01)
         try:
@@ -379,13 +384,3 @@ def _fsync_directory(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _check_records(records: list[McpServerRecord]) -> None:
-    seen: set[str] = set()
-    for index, record in enumerate(records):
-        if not isinstance(record, McpServerRecord):
-            raise TypeError(f"records[{index}] must be a McpServerRecord, got {type(record).__name__}")
-        if record.id in seen:
-            raise ValueError(f"records[{index}] has id {record.id!r}, which another record already uses")
-        seen.add(record.id)

@@ -6,11 +6,11 @@ from typing import Any
 
 import attrs
 
-__all__ = ["MCPTool"]
+__all__ = ["McpTool"]
 
 
 @attrs.frozen(kw_only=True)
-class MCPTool:
+class McpTool:
     """One tool of one configured server, ready to be offered to an LLM.
 
     A frozen value, compared and hashed by value (the schema takes part in equality,

@@ -67,18 +67,11 @@ from mcp_actors.records import McpServerRecord, ServerType
 __all__ = [
     "HttpParams",
     "MemoryParams",
-    "StderrTail",
     "StdioParams",
     "TransportLink",
     "TransportParams",
-    "check_cwd",
-    "open_http_transport",
-    "open_memory_transport",
-    "open_stdio_transport",
-    "open_transport",
     "params_for_record",
     "register_transport_kind",
-    "resolve_command",
 ]
 
 logger = logging.getLogger(__name__)

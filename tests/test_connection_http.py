@@ -8,6 +8,7 @@ import signal
 
 import pytest
 import trio
+from testkit import text_of
 
 from mcp_actors import events
 from mcp_actors.connection import ConnectionSettings, ConnectionState, open_connection
@@ -30,10 +31,6 @@ def http_settings(url: str, kind: str, **overrides: object) -> ConnectionSetting
         backoff=Backoff(min_delay=0.05, max_delay=0.2, jitter=0.0, reset_after=60.0),
         **overrides,  # type: ignore[arg-type]
     )
-
-
-def text_of(result) -> str:
-    return "".join(getattr(item, "text", "") for item in result.content)
 
 
 @pytest.mark.parametrize(("transport", "kind"), KINDS)

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
+from testkit import runtime_at
 
 from mcp_actors import events
 from mcp_actors.events import Event, EventBus, EventType
-from mcp_actors.runtime import open_runtime
 
 # ----------------------------------------------------------------------------- EventType (11.5)
 
@@ -210,7 +210,7 @@ def test_the_default_bound_is_documented_and_generous() -> None:
 
 async def test_abandoned_service_subscriptions_leave_the_runtime_bus(tmp_path: Path) -> None:
     """``async for ev in svc.subscribe(): break`` on a real runtime leaves no subscriber behind."""
-    async with open_runtime(tmp_path / "cfg.json", sweep_ledger=False, connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, sweep_ledger=False, connect_on_add=False) as rt:
         svc = rt.service
         for index in range(30):
             async with trio.open_nursery() as nursery:

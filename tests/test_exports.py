@@ -7,27 +7,32 @@ import inspect
 
 import pytest
 
+# The documented public face: every other module of the package is private (``_name``), a
+# program (``__main__``, ``demo_server``), or listed here.
 PACKAGES = [
     "supervisors",
     "mcp_actors",
     "mcp_actors.errors",
     "mcp_actors.events",
     "mcp_actors.naming",
-    "mcp_actors.registry",
+    "mcp_actors.service",
     "mcp_actors.connection",
     "mcp_actors.transports",
     "mcp_actors.runtime",
     "mcp_actors.portal",
-    "mcp_actors.messages",
     "mcp_actors.cli",
     "mcp_actors.adapters",
+    "mcp_actors.auth",
     "mcp_actors.process_tracker",
     "mcp_actors.records",
     "mcp_actors.store",
     "mcp_actors.config_import",
     "mcp_actors.testing",
     "mcp_actors.formats",
+    "mcp_actors.stress",
+    "mcp_actors.tools",
 ]
+PROGRAMS = {"__main__", "demo_server"}
 
 
 @pytest.mark.parametrize("name", PACKAGES)
@@ -58,3 +63,18 @@ def test_importing_the_package_is_light() -> None:
     code = "import sys, mcp_actors; print('mcp_actors.runtime' in sys.modules, 'mcp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["False", "False"]
+
+
+def test_every_module_is_documented_public_private_or_a_program() -> None:
+    """No module slips into the public face unnoticed: it is in the documented list, private, or a program."""
+    import pathlib
+
+    import mcp_actors
+
+    package = pathlib.Path(mcp_actors.__file__).parent
+    public = {name.removeprefix("mcp_actors.") for name in PACKAGES if name.startswith("mcp_actors.")}
+    for path in package.iterdir():
+        name = path.stem if path.suffix == ".py" else path.name
+        if name.startswith("_") or name in PROGRAMS or not (path.suffix == ".py" or (path / "__init__.py").exists()):
+            continue
+        assert name in public, f"mcp_actors.{name} is neither documented (tests/test_exports.py) nor private"

@@ -19,11 +19,11 @@ from typing import Any
 import trio
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from testkit import runtime_at
 
 from mcp_actors.config_import import parse_server_configs, read_server_configs
 from mcp_actors.errors import ConfigError, InvalidServerConfig, McpActorsError
 from mcp_actors.records import McpServerRecord, record_from_json_dict, records_from_document
-from mcp_actors.runtime import open_runtime
 from mcp_actors.store import ConfigStore
 
 # ----------------------------------------------------------------------------- strategies
@@ -307,7 +307,7 @@ def test_deep_but_decodable_nesting_in_an_entry_is_a_typed_error() -> None:
 
 def _run(tmp_path: Path, body: Any) -> Any:
     async def main() -> Any:
-        async with open_runtime(tmp_path / "cfg.json", sweep_ledger=False, connect_on_add=False) as rt:
+        async with runtime_at(tmp_path, sweep_ledger=False, connect_on_add=False) as rt:
             return await body(rt)
 
     return trio.run(main)

@@ -31,7 +31,7 @@ _HOST = textwrap.dedent(
                 except McpActorsError as exc:
                     print("typed", type(exc).__name__)
         # Our loggers, asked directly: still silent without a host configuration.
-        logging.getLogger("mcp_actors.registry").warning("a warning the host did not ask to see")
+        logging.getLogger("mcp_actors.service").warning("a warning the host did not ask to see")
         logging.getLogger("supervisors").warning("a supervisor warning the host did not ask to see")
 
     trio.run(main, sys.argv[1])
@@ -58,9 +58,9 @@ def test_unconfigured_host_gets_no_log_lines_on_stderr(tmp_path: Path) -> None:
 def test_a_host_that_configures_logging_still_sees_warnings(tmp_path: Path) -> None:
     """The NullHandler silences nothing once the host configures logging (basicConfig)."""
     code = (
-        "import logging, mcp_actors.registry, supervisors; logging.basicConfig(format='%(name)s %(message)s');"
-        "logging.getLogger('mcp_actors.registry').warning('visible');"
+        "import logging, mcp_actors.service, supervisors; logging.basicConfig(format='%(name)s %(message)s');"
+        "logging.getLogger('mcp_actors.service').warning('visible');"
         "logging.getLogger('supervisors').warning('visible too')"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
-    assert done.stderr.splitlines() == ["mcp_actors.registry visible", "supervisors visible too"]
+    assert done.stderr.splitlines() == ["mcp_actors.service visible", "supervisors visible too"]

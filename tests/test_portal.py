@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 import trio
+from testkit import text_of
 
 from mcp_actors import events
 from mcp_actors.errors import (
@@ -27,7 +28,7 @@ from mcp_actors.errors import (
     ToolCallTimeout,
 )
 from mcp_actors.portal import RuntimePortal, start_portal
-from mcp_actors.registry import ApprovalRequest
+from mcp_actors.service import ApprovalRequest
 from mcp_actors.store import ConfigStore
 from mcp_actors.testing import fault_server_command, live_descendants
 
@@ -44,10 +45,6 @@ def fault_input(name: str, *flags: str, **config: object) -> dict[str, Any]:
         "config": {"command": argv[0], "args": argv[1:], "pingInterval": 0, **config},
         "isTrusted": True,
     }
-
-
-def text_of(result: Any) -> str:
-    return "".join(getattr(item, "text", "") for item in result.content)
 
 
 def _is_infrastructure(proc: psutil.Process) -> bool:

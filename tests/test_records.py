@@ -479,7 +479,8 @@ def test_the_codec_names_are_the_records_module_names_whichever_is_imported_firs
 
     for name in _record_codec.__all__:
         assert getattr(records_module, name) is getattr(_record_codec, name)
-        assert name in records_module.__all__
+        # The codec's converter is plumbing: reachable from records, not in its documented face.
+        assert name in records_module.__all__ or name == "converter"
     for first in ("mcp_actors._record_codec", "mcp_actors.records"):
         code = f"import {first}; from mcp_actors.records import converter, record_from_json_dict; print('ok')"
         done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from testkit import drain, runtime_at, text_of
 
 from mcp_actors import events
 from mcp_actors.errors import (
@@ -37,22 +38,9 @@ def demo_input(name: str, **extra: object) -> dict[str, object]:
     }
 
 
-def text_of(result) -> str:
-    return "".join(getattr(item, "text", "") for item in result.content)
-
-
-def drain(sub: events.Subscription) -> list[events.Event]:
-    out = []
-    while True:
-        try:
-            out.append(sub.receive_nowait())
-        except trio.WouldBlock:
-            return out
-
-
 async def test_fresh_install_has_the_builtin_demo(tmp_path: Path) -> None:
     """A missing config means one trusted built-in server, the demo, ready to call."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         [demo] = await rt.service.list()
         assert demo.name == "demo" and demo.is_trusted
         tools = await rt.service.list_server_tools("demo")
@@ -96,7 +84,7 @@ async def test_full_lifecycle(tmp_path: Path, no_leaked_tasks: None) -> None:
 
 async def test_tool_cache_hit_miss_and_list_changed(tmp_path: Path) -> None:
     """A second listing within the TTL sends no tools/list; after tools/list_changed one is sent."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         svc = rt.service
         first = await svc.list_server_tools("demo")
         assert svc.tool_list_requests == 1
@@ -115,7 +103,7 @@ async def test_tool_cache_hit_miss_and_list_changed(tmp_path: Path) -> None:
 
 async def test_concurrent_misses_share_one_fetch(tmp_path: Path) -> None:
     """Twenty concurrent cold listings of one server send exactly one tools/list."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         async with trio.open_nursery() as nursery:
             for _ in range(20):
                 nursery.start_soon(rt.service.list_server_tools, "demo")
@@ -124,7 +112,7 @@ async def test_concurrent_misses_share_one_fetch(tmp_path: Path) -> None:
 
 async def test_zero_ttl_always_refetches(tmp_path: Path) -> None:
     """With a TTL of 0 every listing goes to the server."""
-    async with open_runtime(tmp_path / "cfg.json", tool_cache_ttl=0.0) as rt:
+    async with runtime_at(tmp_path, tool_cache_ttl=0.0) as rt:
         for _ in range(3):
             await rt.service.list_server_tools("demo")
         assert rt.service.tool_list_requests == 3
@@ -132,7 +120,7 @@ async def test_zero_ttl_always_refetches(tmp_path: Path) -> None:
 
 async def test_disabled_tools_invisible_and_refused(tmp_path: Path) -> None:
     """A disabled tool is not listed and a call to it raises ToolDisabled."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         await rt.service.update("demo", disabled_tools=("echo",))
         assert "echo" not in {t.name for t in await rt.service.list_server_tools("demo")}
         with pytest.raises(ToolDisabled, match="disabledTools"):
@@ -154,7 +142,7 @@ async def test_names_unique_also_after_cleaning(tmp_path: Path) -> None:
 
 async def test_update_rejects_id_and_unknown_fields(tmp_path: Path) -> None:
     """The id is immutable and unknown fields are named in the error."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         with pytest.raises(ConfigError, match="id"):
             await rt.service.update("demo", id="mcp_1_x")
         with pytest.raises(ConfigError, match="colour"):
@@ -163,7 +151,7 @@ async def test_update_rejects_id_and_unknown_fields(tmp_path: Path) -> None:
 
 async def test_inactive_server_is_refused(tmp_path: Path) -> None:
     """A disabled server is not connected and calls say how to enable it."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         await rt.service.update("demo", is_active=False)
         with pytest.raises(ServerInactive, match="isActive"):
             await rt.service.call_tool("demo", "echo", {"text": "x"})
@@ -174,7 +162,7 @@ async def test_inactive_server_is_refused(tmp_path: Path) -> None:
 
 async def test_unknown_tool_id(tmp_path: Path) -> None:
     """An id never handed out raises ToolNotFound telling where ids come from."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         with pytest.raises(ToolNotFound, match="list_server_tools"):
             await rt.service.call_tool_by_id("mcp__nope__nothing", {})
 
@@ -205,7 +193,7 @@ async def test_add_json_popular_hosts(tmp_path: Path, sample: str) -> None:
     """Configs of popular hosts import entry by entry; good entries are saved even if others fail."""
     text = (DATA / sample).read_text()
     # connect_on_add=False: the samples name real npx/uvx servers; this test is about the records.
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
         results = await rt.service.add_json(text)
         assert results, "the sample has entries"
         saved = [r for r in results if r.ok]
@@ -225,7 +213,7 @@ async def test_add_json_keeps_good_entries_and_reports_unknown_keys(tmp_path: Pa
             "bad": {"args": ["no command"]},
         }
     }
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         results = {r.name: r for r in await rt.service.add_json(json.dumps(doc))}
         assert results["good"].ok and "sparkles" in results["good"].unknown_keys
         assert not results["bad"].ok and "command" in str(results["bad"].error)
@@ -234,7 +222,7 @@ async def test_add_json_keeps_good_entries_and_reports_unknown_keys(tmp_path: Pa
 
 async def test_slow_subscriber_does_not_slow_calls(tmp_path: Path) -> None:
     """A subscriber that never reads keeps only its buffer and counts what it lost over 1000 calls."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         lazy = rt.service.subscribe(buffer=8)
         await rt.service.connect("demo")
         with trio.fail_after(60):
@@ -247,7 +235,7 @@ async def test_slow_subscriber_does_not_slow_calls(tmp_path: Path) -> None:
 
 async def test_approval(tmp_path: Path) -> None:
     """Trusted servers are auto-approved; others go to the approver, and a denial is typed."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         svc = rt.service
         await svc.add(demo_input("untrusted"))
         asked: list[str] = []
@@ -272,7 +260,7 @@ async def test_secrets_never_leak(tmp_path: Path, caplog: pytest.LogCaptureFixtu
     """Env and header values appear in no repr, event, error message or log line."""
     caplog.set_level(logging.DEBUG)
     secret, token = "s3cr3t-env-value", "tok-abcdef-123456"
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         sub = rt.service.subscribe()
         rec = await rt.service.add(
             {"name": "leaky", "type": "stdio", "config": {"command": "no-such-cmd-qq", "env": {"API_KEY": secret}}}

@@ -14,6 +14,7 @@ import filelock
 import psutil
 import pytest
 import trio
+from testkit import drain, runtime_at, text_of
 
 from mcp_actors import events
 from mcp_actors.errors import (
@@ -25,8 +26,8 @@ from mcp_actors.errors import (
     ToolNotFound,
 )
 from mcp_actors.records import McpServerRecord, new_server_id, record_from_json_dict
-from mcp_actors.registry import McpService
 from mcp_actors.runtime import Runtime, open_runtime
+from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 from mcp_actors.testing import fault_server_command
 
@@ -41,10 +42,6 @@ def fault_input(name: str, *flags: str) -> dict[str, object]:
         "type": "stdio",
         "config": {"command": command[0], "args": command[1:], "pingInterval": 0},
     }
-
-
-def text_of(result: Any) -> str:
-    return "".join(getattr(item, "text", "") for item in result.content)
 
 
 async def crash_registry(rt: Runtime) -> None:
@@ -92,7 +89,7 @@ async def test_unwritable_config_is_a_reply_and_a_running_call_is_untouched(tmp_
 
 async def test_registry_crash_restarts_only_the_registry(tmp_path: Path) -> None:
     """A registry crash leaves connections, processes and calls in flight untouched; the old facade works."""
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
         svc = rt.service
         await svc.add(fault_input("f"))
         await svc.connect("f")
@@ -126,7 +123,7 @@ async def test_registry_crash_restarts_only_the_registry(tmp_path: Path) -> None
 
 async def test_requests_of_a_crashed_incarnation_are_answered_at_once(tmp_path: Path) -> None:
     """A listing in progress at a crash fails with ActorStopped at once; requests sent around it never hang."""
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
         svc = rt.service
         await svc.add(fault_input("slow", "--slow-start", "3600"))
         outcomes: dict[str, object] = {}
@@ -159,7 +156,7 @@ async def test_requests_in_progress_at_shutdown_are_answered(tmp_path: Path) -> 
     """Closing the runtime answers a listing still in progress with ActorStopped, at once."""
     outcome: list[BaseException] = []
     with trio.fail_after(60):
-        async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
+        async with runtime_at(tmp_path, connect_on_add=False) as rt:
             svc = rt.service
             await svc.add(fault_input("slow", "--slow-start", "3600"))
 
@@ -229,7 +226,7 @@ async def test_external_config_changes_reach_the_running_service(tmp_path: Path)
         await trio.to_thread.run_sync(other.modify, lambda rs: rs.append(_record(fault_input("x"))))
         assert [r.name for r in await svc.list()] == ["demo", "x"]
         assert {t.name for t in await svc.list_server_tools("x")} >= {"echo"}
-        changed = [e for e in _drain(sub) if e.type == events.SERVERS_CHANGED]
+        changed = [e for e in drain(sub) if e.type == events.SERVERS_CHANGED]
         assert [(e.data["action"], e.data["serverName"]) for e in changed] == [("added", "x")]
         # Found on a look-up miss, without list().
         await trio.to_thread.run_sync(other.modify, lambda rs: rs.append(_record(fault_input("y"))))
@@ -270,7 +267,7 @@ async def test_periodic_check_applies_external_changes_without_calls(tmp_path: P
 
 async def test_ids_of_tools_that_are_gone_are_dropped(tmp_path: Path) -> None:
     """Once a server's tools change, ids of tools it no longer has stop resolving; the id map does not grow."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    async with runtime_at(tmp_path) as rt:
         svc = rt.service
         sub = svc.subscribe()
 
@@ -297,7 +294,7 @@ async def test_ids_of_tools_that_are_gone_are_dropped(tmp_path: Path) -> None:
 
 async def test_update_accepts_the_records_camel_case_keys(tmp_path: Path) -> None:
     """update() takes the config file's camelCase keys (as add() does), as a mapping or keywords."""
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
         svc = rt.service
         rec = await svc.update("demo", {"isTrusted": False, "disabledTools": ["fail"]})
         assert not rec.is_trusted and rec.disabled_tools == ("fail",)
@@ -311,7 +308,7 @@ async def test_update_accepts_the_records_camel_case_keys(tmp_path: Path) -> Non
 
 async def test_health_on_demand(tmp_path: Path) -> None:
     """health() pings the server (connecting first) and returns the round-trip seconds; a disabled one says so."""
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
         svc = rt.service
         await svc.add(fault_input("f"))
         rtt = await svc.health("f")
@@ -345,12 +342,13 @@ async def test_every_async_method_checkpoints(tmp_path: Path) -> None:
         "list_tools_detailed": (),
         "reconnect": ("demo",),
         "remove": ("nope",),
+        "set_roots": (["file:///x"],),
         "test": ("demo",),
         "update": ("demo",),
         "wait_for_stderr": ("demo", lambda line: True),
     }
     assert sorted(calls) == _async_methods()
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
         svc = rt.service
         await svc.list_server_tools("demo")  # warm: the cache-hit paths are the ones at risk
         for name, args in calls.items():
@@ -365,7 +363,7 @@ async def test_every_async_method_checkpoints(tmp_path: Path) -> None:
 
 async def test_cache_hits_let_other_tasks_run(tmp_path: Path) -> None:
     """Cached listings yield to the scheduler: another task gets turns while 2,000 of them run."""
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
         svc = rt.service
         await svc.list_server_tools("demo")
         turns = 0
@@ -384,21 +382,12 @@ async def test_cache_hits_let_other_tasks_run(tmp_path: Path) -> None:
             done = True
         assert turns >= 1000
         again = await svc.list_server_tools("demo")
-        assert all(a is b for a, b in zip(tools, again, strict=True)), "a cache hit returns the same MCPTool objects"
+        assert all(a is b for a, b in zip(tools, again, strict=True)), "a cache hit returns the same McpTool objects"
 
 
 def _record(data: dict[str, object]) -> McpServerRecord:
     stamp = "2026-01-01T00:00:00Z"
     return record_from_json_dict({"id": new_server_id(), "createdAt": stamp, "updatedAt": stamp, **data})
-
-
-def _drain(sub: events.Subscription) -> list[events.Event]:
-    out = []
-    while True:
-        try:
-            out.append(sub.receive_nowait())
-        except trio.WouldBlock:
-            return out
 
 
 async def test_a_restarted_registry_rebuilds_from_the_store_and_the_live_slots(tmp_path: Path) -> None:

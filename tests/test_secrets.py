@@ -142,6 +142,8 @@ def test_redact_url_hides_user_info_and_query() -> None:
         ("HTTP 401 Unauthorized: authorization is needed", "HTTP 401 Unauthorized: authorization is needed"),
         ("see http://u:p@h.test/x?token=1 now", "see http://***@h.test/x?*** now"),
         ("error: file not found", "error: file not found"),
+        ("AuthorizationRequired: server 'x' needs a login", "AuthorizationRequired: server 'x' needs a login"),
+        ("token_count=12, db_password=pw", "token_count=12, db_password=***"),
     ],
 )
 def test_redact_text_secret_looking_parts(text: str, expected: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,13 @@ def test_fingerprint_changes_when_another_writer_replaces_the_file(tmp_path: Pat
     assert seen == second
     assert [r.name for r in records][-2:] == ["a", "b"]
     json.loads(store.path.read_text())
+
+
+def test_a_lock_file_that_cannot_be_created_fails_at_once_not_as_a_held_lock() -> None:
+    """A directory refusing the lock file is ConfigWriteFailed at once, not ConfigFileLocked after the timeout."""
+    store = ConfigStore("/proc/self/mcp-config.json", lock_timeout=30.0)
+    started = time.monotonic()
+    with pytest.raises(ConfigWriteFailed) as caught:
+        store.modify(lambda records: records.append(_record("a")))
+    assert time.monotonic() - started < 10.0
+    assert "lock" not in type(caught.value).__name__.lower()

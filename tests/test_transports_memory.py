@@ -9,8 +9,10 @@ import pytest
 import trio
 import trio.testing
 from mcp.server.mcpserver import MCPServer
+from testkit import text_of
 
 from mcp_actors import events
+from mcp_actors._oauth import OAuthTarget
 from mcp_actors.connection import ConnectionSettings, ConnectionState, open_connection
 from mcp_actors.errors import InvalidServerConfig, ServerConnectionLost, ToolCallTimeout
 from mcp_actors.records import McpServerRecord, ServerConfig, ServerType
@@ -60,10 +62,6 @@ def memory_settings(**overrides: Any) -> ConnectionSettings:
     }
     fields.update(overrides)
     return ConnectionSettings(**fields)
-
-
-def text_of(result: Any) -> str:
-    return "".join(getattr(item, "text", "") for item in result.content)
 
 
 async def wait_state(sub: events.Subscription, state: ConnectionState) -> events.Event:
@@ -205,8 +203,10 @@ def test_params_for_record_per_server_type() -> None:
             type=server_type,
             config=ServerConfig(url="https://example.test/mcp", headers={"X": "y"}, connect_timeout=7.0),
         )
+        # An sse/http record carries its OAuth target (OAuth engages only when the server challenges).
+        oauth = OAuthTarget(server_id=remote.id, server_name=remote.name, url="https://example.test/mcp")
         assert params_for_record(remote) == HttpParams(
-            url="https://example.test/mcp", kind=kind, headers={"X": "y"}, connect_timeout=7.0
+            url="https://example.test/mcp", kind=kind, headers={"X": "y"}, connect_timeout=7.0, oauth=oauth
         )
 
 

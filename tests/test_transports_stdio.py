@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 import trio
+from testkit import runtime_at
 
 from mcp_actors import events
 from mcp_actors.connection import ConnectionState
 from mcp_actors.errors import ConnectionFailed, WorkingDirectoryNotFound
-from mcp_actors.runtime import open_runtime
 
 
 def stdio_input(name: str, cwd: str) -> dict[str, object]:
@@ -34,7 +34,7 @@ async def test_bad_cwd_opens_the_circuit_after_one_attempt(tmp_path: Path, kind:
     if kind == "a file":
         cwd = tmp_path / "plain-file"
         cwd.write_text("not a directory")
-    async with open_runtime(tmp_path / "cfg.json", sweep_ledger=False, connect_on_add=False) as rt:
+    async with runtime_at(tmp_path, sweep_ledger=False, connect_on_add=False) as rt:
         await rt.service.add(stdio_input("badcwd", str(cwd)))
         sub = rt.service.subscribe()
         with trio.fail_after(30), pytest.raises(ConnectionFailed) as info:

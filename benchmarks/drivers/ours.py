@@ -20,8 +20,8 @@ import _harness
 
 from mcp_actors.formats import setup_mcp_tools
 from mcp_actors.records import new_server_id, record_from_json_dict
-from mcp_actors.registry import McpService
 from mcp_actors.runtime import open_runtime
+from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 
 

@@ -5,7 +5,7 @@ profile). Two caches make the per-request call
 (:func:`~mcp_actors.formats.setup_mcp_tools`) cheap:
 
 * per server: the converted definitions of one server's run of tools, per profile,
-  valid while the caller passes the very same :class:`~mcp_actors.tools.MCPTool`
+  valid while the caller passes the very same :class:`~mcp_actors.tools.McpTool`
   objects (the registry hands out the same objects while a server's tools, record and
   ids are unchanged). A hit costs one identity comparison per tool: no hashing, no
   lookups, no id checks beyond uniqueness. This makes a cached setup O(servers).
@@ -30,7 +30,7 @@ from typing import Any, Final, Literal
 import attrs
 import trio
 
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 from ._gemini import gemini_json_schema, gemini_parameters
 from ._names import check_tool_ids
@@ -97,14 +97,14 @@ def _profile(api_format: str, *, strict: bool, api: str, json_schema: bool) -> _
 # ----------------------------------------------------------------------------- one tool
 
 
-def _description(tool: MCPTool, extras: list[str]) -> str:
+def _description(tool: McpTool, extras: list[str]) -> str:
     text = tool.description if isinstance(tool.description, str) else ""
     if extras:
         text = (text + "\n\n" if text else "") + "\n".join(extras)
     return text
 
 
-def _convert_tool(profile: _Profile, tool: MCPTool) -> tuple[Schema, tuple[ConversionNote, ...]]:
+def _convert_tool(profile: _Profile, tool: McpTool) -> tuple[Schema, tuple[ConversionNote, ...]]:
     """One tool to one provider definition (a plain function: it also runs in workers)."""
     notes = Notes(tool.id)
     schema, extras = normalise_input_schema(tool.input_schema, notes)
@@ -155,14 +155,14 @@ def _convert_tool(profile: _Profile, tool: MCPTool) -> tuple[Schema, tuple[Conve
 # ----------------------------------------------------------------------------- the caches
 
 _Converted = tuple[Schema, tuple[ConversionNote, ...]]
-_caches: dict[_Profile, dict[MCPTool, _Converted]] = {}
+_caches: dict[_Profile, dict[McpTool, _Converted]] = {}
 
 
 @attrs.frozen(eq=False)
 class _ServerEntry:
     """One server's run of tools, by identity, and their conversions in that order."""
 
-    tools: tuple[MCPTool, ...]
+    tools: tuple[McpTool, ...]
     results: tuple[_Converted, ...]
 
 
@@ -211,14 +211,14 @@ def _clear_caches() -> None:
     _server_caches.clear()
 
 
-def _cache(profile: _Profile) -> dict[MCPTool, _Converted]:
+def _cache(profile: _Profile) -> dict[McpTool, _Converted]:
     cache = _caches.get(profile)
     if cache is None:
         cache = _caches[profile] = {}
     return cache
 
 
-def _store(cache: dict[MCPTool, _Converted], tool: MCPTool, converted: _Converted) -> None:
+def _store(cache: dict[McpTool, _Converted], tool: McpTool, converted: _Converted) -> None:
     if len(cache) >= _CACHE_LIMIT:
         # Drop the oldest quarter (dicts keep insertion order): cheap, and a tool set
         # that is in use is re-inserted on its next call.
@@ -252,7 +252,7 @@ class _Slicer:
         return True
 
 
-def _steps(profile: _Profile, tools: list[MCPTool]) -> _Steps:
+def _steps(profile: _Profile, tools: list[McpTool]) -> _Steps:
     """The whole conversion of ``tools``, yielding at the end of each time slice.
 
     1. Split ``tools`` into runs of one server; a run whose tools are the very objects
@@ -364,7 +364,7 @@ async def _run_async(steps: _Steps) -> _Result:
 
 
 def convert_tools_with_report(
-    tools: Iterable[MCPTool],
+    tools: Iterable[McpTool],
     api_format: ApiFormat | str,
     *,
     strict: bool = False,
@@ -392,7 +392,7 @@ def convert_tools_with_report(
 
 
 def convert_tools(
-    tools: Iterable[MCPTool],
+    tools: Iterable[McpTool],
     api_format: ApiFormat | str,
     *,
     strict: bool = False,
@@ -404,7 +404,7 @@ def convert_tools(
 
 
 async def convert_tools_async_with_report(
-    tools: Iterable[MCPTool],
+    tools: Iterable[McpTool],
     api_format: ApiFormat | str,
     *,
     strict: bool = False,
@@ -429,7 +429,7 @@ async def convert_tools_async_with_report(
 
 
 async def convert_tools_async(
-    tools: Iterable[MCPTool],
+    tools: Iterable[McpTool],
     api_format: ApiFormat | str,
     *,
     strict: bool = False,
@@ -471,7 +471,7 @@ def process_json_schema(schema: Any) -> Schema:
 
 
 def convert_mcp_tools_to_openai_with_report(
-    tools: Iterable[MCPTool], *, strict: bool = False, api: OpenAIApi | str = "chat"
+    tools: Iterable[McpTool], *, strict: bool = False, api: OpenAIApi | str = "chat"
 ) -> tuple[list[Schema], list[ConversionNote]]:
     """OpenAI tool definitions and the report of what was changed.
 
@@ -494,14 +494,14 @@ def convert_mcp_tools_to_openai_with_report(
 
 
 def convert_mcp_tools_to_openai(
-    tools: Iterable[MCPTool], *, strict: bool = False, api: OpenAIApi | str = "chat"
+    tools: Iterable[McpTool], *, strict: bool = False, api: OpenAIApi | str = "chat"
 ) -> list[Schema]:
     """OpenAI tool definitions (see :func:`convert_mcp_tools_to_openai_with_report`)."""
     return convert_tools_with_report(tools, "openai", strict=strict, api=api)[0]
 
 
 def convert_mcp_tools_to_anthropic_with_report(
-    tools: Iterable[MCPTool],
+    tools: Iterable[McpTool],
 ) -> tuple[list[Schema], list[ConversionNote]]:
     """Anthropic tool definitions (``{"name", "description", "input_schema"}``) and report.
 
@@ -514,13 +514,13 @@ def convert_mcp_tools_to_anthropic_with_report(
     return convert_tools_with_report(tools, "anthropic")
 
 
-def convert_mcp_tools_to_anthropic(tools: Iterable[MCPTool]) -> list[Schema]:
+def convert_mcp_tools_to_anthropic(tools: Iterable[McpTool]) -> list[Schema]:
     """Anthropic tool definitions (see :func:`convert_mcp_tools_to_anthropic_with_report`)."""
     return convert_tools_with_report(tools, "anthropic")[0]
 
 
 def convert_mcp_tools_to_gemini_with_report(
-    tools: Iterable[MCPTool], *, json_schema: bool = False
+    tools: Iterable[McpTool], *, json_schema: bool = False
 ) -> tuple[list[Schema], list[ConversionNote]]:
     """Gemini tools, ``[{"functionDeclarations": [...]}]``, and the report.
 
@@ -538,6 +538,6 @@ def convert_mcp_tools_to_gemini_with_report(
     return convert_tools_with_report(tools, "gemini", json_schema=json_schema)
 
 
-def convert_mcp_tools_to_gemini(tools: Iterable[MCPTool], *, json_schema: bool = False) -> list[Schema]:
+def convert_mcp_tools_to_gemini(tools: Iterable[McpTool], *, json_schema: bool = False) -> list[Schema]:
     """Gemini tools (see :func:`convert_mcp_tools_to_gemini_with_report`)."""
     return convert_tools_with_report(tools, "gemini", json_schema=json_schema)[0]

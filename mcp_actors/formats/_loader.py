@@ -11,7 +11,7 @@ import attrs
 import trio
 
 from mcp_actors.errors import ConfigError, McpActorsError
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 from ._convert import ApiFormat, OpenAIApi, _profile, convert_tools_async
 from ._schema import Schema
@@ -24,11 +24,11 @@ logger = logging.getLogger("mcp_actors.formats")
 class McpToolSource(Protocol):
     """What the loader needs from the registry (``McpService``): two listing calls."""
 
-    async def list_all_active_server_tools(self) -> list[MCPTool]:
+    async def list_all_active_server_tools(self) -> list[McpTool]:
         """Every tool of every active server; a failing server is left out, not raised."""
         ...
 
-    async def list_server_tools(self, server_id_or_name: str) -> list[MCPTool]:
+    async def list_server_tools(self, server_id_or_name: str) -> list[McpTool]:
         """One server's tools.
 
         Raises:
@@ -109,7 +109,7 @@ def _config(config: McpToolsConfig | Mapping[str, Any] | None) -> McpToolsConfig
 
 async def fetch_mcp_tools(
     service: McpToolSource, config: McpToolsConfig | Mapping[str, Any] | None = None
-) -> list[MCPTool]:
+) -> list[McpTool]:
     """The MCP tools an LLM request should get, by the reference design's table.
 
     ============================  =============================================
@@ -138,7 +138,7 @@ async def fetch_mcp_tools(
     if cfg.mode is ToolsMode.AUTO:
         return list(await service.list_all_active_server_tools())
     servers = list(dict.fromkeys(cfg.selected_servers))
-    found: list[list[MCPTool]] = [[] for _ in servers]
+    found: list[list[McpTool]] = [[] for _ in servers]
 
     async def list_one(i: int, server: str) -> None:
         try:
@@ -150,7 +150,7 @@ async def fetch_mcp_tools(
         for i, server in enumerate(servers):
             nursery.start_soon(list_one, i, server)
     seen: set[str] = set()
-    tools: list[MCPTool] = []
+    tools: list[McpTool] = []
     for server_tools in found:
         for tool in server_tools:
             if tool.id not in seen:
@@ -167,7 +167,7 @@ async def setup_mcp_tools(
     strict: bool = False,
     api: OpenAIApi | str = "chat",
     json_schema: bool = False,
-) -> tuple[list[Schema], list[MCPTool]] | None:
+) -> tuple[list[Schema], list[McpTool]] | None:
     """The tool definitions for one LLM request, in the provider's format.
 
     Called before every request, so it is cheap when nothing changed: each server's

@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterable
 
 from mcp_actors.errors import InvalidToolName
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 __all__ = ["TOOL_NAME_PATTERN", "check_tool_ids"]
 
@@ -19,7 +19,7 @@ builds every tool id inside this pattern; it is matched with ``fullmatch``.
 """
 
 
-def check_tool_ids(tools: Iterable[MCPTool]) -> None:
+def check_tool_ids(tools: Iterable[McpTool]) -> None:
     """Refuse tool ids that a provider would reject, before anything is sent.
 
     The registry's ids already satisfy the rule, so a failure here means the tools
@@ -33,7 +33,7 @@ def check_tool_ids(tools: Iterable[MCPTool]) -> None:
         InvalidToolName: An id does not match :data:`TOOL_NAME_PATTERN`, or two tools
             share an id.
     """
-    seen: dict[str, MCPTool] = {}
+    seen: dict[str, McpTool] = {}
     for tool in tools:
         tool_id = tool.id
         if not isinstance(tool_id, str) or TOOL_NAME_PATTERN.fullmatch(tool_id) is None:

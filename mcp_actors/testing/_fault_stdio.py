@@ -393,9 +393,12 @@ class _StdioFaultServer:
                 raise AssertionError(name)
 
     async def _sleep(self, seconds: float, progress_token: Any) -> None:
+        # Steps end at fixed points from the start, so wake-up delays never add up: the
+        # tool takes ``seconds`` plus at most one late wake-up (a known latency to measure).
         step = seconds / _SLEEP_STEPS
+        start = trio.current_time()
         for done in range(1, _SLEEP_STEPS + 1):
-            await trio.sleep(step)
+            await trio.sleep_until(start + done * step)
             if progress_token is not None:
                 await self.notify(
                     "notifications/progress",

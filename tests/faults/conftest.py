@@ -16,8 +16,8 @@ import trio
 from fault_bed import SIBLING, FaultBed
 
 from mcp_actors.errors import McpActorsError
-from mcp_actors.registry import McpService
 from mcp_actors.runtime import open_runtime
+from mcp_actors.service import McpService
 
 _FAULTS_DIR = Path(__file__).parent
 

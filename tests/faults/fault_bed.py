@@ -23,12 +23,13 @@ from typing import Any, TypeVar
 
 import attrs
 import trio
+from testkit import text_of
 
 from mcp_actors import events
 from mcp_actors.errors import McpActorsError
 from mcp_actors.records import McpServerRecord
-from mcp_actors.registry import McpService
 from mcp_actors.runtime import Runtime
+from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 from mcp_actors.testing import HttpServerHandle, fault_server_command, serve_http
 
@@ -48,11 +49,6 @@ CALL_BOUND = 45.0
 """The bound of one call to a faulty server: its connect timeout (5 s) and call timeout (5 s),
 plus the longest restart backoff a queued call may sit out (30 s + 20 % jitter). Calls
 normally end far sooner; this is the promise, not the expectation."""
-
-
-def text_of(result: Any) -> str:
-    """The text items of a CallToolResult, joined."""
-    return "".join(getattr(item, "text", "") for item in result.content)
 
 
 @attrs.define(eq=False)

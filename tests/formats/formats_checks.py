@@ -27,7 +27,7 @@ from openai.types.chat import ChatCompletionFunctionToolParam
 from openai.types.responses import FunctionToolParam
 
 from mcp_actors.formats import ConversionNote, NoteAction, convert_tools_with_report
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 CORPUS_DIR = pathlib.Path(__file__).parent.parent / "data" / "tool_schemas"
 
@@ -54,9 +54,9 @@ def tool_id(server: str, name: str) -> str:
     return raw
 
 
-def make_tool(schema: Any, *, name: str = "t", server: str = "srv", description: str = "d") -> MCPTool:
-    """One MCPTool around a schema (id derived like the registry's)."""
-    return MCPTool(
+def make_tool(schema: Any, *, name: str = "t", server: str = "srv", description: str = "d") -> McpTool:
+    """One McpTool around a schema (id derived like the registry's)."""
+    return McpTool(
         id=tool_id(server, name),
         name=name,
         description=description,
@@ -71,14 +71,14 @@ def corpus_files() -> list[pathlib.Path]:
 
 
 @functools.cache
-def corpus_tools() -> tuple[MCPTool, ...]:
+def corpus_tools() -> tuple[McpTool, ...]:
     """Every tool of the committed corpus (real servers plus hand-written cases)."""
     tools = []
     for path in corpus_files():
         data = json.loads(path.read_text())
         for tool in data["tools"]:
             tools.append(
-                MCPTool(
+                McpTool(
                     id=tool_id(data["server"], tool["name"]),
                     name=tool["name"],
                     description=tool.get("description", ""),
@@ -289,7 +289,7 @@ def check_gemini_json_schema(schema: dict[str, Any]) -> None:
 
 
 def check_definitions(
-    fmt: str, opts: dict[str, Any], tools: list[MCPTool], definitions: list[dict[str, Any]], notes: list[ConversionNote]
+    fmt: str, opts: dict[str, Any], tools: list[McpTool], definitions: list[dict[str, Any]], notes: list[ConversionNote]
 ) -> None:
     """Everything we check of one converted tool list: SDK types, schemas, our rules."""
     validate_with_sdk(fmt, opts, definitions)
@@ -328,7 +328,7 @@ def check_definitions(
             check_json_schema_rules(parameters)
 
 
-def convert_and_check(fmt: str, opts: dict[str, Any], tools: list[MCPTool]) -> tuple[list[Any], list[ConversionNote]]:
+def convert_and_check(fmt: str, opts: dict[str, Any], tools: list[McpTool]) -> tuple[list[Any], list[ConversionNote]]:
     """Convert and run every check; returns what the converter returned."""
     definitions, notes = convert_tools_with_report(tools, fmt, **opts)
     check_definitions(fmt, opts, tools, definitions, notes)

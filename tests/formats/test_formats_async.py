@@ -16,12 +16,12 @@ from mcp_actors.formats import (
     convert_tools_async_with_report,
     convert_tools_with_report,
 )
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 _batch = itertools.count()
 
 
-def fresh(count: int) -> list[MCPTool]:
+def fresh(count: int) -> list[McpTool]:
     """``count`` corpus tools under ids never converted before (so nothing is cached)."""
     corpus = corpus_tools()
     prefix = f"b{next(_batch)}"

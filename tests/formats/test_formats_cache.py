@@ -17,7 +17,7 @@ from mcp_actors.formats import (
     convert_tools_with_report,
     setup_mcp_tools,
 )
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 _batch = itertools.count()
 
@@ -26,18 +26,18 @@ _batch = itertools.count()
 class Source:
     """The loader's protocol over fixed lists; hands out the same objects every time, as the registry does."""
 
-    servers: dict[str, list[MCPTool]]
+    servers: dict[str, list[McpTool]]
 
-    async def list_all_active_server_tools(self) -> list[MCPTool]:
+    async def list_all_active_server_tools(self) -> list[McpTool]:
         await trio.lowlevel.checkpoint()
         return [tool for tools in self.servers.values() for tool in tools]
 
-    async def list_server_tools(self, server_id_or_name: str) -> list[MCPTool]:
+    async def list_server_tools(self, server_id_or_name: str) -> list[McpTool]:
         await trio.lowlevel.checkpoint()
         return list(self.servers[server_id_or_name])
 
 
-def fleet(servers: int = 20, per_server: int = 50) -> dict[str, list[MCPTool]]:
+def fleet(servers: int = 20, per_server: int = 50) -> dict[str, list[McpTool]]:
     """``servers`` x ``per_server`` corpus tools under ids never converted before."""
     corpus = corpus_tools()
     prefix = f"c{next(_batch)}"

@@ -15,7 +15,7 @@ SCRIPT = textwrap.dedent(
     import json, pathlib, sys
     import trio
     from mcp_actors.formats import convert_tools_async
-    from mcp_actors.tools import MCPTool
+    from mcp_actors.tools import McpTool
 
     print("top level ran", flush=True)
     corpus = []
@@ -27,7 +27,7 @@ SCRIPT = textwrap.dedent(
         name, description, schema = corpus[i % len(corpus)]
         server = f"s{i // 50}"
         fields = dict(name=name, description=description, input_schema=schema, server_id=server, server_name=server)
-        tools.append(MCPTool(id=f"t{i}", **fields))
+        tools.append(McpTool(id=f"t{i}", **fields))
     definitions = trio.run(convert_tools_async, tools, "gemini")
     print("declarations", len(definitions[0]["functionDeclarations"]), flush=True)
     print("trio_parallel imported:", "trio_parallel" in sys.modules, flush=True)

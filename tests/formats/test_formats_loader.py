@@ -21,7 +21,7 @@ from mcp_actors.formats import (
     fetch_mcp_tools,
     setup_mcp_tools,
 )
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 
@@ -30,16 +30,16 @@ SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required":
 class Source:
     """Implements the loader's protocol over fixed tool lists; counts the calls."""
 
-    servers: dict[str, list[MCPTool]]
+    servers: dict[str, list[McpTool]]
     failing: dict[str, Exception] = attrs.field(factory=dict)
     calls: list[str] = attrs.field(factory=list)
 
-    async def list_all_active_server_tools(self) -> list[MCPTool]:
+    async def list_all_active_server_tools(self) -> list[McpTool]:
         self.calls.append("*")
         await trio.lowlevel.checkpoint()
         return [t for name, tools in self.servers.items() if name not in self.failing for t in tools]
 
-    async def list_server_tools(self, server_id_or_name: str) -> list[MCPTool]:
+    async def list_server_tools(self, server_id_or_name: str) -> list[McpTool]:
         self.calls.append(server_id_or_name)
         await trio.lowlevel.checkpoint()
         if server_id_or_name in self.failing:
@@ -49,7 +49,7 @@ class Source:
         return list(self.servers[server_id_or_name])
 
 
-def tools_of(server: str, count: int) -> list[MCPTool]:
+def tools_of(server: str, count: int) -> list[McpTool]:
     return [make_tool(SCHEMA, name=f"tool{i}", server=server) for i in range(count)]
 
 
@@ -116,7 +116,7 @@ async def test_manual_mode_lists_servers_concurrently(autojump_clock: trio.abc.C
     started = trio.Event()
 
     class Slow(Source):
-        async def list_server_tools(self, server_id_or_name: str) -> list[MCPTool]:
+        async def list_server_tools(self, server_id_or_name: str) -> list[McpTool]:
             if server_id_or_name == "a":
                 await started.wait()  # only returns once "b" has been asked as well
             else:

@@ -15,17 +15,17 @@ from mcp_actors.formats import (
     convert_mcp_tools_to_openai,
     convert_tools_async,
 )
-from mcp_actors.tools import MCPTool
+from mcp_actors.tools import McpTool
 
-CONVERTERS: list[Callable[[list[MCPTool]], Any]] = [
+CONVERTERS: list[Callable[[list[McpTool]], Any]] = [
     convert_mcp_tools_to_openai,
     convert_mcp_tools_to_anthropic,
     convert_mcp_tools_to_gemini,
 ]
 
 
-def tool(tool_id: str, *, name: str = "read.file", server: str = "files") -> MCPTool:
-    return MCPTool(id=tool_id, name=name, description="", input_schema={}, server_id="id-1", server_name=server)
+def tool(tool_id: str, *, name: str = "read.file", server: str = "files") -> McpTool:
+    return McpTool(id=tool_id, name=name, description="", input_schema={}, server_id="id-1", server_name=server)
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def tool(tool_id: str, *, name: str = "read.file", server: str = "files") -> MCP
 )
 @pytest.mark.parametrize("convert", CONVERTERS)
 def test_invalid_ids_are_refused_naming_tool_server_and_rule(
-    bad_id: str, convert: Callable[[list[MCPTool]], Any]
+    bad_id: str, convert: Callable[[list[McpTool]], Any]
 ) -> None:
     """Every converter refuses an id outside the shared rule; the error names tool, server and rule."""
     with pytest.raises(InvalidToolName) as caught:

@@ -19,6 +19,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_actors import demo_server
+from mcp_actors._demo_callbacks import CALLBACK_TOOL_NAMES
 from mcp_actors.demo_server import EXTRA_TOOL_NAME, README_URI
 from mcp_actors.testing import demo_server_command, serve_http
 from mcp_actors.testing._announce import parse_announce
@@ -37,7 +38,7 @@ DEMO_TOOLS = {
     "big",
     "toggle_extra_tool",
     "stderr",
-}
+} | CALLBACK_TOOL_NAMES  # the tools that ask the host (issue 12 item 1)
 
 
 WaitLine = Callable[[str], Awaitable[str]]

@@ -292,3 +292,53 @@ async def test_closing_every_clone_ends_the_actor_loop() -> None:
             await clone.tell(Note(text="from clone"))
     assert ended.is_set()
     assert log == ["from original", "from clone"]
+
+
+async def test_actor_crashing_mid_request_leaves_no_caller_waiting(autojump_clock: trio.abc.Clock) -> None:
+    """When an actor crashes, the request it was handling and those still queued all end in NoReply at once."""
+    send, receive = open_mailbox[Message](8)
+    outcomes: list[object] = []
+    kept: list[BaseException] = []  # the crash's traceback stays alive, as a supervisor's log would keep it
+
+    async def crashing() -> None:
+        async with receive:  # closing the receive end drops (and so answers) every queued request
+            async for message in receive:
+                assert isinstance(message, Add)
+                with message.reply:  # leaving the block unanswered answers NoReply, whatever was raised
+                    raise ValueError(f"bug while adding {message.a}")
+
+    async def caller(a: int) -> None:
+        try:
+            with trio.fail_after(10):  # a hang fails, in virtual time
+                outcomes.append(await send.ask(lambda reply: Add(a=a, b=0, reply=reply)))
+        except NoReply:
+            outcomes.append(("no reply", trio.current_time()))
+
+    async with trio.open_nursery() as callers:
+        for a in range(3):
+            callers.start_soon(caller, a)
+        await trio.testing.wait_all_tasks_blocked()
+        try:
+            async with trio.open_nursery() as actor:
+                actor.start_soon(crashing)
+        except* ValueError as group:
+            kept.append(group)
+    assert outcomes == [("no reply", 0.0)] * 3
+    assert kept
+    with pytest.raises(MailboxClosed):
+        await send.ask(lambda reply: Add(a=9, b=0, reply=reply))
+
+
+async def test_reply_block_that_answers_keeps_the_answer() -> None:
+    """A request answered inside ``with reply:`` keeps its answer; the block's exit changes nothing."""
+    send, receive = open_mailbox[Message](8)
+
+    async def actor() -> None:
+        message = await receive.receive()
+        assert isinstance(message, Add)
+        with message.reply as reply:
+            reply.send(message.a + message.b)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(actor)
+        assert await send.ask(lambda reply: Add(a=40, b=2, reply=reply)) == 42

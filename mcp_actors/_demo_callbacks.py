@@ -1,0 +1,191 @@
+"""The demo server's tools that ask the host for something (issue 12 item 1).
+
+Registered on the demo server by :func:`add_callback_tools`; each returns what the host
+answered as JSON text, so a test or a user sees exactly what crossed the wire:
+
+=============================  ===================================================================
+``ask_model(prompt, tools)``   samples the host's model (``sampling/createMessage``); with
+                               ``tools`` true it offers the model one tool (``get_weather``)
+``ask_user()``                 form-mode elicitation: a name (required), an age (default 30),
+                               a colour (enum, default green), a size (titled ``oneOf``) and
+                               toppings (multi-select)
+``ask_user_url()``             URL-mode elicitation: asks the user to open a consent page
+``list_host_roots()``          lists the host's roots (``roots/list``)
+``wait_roots_changed(count)``  waits until ``notifications/roots/list_changed`` arrived ``count``
+                               times in all (bounded), returns the count
+``ask_user_resolved()``        the same question as ``ask_user`` (name only), asked the way the
+                               negotiated revision wants: a server-to-client request up to
+                               2025-11-25, an ``InputRequiredResult`` at 2026-07-28 (SEP-2322)
+``ask_model_resolved(prompt)`` sampling, asked the same revision-dependent way
+=============================  ===================================================================
+
+A failure of the host's answer (capability not declared, handler error) reaches the tool as
+an ``MCPError``; the tool lets it through, so the caller sees a tool error naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+import warnings
+from typing import Annotated, Any, Final
+
+import anyio
+import mcp_types as types
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
+from mcp.shared.exceptions import MCPDeprecationWarning
+from pydantic import BaseModel, Field
+
+__all__ = ["ASK_USER_SCHEMA", "CALLBACK_TOOL_NAMES", "CONSENT_URL", "add_callback_tools"]
+
+# The handshake-era requests below are deprecated at 2026-07-28 but are what those revisions
+# speak; this module uses them on purpose, so their warning is noise here (and only here).
+warnings.filterwarnings("ignore", category=MCPDeprecationWarning, module=__name__)
+
+CALLBACK_TOOL_NAMES: Final = frozenset(
+    {
+        "ask_model",
+        "ask_model_resolved",
+        "ask_user",
+        "ask_user_resolved",
+        "ask_user_url",
+        "list_host_roots",
+        "wait_roots_changed",
+    }
+)
+"""The tools :func:`add_callback_tools` registers."""
+
+CONSENT_URL: Final = "https://example.com/mcp-actors-demo/consent"
+"""The page ``ask_user_url`` asks the user to open."""
+
+ASK_USER_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "title": "Name", "description": "Your name", "minLength": 1},
+        "age": {"type": "integer", "title": "Age", "minimum": 0, "maximum": 150, "default": 30},
+        "colour": {
+            "type": "string",
+            "title": "Favourite colour",
+            "enum": ["red", "green", "blue"],
+            "default": "green",
+        },
+        "size": {
+            "type": "string",
+            "title": "Size",
+            "oneOf": [
+                {"const": "s", "title": "Small"},
+                {"const": "m", "title": "Medium"},
+                {"const": "l", "title": "Large"},
+            ],
+        },
+        "toppings": {
+            "type": "array",
+            "title": "Toppings",
+            "items": {"type": "string", "enum": ["cheese", "ham", "olives"]},
+            "default": [],
+        },
+        "subscribe": {"type": "boolean", "title": "Subscribe to news", "default": False},
+    },
+    "required": ["name"],
+}
+"""The form ``ask_user`` requests: every field kind of the elicitation schema subset."""
+
+_WEATHER_TOOL: Final = types.Tool(
+    name="get_weather",
+    description="The weather in a city.",
+    input_schema={"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+)
+
+
+class _Name(BaseModel):
+    name: str = Field(description="Your name")
+
+
+async def _ask_name() -> Elicit[_Name]:
+    return Elicit("What is your name?", _Name)
+
+
+async def _sample_prompt(prompt: str) -> Sample:
+    message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))
+    return Sample([message], max_tokens=200)
+
+
+def _sampled(result: types.CreateMessageResult | types.CreateMessageResultWithTools) -> dict[str, Any]:
+    blocks = result.content if isinstance(result.content, list) else [result.content]
+    return {
+        "model": result.model,
+        "role": result.role,
+        "stopReason": result.stop_reason,
+        "content": [block.model_dump(by_alias=True, mode="json", exclude_none=True) for block in blocks],
+    }
+
+
+def add_callback_tools(server: MCPServer[Any]) -> None:
+    """Register the host-callback tools on ``server`` (one call from the demo server)."""
+    roots_changes = 0
+    roots_changed = anyio.Event()
+
+    async def on_roots_changed(ctx: Any, params: types.NotificationParams) -> None:
+        nonlocal roots_changes, roots_changed
+        roots_changes += 1
+        roots_changed.set()
+        roots_changed = anyio.Event()
+
+    server._lowlevel_server.add_notification_handler(  # the SDK's only hook for it
+        "notifications/roots/list_changed", types.NotificationParams, on_roots_changed
+    )
+
+    @server.tool(description="Ask the host's model to answer a prompt (MCP sampling).", structured_output=False)
+    async def ask_model(
+        ctx: Context,
+        prompt: Annotated[str, Field(description="What to ask the model.")],
+        tools: Annotated[bool, Field(description="Offer the model the get_weather tool.")] = False,
+    ) -> str:
+        result = await ctx.session.create_message(
+            [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
+            max_tokens=200,
+            tools=[_WEATHER_TOOL] if tools else None,
+            related_request_id=ctx.request_id,
+        )
+        return json.dumps(_sampled(result))
+
+    @server.tool(description="Ask the user a few questions through the host (form elicitation).")
+    async def ask_user(ctx: Context) -> str:
+        result = await ctx.session.elicit_form(
+            "Tell the demo server about yourself.", ASK_USER_SCHEMA, related_request_id=ctx.request_id
+        )
+        return json.dumps({"action": result.action, "content": result.content})
+
+    @server.tool(description="Ask the user to open a consent page (URL elicitation).")
+    async def ask_user_url(ctx: Context) -> str:
+        result = await ctx.elicit_url("Please approve the demo's access.", CONSENT_URL, f"consent-{uuid.uuid4().hex}")
+        return json.dumps({"action": result.action})
+
+    @server.tool(description="List the host's roots (the directories it lets servers see).")
+    async def list_host_roots(ctx: Context) -> str:
+        result = await ctx.session.list_roots()
+        return json.dumps([{"uri": str(root.uri), "name": root.name} for root in result.roots])
+
+    @server.tool(description="Wait until the host's roots changed `count` times in all (at most 30 s).")
+    async def wait_roots_changed(count: Annotated[int, Field(ge=1, le=1000)]) -> str:
+        with anyio.fail_after(30):
+            while roots_changes < count:
+                await roots_changed.wait()
+        return str(roots_changes)
+
+    @server.tool(description="Ask the host's model, the way the protocol revision wants (request or InputRequired).")
+    async def ask_model_resolved(
+        prompt: Annotated[str, Field(description="What to ask the model.")],
+        answer: Annotated[types.CreateMessageResult, Resolve(_sample_prompt)],
+    ) -> str:
+        return json.dumps(_sampled(answer))
+
+    @server.tool(description="Ask the user's name the way the protocol revision wants (request or InputRequired).")
+    async def ask_user_resolved(
+        answer: Annotated[ElicitationResult[_Name], Resolve(_ask_name)],
+    ) -> str:
+        if isinstance(answer, AcceptedElicitation):
+            return json.dumps({"action": "accept", "content": answer.data.model_dump()})
+        return json.dumps({"action": answer.action})

@@ -1,0 +1,62 @@
+"""OAuth for remote (SSE and streamable-HTTP) MCP servers: the public face.
+
+Most hosted MCP servers require OAuth (the MCP authorization spec, revision 2025-11-25, with
+the 2025-03-26 fallbacks). mcp-actors does the whole client side on the SDK's
+``mcp.client.auth``: discovery, client identity (pre-registered, Client ID Metadata Document,
+dynamic registration), PKCE, the ``resource`` parameter, scope selection and step-up,
+refresh, and the client-credentials grants. What a host decides:
+
+* **Who logs in.** ``open_runtime(authorization_handler=...)`` takes an
+  :data:`AuthorizationHandler`, ``async (server_id, authorization_url) -> redirect_url``: the
+  host shows the URL to a person and returns the URL the authorization server redirected to.
+  Without one, a server that needs a login fails with :class:`AuthorizationRequired` (the
+  runtime never opens a browser, and no call waits on a person); ``mcp-actors auth login``
+  logs in from a terminal.
+* **Where tokens live.** ``open_runtime(token_store=...)`` takes a :class:`TokenStore`:
+  :class:`FileTokenStore` (the default: a 0600 JSON file in the state directory),
+  :class:`MemoryTokenStore`, :class:`KeyringTokenStore` (with the ``keyring`` package), or a
+  host's own SDK ``TokenStorage`` per server through :class:`CallableTokenStore`. Tokens are
+  never in the config file, events, logs, reprs or errors.
+* **How each server authorizes.** ``config.oauth`` (:class:`OAuthConfig`) in the server's
+  record; see docs/auth.md.
+"""
+
+from __future__ import annotations
+
+from mcp_actors._oauth import DEFAULT_REDIRECT_PORT as DEFAULT_REDIRECT_PORT
+from mcp_actors._oauth import AuthorizationHandler as AuthorizationHandler
+from mcp_actors._oauth import parse_redirect as parse_redirect
+from mcp_actors._oauth import redirect_uri as redirect_uri
+from mcp_actors._token_store import CallableTokenStore as CallableTokenStore
+from mcp_actors._token_store import FileTokenStore as FileTokenStore
+from mcp_actors._token_store import KeyringTokenStore as KeyringTokenStore
+from mcp_actors._token_store import LoginStatus as LoginStatus
+from mcp_actors._token_store import MemoryTokenStore as MemoryTokenStore
+from mcp_actors._token_store import TokenStore as TokenStore
+from mcp_actors._token_store import default_token_path as default_token_path
+from mcp_actors.errors import AuthorizationFailed as AuthorizationFailed
+from mcp_actors.errors import AuthorizationRequired as AuthorizationRequired
+from mcp_actors.errors import AuthorizationServerUnreachable as AuthorizationServerUnreachable
+from mcp_actors.records import SIGNING_ALGORITHMS as SIGNING_ALGORITHMS
+from mcp_actors.records import OAuthConfig as OAuthConfig
+from mcp_actors.records import OAuthGrant as OAuthGrant
+
+__all__ = [
+    "AuthorizationFailed",
+    "AuthorizationHandler",
+    "AuthorizationRequired",
+    "AuthorizationServerUnreachable",
+    "CallableTokenStore",
+    "DEFAULT_REDIRECT_PORT",
+    "FileTokenStore",
+    "KeyringTokenStore",
+    "LoginStatus",
+    "MemoryTokenStore",
+    "OAuthConfig",
+    "OAuthGrant",
+    "SIGNING_ALGORITHMS",
+    "TokenStore",
+    "default_token_path",
+    "parse_redirect",
+    "redirect_uri",
+]

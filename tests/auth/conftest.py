@@ -1,0 +1,73 @@
+"""Fixtures for the OAuth tests: the test authorization server guarding the demo server."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx2
+import pytest
+import trio
+
+from mcp_actors._oauth import OAuthTarget
+from mcp_actors.records import OAuthConfig
+from mcp_actors.testing import serve_http
+
+
+@contextlib.asynccontextmanager
+async def oauth_server(**options: Any) -> AsyncIterator[AuthServer]:
+    """Run the test authorization server (and the demo MCP server behind it) with ``options``."""
+    argv = [sys.executable, "-m", "mcp_actors.testing._oauth_server", "--options", json.dumps(options)]
+    async with serve_http(argv) as handle:
+        yield AuthServer(handle.url)
+
+
+class AuthServer:
+    """A running test authorization server: its URLs, its controls and its counters."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.base = url.removesuffix("/mcp")
+
+    async def control(self, **options: Any) -> None:
+        """Change options at run time (``revoke=True``, ``expireAccess=True``, ``deny=True``, ...)."""
+        async with httpx2.AsyncClient() as client:
+            response = await client.post(self.base + "/_control", json=options)
+            response.raise_for_status()
+
+    async def stats(self) -> dict[str, Any]:
+        """The server's counters."""
+        async with httpx2.AsyncClient() as client:
+            response = await client.get(self.base + "/_stats")
+            return dict(response.json())
+
+    async def count(self, key: str) -> int:
+        """One counter (``token:refresh_token``, ``register``, ``mcp401``, ...)."""
+        return int((await self.stats())["counts"].get(key, 0))
+
+    def target(self, oauth: OAuthConfig | None = None, *, name: str = "guarded") -> OAuthTarget:
+        """The OAuth target of the guarded demo server."""
+        return OAuthTarget(server_id=f"mcp_test_{name}", server_name=name, url=self.url, oauth=oauth)
+
+
+async def browser(server_id: str, authorization_url: str) -> str:
+    """An authorization handler that plays the user's browser: follow the URL, return the redirect."""
+    async with httpx2.AsyncClient() as client:
+        response = await client.get(authorization_url)
+    assert response.status_code == 302, response.text
+    return response.headers["location"]
+
+
+@pytest.fixture
+async def auth_server() -> AsyncIterator[AuthServer]:
+    """A test authorization server with default options (PRM in the 401 header, DCR)."""
+    async with oauth_server() as server:
+        yield server
+
+
+def fail_after(seconds: float = 60.0) -> trio.CancelScope:
+    """A generous bound for one test step."""
+    return trio.fail_after(seconds)

@@ -1,0 +1,80 @@
+"""Importing the OAuth settings of host configs (Claude Code, Gemini CLI, ours)."""
+
+from __future__ import annotations
+
+import json
+
+from mcp_actors.config_import import parse_server_configs
+from mcp_actors.records import OAuthConfig, OAuthGrant
+
+
+def _one(config: dict[str, object]) -> tuple[OAuthConfig | None, tuple[str, ...]]:
+    (entry,) = parse_server_configs(json.dumps({"mcpServers": {"remote": config}})).entries
+    assert entry.record is not None, entry.error
+    return entry.record.config.oauth, entry.notes
+
+
+def test_claude_code_oauth_client_and_callback_port() -> None:
+    """Claude Code's oauth.clientId and callbackPort become clientId and redirectPort."""
+    oauth, _ = _one(
+        {"type": "http", "url": "https://mcp.example/mcp", "oauth": {"clientId": "cc", "callbackPort": 8765}}
+    )
+    assert oauth == OAuthConfig(client_id="cc", redirect_port=8765)
+
+
+def test_gemini_cli_oauth_keeps_client_scopes_and_loopback_port() -> None:
+    """Gemini CLI's oauth: client, secret and scopes kept; the loopback redirect's port kept; endpoints noted."""
+    oauth, notes = _one(
+        {
+            "httpUrl": "https://mcp.example/mcp",
+            "authProviderType": "dynamic_discovery",
+            "oauth": {
+                "enabled": True,
+                "clientId": "gem",
+                "clientSecret": "gem-secret",
+                "scopes": ["read", "write"],
+                "redirectUri": "http://localhost:7777/oauth/callback",
+                "authorizationUrl": "https://auth.example/authorize",
+                "tokenUrl": "https://auth.example/token",
+            },
+        }
+    )
+    assert oauth == OAuthConfig(
+        client_id="gem", client_secret="gem-secret", scopes=("read", "write"), redirect_port=7777
+    )
+    assert any("authorizationUrl" in note for note in notes)
+    assert all("gem-secret" not in note for note in notes)
+
+
+def test_disabled_oauth_and_client_credentials_spellings() -> None:
+    """enabled: false imports no settings; grantType client-credentials and a scope string are understood."""
+    oauth, notes = _one({"url": "https://mcp.example/mcp", "oauth": {"enabled": False, "clientId": "x"}})
+    assert oauth is None and any("enabled is false" in note for note in notes)
+    oauth, _ = _one(
+        {
+            "url": "https://mcp.example/mcp",
+            "oauth": {"grantType": "client-credentials", "clientId": "m", "clientSecret": "s", "scopes": "a b"},
+        }
+    )
+    assert oauth is not None and oauth.grant is OAuthGrant.CLIENT_CREDENTIALS and oauth.scopes == ("a", "b")
+
+
+def test_invalid_oauth_is_an_entry_error_naming_the_field() -> None:
+    """An oauth setting that cannot work is an entry error naming config.oauth.<field>; other entries import."""
+    text = json.dumps(
+        {
+            "mcpServers": {
+                "bad": {"url": "https://a.example/mcp", "oauth": {"grant": "client_credentials"}},
+                "good": {"url": "https://b.example/mcp"},
+            }
+        }
+    )
+    bad, good = parse_server_configs(text).entries
+    assert bad.error is not None and bad.error.field == "config.oauth.clientId"
+    assert good.record is not None
+
+
+def test_oauth_of_a_stdio_entry_is_noted_and_left_out() -> None:
+    """A stdio entry's oauth object is left out with a note (stdio servers take credentials from env)."""
+    oauth, notes = _one({"command": "npx", "oauth": {"clientId": "x"}})
+    assert oauth is None and any("stdio" in note for note in notes)

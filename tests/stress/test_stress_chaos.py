@@ -1,0 +1,156 @@
+"""Chaos and cancellation: killed and stopped servers, Ctrl-C; no process is ever left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from stress_cli import cli_argv, run_cli
+
+from mcp_actors.testing import fault_server_command
+
+FAULT = shlex.join(fault_server_command())
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    code = run_cli(["stress", *args, "--no-live", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    doc: dict = json.loads(out)
+    return doc
+
+
+def test_kill_every_reports_outages_and_recovery(capsys: pytest.CaptureFixture[str]) -> None:
+    """kill-every=1s in a worker process: each kill is an outage with a recovery time; no call outlives its timeout."""
+    doc = _run(
+        capsys, "--command", FAULT, "--tool", "sleep", "--args", '{"seconds": 0.05}',
+        "--rate", "40", "--duration", "2.5s", "--workers", "1", "--timeout", "5s", "--chaos", "kill-every=1s",
+    )  # fmt: skip
+    outages = doc["chaos"]["outages"]
+    # At 1 s and 2 s; one may be skipped when the server is still restarting (no process to kill).
+    assert 1 <= len(outages) <= 2 and all(o["kind"] == "kill" for o in outages)
+    assert round(outages[0]["at"]) == 1 and all(o["at"] < 2.5 for o in outages)
+    for outage in outages:
+        # Calls in flight at the kill fail at once (not at their timeout), then a restarted server answers.
+        assert outage["time_to_recovery"] is not None and outage["time_to_recovery"] < 5
+        if outage["errors"]:
+            assert outage["time_to_first_failure"] < 1.0
+    assert doc["chaos"]["calls_over_timeout"] == 0
+    assert doc["summary"]["latency_ms"]["max"] < 5000 + 1000
+    assert set(doc["errors"]) <= {"server_connection_lost", "connection_failed", "server_start_failed"}
+
+
+def test_a_stopped_server_shows_in_p99_of_the_open_model(capsys: pytest.CaptureFixture[str]) -> None:
+    """A server stopped (SIGSTOP) for 1 s under open load: the stall is in p99, then it is continued."""
+    doc = _run(
+        capsys, "--command", FAULT, "--tool", "echo", "--args", '{"text": "x"}',
+        "--rate", "40", "--duration", "3s", "--workers", "0", "--timeout", "10s",
+        "--chaos", "stop-every=1.5s,stop-for=1s",
+    )  # fmt: skip
+    (outage,) = doc["chaos"]["outages"]
+    assert outage["kind"] == "stop" and outage["resumed_at"] - outage["at"] == pytest.approx(1.0, abs=0.2)
+    assert outage["errors"] == 0 and outage["time_to_recovery"] >= 0.9
+    # About a third of the calls were intended while it was stopped: p90 and p99 carry the queue.
+    assert doc["summary"]["latency_ms"]["p99"] > 800
+    assert doc["summary"]["service_ms"]["p50"] < 200
+    assert doc["summary"]["errors"] == 0
+
+
+def test_chaos_needs_a_process(capsys: pytest.CaptureFixture[str]) -> None:
+    """--chaos against a URL is refused: there is no process to kill."""
+    code = run_cli(["stress", "--url", "http://127.0.0.1:9/mcp", "--tool", "echo", "--chaos", "kill-every=1s"])
+    assert code == 2
+    assert "--chaos kills or stops the server's process" in capsys.readouterr().err
+
+
+def _descendants(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _servers(proc: psutil.Process) -> list[psutil.Process]:
+    found = []
+    for child in _descendants(proc):
+        try:
+            if "mcp_actors.testing.fault_server" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _start_and_wait_for_servers(tmp_path: Path, count: int) -> tuple[subprocess.Popen[bytes], list[psutil.Process]]:
+    argv = cli_argv(
+        "stress", "--command", FAULT, "--tool", "echo", "--args", '{"text": "x"}',
+        "--rate", "20", "--duration", "60s", "--workers", str(count), "--json", "--no-live",
+    )  # fmt: skip
+    # TMPDIR puts the run's control directory (progress files) where the test can read it.
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), TMPDIR=str(tmp_path)
+    )
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    host = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 60
+    while len(_servers(host)) < count:
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        assert time.monotonic() < deadline, "the servers did not start"
+        time.sleep(0.1)
+    return proc, _descendants(host)
+
+
+def _wait_for_calls(tmp_path: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Wait (bounded) until a worker's progress file shows finished calls."""
+    deadline = time.monotonic() + 60
+    while True:
+        for path in tmp_path.glob("mcp-actors-stress-control-*/progress-*.json"):
+            try:
+                if json.loads(path.read_text())["finished"] > 0:
+                    return
+            except (OSError, ValueError, KeyError):
+                continue
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        assert time.monotonic() < deadline, "no call was made"
+        time.sleep(0.1)
+
+
+def _assert_all_gone(procs: list[psutil.Process]) -> None:
+    _, alive = psutil.wait_procs(procs, timeout=15)
+    for p in alive:
+        p.kill()
+    assert not alive, [" ".join(p.cmdline()) for p in alive if p.is_running()]
+
+
+def test_ctrl_c_stops_gracefully_and_reports(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the group) mid-run: exit 130, the calls made so far reported, no process left."""
+    proc, family = _start_and_wait_for_servers(tmp_path, 2)
+    _wait_for_calls(tmp_path, proc)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err.decode()
+    doc = json.loads(out)
+    assert doc["summary"]["requests"] > 0
+    assert doc["summary"]["measured_seconds"] < 30
+    _assert_all_gone(family)
+
+
+def test_second_ctrl_c_aborts_and_leaves_nothing(tmp_path: Path) -> None:
+    """A second Ctrl-C aborts at once (workers killed); their servers are still killed."""
+    proc, family = _start_and_wait_for_servers(tmp_path, 1)
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    _assert_all_gone(family)

@@ -1,0 +1,36 @@
+"""One check of a whole record set, run by every writer: the store refuses what the service would."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mcp_actors.errors import DuplicateServerName
+from mcp_actors.records import McpServerRecord, ServerConfig, check_record_set
+from mcp_actors.store import ConfigStore
+
+
+def _record(name: str) -> McpServerRecord:
+    return McpServerRecord(name=name, type="stdio", config=ServerConfig(command="npx"))  # type: ignore[arg-type]
+
+
+def test_the_store_refuses_a_duplicate_or_colliding_name_without_any_runtime(tmp_path: Path) -> None:
+    """A writer that bypasses the service (a script, a CLI edit) still cannot save two servers whose ids collide."""
+    store = ConfigStore(tmp_path / "cfg.json")
+    store.modify(lambda records: records.append(_record("my.files")))
+    before = store.path.read_bytes()
+    for name in ("my.files", "my_files"):
+        with pytest.raises(DuplicateServerName, match=r"my\.files"):
+            store.modify(lambda records, name=name: records.append(_record(name)))  # type: ignore[misc]
+    assert store.path.read_bytes() == before
+
+
+def test_check_record_set_names_the_duplicate_id_and_refuses_non_records() -> None:
+    """A duplicate id is a DuplicateServerName (a ValueError) naming it; a non-record is a TypeError."""
+    one = _record("a")
+    with pytest.raises(DuplicateServerName, match=one.id):
+        check_record_set([one, one])
+    with pytest.raises(TypeError, match=r"records\[1\]"):
+        check_record_set([one, "b"])  # type: ignore[list-item]
+    check_record_set([one, _record("b")])
