@@ -79,7 +79,8 @@ def test_expanded_values_are_secrets_of_the_transport(tmp_path: Path, monkeypatc
 
 async def test_an_unresolved_placeholder_opens_the_circuit_at_once(tmp_path: Path) -> None:
     """Connecting with an unset variable fails with UnresolvedPlaceholder; no restart is spent on it."""
-    async with open_runtime(tmp_path / "cfg.json") as rt:
+    # connect_on_add=False: the explicit connect below is the first attempt, not a background one.
+    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as rt:
         svc = rt.service
         sub = svc.subscribe()
         await svc.add(
