@@ -35,6 +35,9 @@ __all__ = [
     "start_portal",
 ]
 
+__version__ = "0.1.0"
+"""This package's version (PEP 440); the one place it is written (pyproject reads it from here)."""
+
 # A library never decides where its logs go: without a handler anywhere up the tree, Python's
 # "last resort" handler would print every WARNING (a crashing server's restarts, say) to the
 # stderr of a host that never configured logging. The host's own configuration (basicConfig,

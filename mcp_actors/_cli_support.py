@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 import shlex
 import sys
 import traceback
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from rich.console import Console
 
+from mcp_actors._variables import expand, placeholders_in
 from mcp_actors.errors import (
     ActorStopped,
     ConfigError,
@@ -29,6 +31,7 @@ from mcp_actors.errors import (
     ToolCallFailed,
     ToolCallTimeout,
     ToolDisabled,
+    UnresolvedPlaceholder,
 )
 from mcp_actors.records import McpServerRecord, ServerType, record_to_json_dict, redact_url
 
@@ -42,9 +45,11 @@ __all__ = [
     "CliError",
     "ExitCode",
     "PROGRAM",
+    "error_json",
     "error_line",
     "exit_code_for",
     "failure_lines",
+    "json_printed",
     "list_tools_with_progress",
     "print_json",
     "record_json",
@@ -52,6 +57,8 @@ __all__ = [
     "report_failure",
     "root_cause",
     "tool_json",
+    "unresolved_placeholders",
+    "without_test_advice",
 ]
 
 PROGRAM = "mcp-actors"
@@ -158,17 +165,70 @@ def error_line(exc: BaseException) -> str:
     return f"{PROGRAM}: error: {' '.join(message.split())}"
 
 
-def report_failure(exc: BaseException, *, debug: bool) -> ExitCode:
-    """Print ``exc`` as one line on stderr (plus its traceback with ``--debug``); return its code."""
+_SELF_ADVICE: Final = re.compile(r";\s*check the command/url and run `mcp-actors test` on it")
+
+
+def without_test_advice(message: str, server: str) -> str:
+    """``message`` minus the advice to run ``mcp-actors test`` (for the ``test`` command itself).
+
+    A connect failure advises running ``test`` on the server; said by ``test``, that sends
+    the person in a circle, so it says how to look at and fix the record instead.
+    """
+    fix = f"; check it with '{PROGRAM} servers show {server}' and fix it with '{PROGRAM} servers update {server} ...'"
+    return _SELF_ADVICE.sub(fix, message)
+
+
+def report_failure(exc: BaseException, *, debug: bool, as_json: bool = False, rewrite: Any = None) -> ExitCode:
+    """Print ``exc`` as one line on stderr (plus its traceback with ``--debug``); return its code.
+
+    With ``as_json``, also the failure document on stdout (:func:`error_json`), unless the
+    command already printed its one JSON document there. ``rewrite`` maps the line's text.
+    """
     leaf = root_cause(exc)
     if debug and not isinstance(leaf, KeyboardInterrupt):
         traceback.print_exception(exc, file=sys.stderr)
-    print(error_line(leaf), file=sys.stderr, flush=True)
-    return exit_code_for(leaf)
+    line = error_line(leaf)
+    if rewrite is not None:
+        line = rewrite(line)
+    print(line, file=sys.stderr, flush=True)
+    code = exit_code_for(leaf)
+    if as_json and not json_printed():
+        print_json(error_json(leaf, code, message=line.removeprefix(f"{PROGRAM}: error: ")))
+    return code
+
+
+def error_json(exc: BaseException, code: ExitCode, *, message: str | None = None) -> dict[str, Any]:
+    """The one JSON document ``--json`` prints on failure: ``{"ok": false, "error": {...}}``.
+
+    ``type`` is the error's class name (``ToolCallTimeout``, ``ServerNotFound``, ``CliError``
+    for a bad option or input), ``server`` and ``tool`` are ``null`` when not known, and
+    ``exitCode`` is the process's exit status.
+    """
+    text = message if message is not None else error_line(exc).removeprefix(f"{PROGRAM}: error: ")
+    return {
+        "ok": False,
+        "error": {
+            "type": type(exc).__name__,
+            "message": text,
+            "server": getattr(exc, "server", None),
+            "tool": getattr(exc, "tool", None),
+            "exitCode": int(code),
+        },
+    }
+
+
+_printed = False
+
+
+def json_printed() -> bool:
+    """Whether this process has printed its JSON document already (so a failure adds none)."""
+    return _printed
 
 
 def print_json(document: Any) -> None:
     """Write one JSON document to stdout: the only thing ``--json`` ever prints there."""
+    global _printed
+    _printed = True
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
     sys.stdout.flush()
 
@@ -183,7 +243,8 @@ def record_json(record: McpServerRecord) -> dict[str, Any]:
     config = dict(data.get("config", {}))
     for key in ("env", "headers"):
         if key in config:
-            config[key] = dict.fromkeys(config[key], _REDACTED)
+            # A value that is only placeholders holds no secret and says where the value comes from.
+            config[key] = {k: v if _ONLY_PLACEHOLDERS.fullmatch(v) else _REDACTED for k, v in config[key].items()}
     if config.get("url"):
         config["url"] = redact_url(config["url"])
     data["config"] = config
@@ -202,6 +263,31 @@ def record_target(record: McpServerRecord) -> str:
     if config.headers:
         text += f"  (headers: {', '.join(sorted(config.headers))})"
     return text
+
+
+_ONLY_PLACEHOLDERS: Final = re.compile(r"(?:\$\{[^}]*\})+")
+
+
+def unresolved_placeholders(record: McpServerRecord) -> list[tuple[str, str]]:
+    """``(field, placeholder)`` for every placeholder of the record that has no value now.
+
+    What ``servers show`` warns about: the server would fail to start with
+    :class:`~mcp_actors.errors.UnresolvedPlaceholder` on it.
+    """
+    config = record.config
+    fields: list[tuple[str, str | None]] = [("config.command", config.command)]
+    fields += [(f"config.args[{i}]", arg) for i, arg in enumerate(config.args)]
+    fields += [(f"config.env.{k}", v) for k, v in config.env.items()]
+    fields += [("config.cwd", config.cwd), ("config.envFile", config.env_file), ("config.url", config.url)]
+    fields += [(f"config.headers.{k}", v) for k, v in config.headers.items()]
+    found: list[tuple[str, str]] = []
+    for field, text in fields:
+        for placeholder in placeholders_in(text or ""):
+            try:
+                expand(placeholder, field=field, server=record.name)
+            except UnresolvedPlaceholder:
+                found.append((field, placeholder))
+    return found
 
 
 def tool_json(tool: McpTool) -> dict[str, Any]:

@@ -216,17 +216,38 @@ def to_record(input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
     return record_from_json_dict(data)
 
 
-def _config_from_mapping(current: McpServerRecord, config: Mapping[str, Any]) -> Any:
-    """A new ServerConfig from camelCase keys, validated like the config file."""
+def check_new_name(records: Sequence[McpServerRecord], name: str, own_id: str) -> None:
+    """The rules for a name being given (add, rename): free (:func:`check_name_free`) and without ``/``.
+
+    ``/`` is refused only here, where a name is chosen, not in every write of the set: a
+    config written before the rule keeps working.
+
+    Raises:
+        InvalidServerConfig: The name contains ``/`` (``SERVER/TOOL`` would be ambiguous).
+        DuplicateServerName: The name is taken, or collides after cleaning.
+    """
+    if "/" in name:
+        raise InvalidServerConfig(
+            f"server name {name!r} contains '/', which makes SERVER/TOOL ambiguous; choose a name without '/'",
+            server=name,
+            field="name",
+        )
+    check_name_free(records, name, own_id)
+
+
+def _config_from_mapping(current: McpServerRecord, config: Mapping[str, Any], server_type: Any = None) -> Any:
+    """A new ServerConfig from camelCase keys, validated like the config file (for the new type, if any)."""
     data = record_to_json_dict(current)
     data["config"] = dict(config)
+    if server_type is not None:
+        data["type"] = str(server_type)
     return record_from_json_dict(data).config
 
 
 def _updated(current: McpServerRecord, changes: Mapping[str, Any]) -> McpServerRecord:
     fields = dict(changes)
     if "config" in fields and isinstance(fields["config"], Mapping):
-        fields["config"] = _config_from_mapping(current, fields["config"])
+        fields["config"] = _config_from_mapping(current, fields["config"], fields.get("type"))
     try:
         return current.updated(**fields)
     except (TypeError, ValueError) as exc:
@@ -685,7 +706,7 @@ class _RegistryActor:
             out: list[McpServerRecord | McpActorsError] = []
             for record in message.records:
                 try:
-                    check_name_free(records, record.name, record.id)
+                    check_new_name(records, record.name, record.id)
                     if any(r.id == record.id for r in records):
                         raise DuplicateServerName(
                             f"a server with id {record.id!r} already exists", server=record.name, field="id"
@@ -708,7 +729,7 @@ class _RegistryActor:
                 if current.id == server_id:
                     updated = _updated(current, message.changes)
                     if updated.name != current.name:
-                        check_name_free(records, updated.name, updated.id)
+                        check_new_name(records, updated.name, updated.id)
                     records[i] = updated
                     return updated
             raise server_not_found(server_id, records, hint="it was removed meanwhile")

@@ -35,7 +35,8 @@ from mcp.shared.message import SessionMessage
 
 from mcp_actors._redact import install_log_filter, redact_text, redact_url
 from mcp_actors._transport_base import STREAM_BUFFER, TransportLink, logger
-from mcp_actors.errors import InvalidServerConfig, ServerStartFailed
+from mcp_actors._variables import expand
+from mcp_actors.errors import InvalidServerConfig, ServerStartFailed, UnresolvedPlaceholder
 from mcp_actors.records import ServerType
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ class HttpParams:
     read_timeout: float = 300.0
     max_message_bytes: int = 256 * 1024 * 1024
     oauth: OAuthTarget | None = None
+    substituted: tuple[str, ...] = attrs.field(default=(), repr=False)
+    """Values ``${...}`` placeholders were replaced with (set by :meth:`resolved`): secrets."""
 
     @classmethod
     def from_record(cls, record: McpServerRecord) -> HttpParams:
@@ -104,18 +107,41 @@ class HttpParams:
         """Connect to the server (see :func:`open_http_transport`)."""
         return open_http_transport(self, label=label)
 
+    def resolved(self, *, label: str) -> HttpParams:
+        """These params with the placeholders of ``url`` and ``headers`` expanded (see :mod:`mcp_actors._variables`).
+
+        Raises:
+            UnresolvedPlaceholder: A placeholder has no value (names it and the field).
+        """
+        used: list[str] = []
+        url, values = expand(self.url, field="config.url", server=label)
+        used += values
+        headers: dict[str, str] = {}
+        for key, value in self.headers.items():
+            headers[key], values = expand(value, field=f"config.headers.{key}", server=label)
+            used += values
+        return attrs.evolve(self, url=url, headers=headers, substituted=(*self.substituted, *used))
+
     def secret_values(self) -> tuple[str, ...]:
-        """The header values (bearer tokens, API keys), the URL's credentials, the OAuth client secret."""
+        """Header values, the URL's credentials, the OAuth client secret, and values substituted into them."""
         from urllib.parse import parse_qsl, urlsplit
 
-        values = list(self.headers.values())
+        # Best effort, field by field: one placeholder without a value (the open that follows
+        # fails on it) must not hide the values the others expand to.
+        values = [*self.headers.values(), *self.substituted]
         if self.oauth is not None:
             values += self.oauth.config.secret_values()
+        url = self.url
+        for field, text in [("config.url", self.url), *((f"config.headers.{k}", v) for k, v in self.headers.items())]:
+            with contextlib.suppress(UnresolvedPlaceholder):
+                expanded, used = expand(text, field=field, server="-")
+                values += [expanded, *used]
+                url = expanded if field == "config.url" else url
         with contextlib.suppress(ValueError):
-            parts = urlsplit(self.url)
+            parts = urlsplit(url)
             values += [v for v in (parts.username, parts.password) if v]
             values += [v for _, v in parse_qsl(parts.query)]
-        return tuple(values)
+        return tuple(dict.fromkeys(values))
 
 
 def _rpc_of(request: httpx2.Request) -> tuple[Any, str | None]:
@@ -320,6 +346,7 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
     from mcp.client.streamable_http import streamable_http_client
 
     install_log_filter()  # again: the SDK's loggers exist only once its modules are imported
+    params = params.resolved(label=label)
     auth = _auth_for(params)
     secrets = params.secret_values()
     watch = _HttpWatch(label=label, secrets=secrets, optional_get=params.kind is ServerType.HTTP)

@@ -27,16 +27,18 @@ before the command exits.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import enum
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import attrs
 import typer
@@ -61,11 +63,14 @@ from mcp_actors._cli_support import (
     report_failure,
     root_cause,
     tool_json,
+    unresolved_placeholders,
+    without_test_advice,
 )
+from mcp_actors._paths import STATE_DIR_ENV, state_dir
 from mcp_actors._registry import find_server, server_not_found
 from mcp_actors.errors import McpActorsError, ServerNotFound, ToolNotFound
 from mcp_actors.naming import clean_name
-from mcp_actors.records import McpServerRecord
+from mcp_actors.records import McpServerRecord, ServerType
 from mcp_actors.store import CONFIG_ENV_VAR, ConfigStore
 
 if TYPE_CHECKING:
@@ -109,15 +114,22 @@ class _Options:
     debug: bool = False
 
 
+_HELP_OPTIONS: Final = {"help_option_names": ["-h", "--help"]}
+
 app = typer.Typer(
     name=PROGRAM,
+    context_settings=_HELP_OPTIONS,
     help="Supervise many MCP servers: configure them, list their tools in any LLM provider's format, call tools.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
-servers_app = typer.Typer(help="Add, import, list, remove, enable, disable and trust servers.", no_args_is_help=True)
+servers_app = typer.Typer(
+    help="Add, import, show, update, list, remove, enable, disable and trust servers; enable or disable their tools.",
+    no_args_is_help=True,
+    context_settings=_HELP_OPTIONS,
+)
 app.add_typer(servers_app, name="servers")
 app.add_typer(auth_app, name="auth")
 app.add_typer(stress_app, name="stress")
@@ -140,14 +152,44 @@ def _root(
             "--config",
             envvar=CONFIG_ENV_VAR,
             show_envvar=True,
-            dir_okay=False,
             help="The config file. \\[default: <user data dir>/mcp-config.json]",
         ),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="On failure show the traceback; show library logs.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit."),
+    ] = False,
 ) -> None:
     ctx.obj = _Options(config=config, debug=debug)
     _configure_logging(debug)
+    if config is not None:
+        _check_config_option(ctx, config)
+        # The process tracker's PID ledger (and OAuth tokens) live next to an explicit config.
+        os.environ.setdefault(STATE_DIR_ENV, str(state_dir(config)))
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from mcp_actors import __version__
+
+        print(f"{PROGRAM} {__version__}")
+        raise typer.Exit()
+
+
+def _check_config_option(ctx: typer.Context, config: Path) -> None:
+    """Refuse a config path that is a directory, naming where it came from (flag or variable)."""
+    if not config.expanduser().is_dir():
+        return
+    source = ctx.get_parameter_source("config")  # typer's vendored click enum: matched by name
+    from_env = source is not None and source.name == "ENVIRONMENT"
+    given = f"{CONFIG_ENV_VAR}={config}" if from_env else f"--config {config}"
+    print(
+        f"{PROGRAM}: error: {given} is a directory; give the config file's path"
+        f" (e.g. {config.expanduser() / 'mcp-config.json'})",
+        file=sys.stderr,
+    )
+    raise typer.Exit(int(ExitCode.USAGE))
 
 
 def _configure_logging(debug: bool) -> None:
@@ -173,8 +215,18 @@ def _options(ctx: typer.Context) -> _Options:
     return obj if obj is not None else _Options()
 
 
-def _execute(ctx: typer.Context, body: Callable[[_Options], ExitCode | None]) -> None:
-    """Run a command body; turn any failure into one stderr line and its exit status."""
+def _execute(
+    ctx: typer.Context,
+    body: Callable[[_Options], ExitCode | None],
+    *,
+    as_json: bool = False,
+    rewrite: Callable[[str], str] | None = None,
+) -> None:
+    """Run a command body; turn any failure into one stderr line and its exit status.
+
+    With ``as_json`` a failure also prints ``{"ok": false, "error": {...}}`` on stdout, unless
+    the command printed its JSON document already: a script always gets exactly one.
+    """
     opts = _options(ctx)
     try:
         code = body(opts) or ExitCode.OK
@@ -186,16 +238,22 @@ def _execute(ctx: typer.Context, body: Callable[[_Options], ExitCode | None]) ->
             _silence_stdout()
             code = ExitCode.FAILED
         else:
-            code = report_failure(exc, debug=opts.debug)
+            code = report_failure(exc, debug=opts.debug, as_json=as_json, rewrite=rewrite)
     if code != ExitCode.OK:
         raise typer.Exit(int(code))
 
 
-def _run_async(ctx: typer.Context, body: Callable[[_Options], Awaitable[ExitCode | None]]) -> None:
+def _run_async(
+    ctx: typer.Context,
+    body: Callable[[_Options], Awaitable[ExitCode | None]],
+    *,
+    as_json: bool = False,
+    rewrite: Callable[[str], str] | None = None,
+) -> None:
     """:func:`_execute` for a coroutine: the command is a trio program for its duration."""
     import trio  # not at module level: commands that only read or edit the config start faster
 
-    _execute(ctx, lambda opts: trio.run(body, opts))
+    _execute(ctx, lambda opts: trio.run(body, opts), as_json=as_json, rewrite=rewrite)
 
 
 async def _with_service(opts: _Options, fn: Callable[[McpService], Awaitable[_T]]) -> _T:
@@ -261,7 +319,7 @@ def servers_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
             )
         _out.print(table)
 
-    _execute(ctx, body)
+    _execute(ctx, body, as_json=as_json)
 
 
 def _server_entry(
@@ -277,6 +335,7 @@ def _server_entry(
     connect_timeout: float | None,
     call_timeout: float | None,
     trust: bool,
+    env_file: str | None = None,
 ) -> dict[str, Any]:
     """The config-file entry ``servers add`` asks the registry to add (validated there)."""
     if (command is None) == (url is None):
@@ -289,10 +348,12 @@ def _server_entry(
         config.update(command=command, args=list(args), env=_parse_pairs(env, "--env"))
         if cwd is not None:
             config["cwd"] = str(cwd.expanduser().resolve())
+        if env_file is not None:
+            config["envFile"] = env_file
     else:
         assert url is not None
-        if args or env or cwd is not None:
-            raise CliError("--arg, --env and --cwd are for local servers (--command), not --url")
+        if args or env or cwd is not None or env_file is not None:
+            raise CliError("--arg, --env, --env-file and --cwd are for local servers (--command), not --url")
         if kind is None:
             kind = HttpKind.SSE if url.split("?", 1)[0].rstrip("/").endswith("/sse") else HttpKind.HTTP
         server_type = kind.value
@@ -321,6 +382,9 @@ def servers_add(
     cwd: Annotated[
         Path | None, typer.Option("--cwd", file_okay=False, help="Local server: its working directory.")
     ] = None,
+    env_file: Annotated[
+        str | None, typer.Option("--env-file", metavar="PATH", help="Local server: a dotenv file read at start.")
+    ] = None,
     url: Annotated[str | None, typer.Option("--url", help="Remote server: its http(s) URL.")] = None,
     kind: Annotated[
         HttpKind | None,
@@ -348,6 +412,10 @@ def servers_add(
     """Add a local (stdio) server with --command, or a remote one with --url."""
 
     async def body(opts: _Options) -> None:
+        if not name.strip():
+            raise CliError(
+                "NAME must not be empty: give the server a name such as 'github' (it becomes part of tool ids)"
+            )
         entry = _server_entry(
             name,
             command=command,
@@ -360,6 +428,7 @@ def servers_add(
             connect_timeout=connect_timeout,
             call_timeout=call_timeout,
             trust=trust,
+            env_file=env_file,
         )
 
         async def add(service: McpService) -> McpServerRecord:
@@ -378,7 +447,7 @@ def servers_add(
                 )
             )
 
-    _run_async(ctx, body)
+    _run_async(ctx, body, as_json=as_json)
 
 
 @servers_app.command("import")
@@ -387,9 +456,23 @@ def servers_import(
     source: Annotated[
         str, typer.Argument(metavar="FILE|-", help="A JSON file of servers, or - to read standard input.")
     ],
+    workspace_folder: Annotated[
+        Path | None,
+        typer.Option(
+            "--workspace-folder",
+            file_okay=False,
+            help="What ${workspaceFolder} means. \\[default: the folder holding .vscode/, else the file's folder]",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Import servers from the JSON of desktop apps and IDEs ("mcpServers", VS Code "servers", {name: config}).
+
+    VS Code's ${workspaceFolder} is replaced from the file's location; its ${input:ID}
+    values are asked for once on a terminal (password inputs without echo) and stored in
+    the record (env and header values are kept secret). Anything left unresolved is
+    reported per server. ${env:NAME} and ${NAME} stay as written: they are read from the
+    environment each time the server starts.
 
     Good entries are saved even when others are rejected; the exit status is 2 if any was.
     """
@@ -452,7 +535,69 @@ def servers_import(
 
     import trio
 
-    _execute(ctx, lambda opts: trio.run(body, opts, read()))
+    def prepared() -> str:
+        return _import_variables(read(), source, workspace_folder)
+
+    _execute(ctx, lambda opts: trio.run(body, opts, prepared()), as_json=as_json)
+
+
+_INPUT_RE: Final = re.compile(r"\$\{input:([^}]*)\}")
+
+
+def _import_variables(text: str, source: str, workspace_folder: Path | None) -> str:
+    """Replace the import-time placeholders of a document: ``${workspaceFolder}``, ``${input:ID}``.
+
+    Inputs are asked for only when standard input and standard error are a terminal;
+    otherwise they stay, and the import reports them per server as unresolved.
+    """
+    from mcp_actors.config_import import declared_inputs, substitute_import_variables
+
+    values: dict[str, str] = {}
+    folder = workspace_folder
+    if folder is None and source != "-":
+        parent = Path(source).expanduser().resolve().parent
+        folder = parent.parent if parent.name == ".vscode" else parent
+    if folder is not None:
+        folder = folder.expanduser().resolve()
+        values.update(workspaceFolder=str(folder), workspaceFolderBasename=folder.name)
+    wanted = list(dict.fromkeys(_INPUT_RE.findall(text)))
+    if wanted and sys.stdin.isatty() and sys.stderr.isatty():
+        declared = {item.id: item for item in declared_inputs(text)}
+        for input_id in wanted:
+            spec = declared.get(input_id)
+            question = spec.description if spec is not None else input_id
+            default = spec.default if spec is not None else None
+            hint = f" [{default}]" if default else ""
+            answer = _ask(f"{question} (${{input:{input_id}}}){hint}: ", hidden=spec is not None and spec.password)
+            answer = answer or (default or "")
+            if answer:
+                values[f"input:{input_id}"] = answer
+    return substitute_import_variables(text, values)
+
+
+def _ask(prompt: str, *, hidden: bool) -> str:
+    """One answer typed on the terminal (prompt on stderr; without echo when ``hidden``)."""
+    if not hidden:
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        return sys.stdin.readline().rstrip("\r\n")
+    import termios
+
+    fd = sys.stdin.fileno()
+    before = termios.tcgetattr(fd)
+    quiet = termios.tcgetattr(fd)
+    quiet[3] &= ~termios.ECHO
+    try:
+        # Echo goes off before the prompt shows: nothing typed after it is ever displayed.
+        termios.tcsetattr(fd, termios.TCSADRAIN, quiet)
+        sys.stderr.write(prompt)
+        sys.stderr.flush()
+        line = sys.stdin.readline()
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, before)
+        sys.stderr.write("\n")
+        sys.stderr.flush()
+    return line.rstrip("\r\n")
 
 
 def _find_record(records: Sequence[McpServerRecord], server: str) -> int:
@@ -497,7 +642,7 @@ def _change_server(ctx: typer.Context, server: str, as_json: bool, action: str, 
         before, _, after = messages[action].partition("{}")
         _out.print(Text.assemble(before, (repr(record.name), "bold"), after))
 
-    _execute(ctx, body)
+    _execute(ctx, body, as_json=as_json)
 
 
 @servers_app.command("remove")
@@ -528,6 +673,393 @@ def servers_trust(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fal
 def servers_untrust(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
     """Stop trusting a server: each of its tool calls needs approval."""
     _change_server(ctx, server, as_json, "untrust", is_trusted=False)
+
+
+# --------------------------------------------------------------------------- show, update, tools of a server
+
+
+def _stored_record(opts: _Options, server: str) -> tuple[ConfigStore, McpServerRecord]:
+    store = ConfigStore(opts.config)
+    records = store.load()
+    return store, records[_find_record(records, server)]
+
+
+@servers_app.command("show")
+def servers_show(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """Show one server's record: how it starts, its settings, and placeholders that have no value now.
+
+    Secrets (env and header values) are shown as *** unless the value is only placeholders
+    such as ${env:TOKEN}, which say where the value comes from.
+    """
+
+    def body(opts: _Options) -> None:
+        _, record = _stored_record(opts, server)
+        unresolved = unresolved_placeholders(record)
+        if as_json:
+            print_json({**record_json(record), "unresolved": [{"field": f, "placeholder": p} for f, p in unresolved]})
+            return
+        data = record_json(record)
+        table = Table(show_header=False, box=None, pad_edge=False)
+        table.add_column(style="bold")
+        table.add_column(overflow="fold")
+        table.add_row("name", Text(record.name))
+        table.add_row("id", Text(record.id))
+        table.add_row("type", record.type.value)
+        for key, value in data["config"].items():
+            shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            table.add_row(f"config.{key}", Text(shown))
+        table.add_row("active", _yes_no(record.is_active))
+        table.add_row("trusted", _yes_no(record.is_trusted))
+        table.add_row("disabled tools", Text(", ".join(record.disabled_tools) or "-"))
+        table.add_row("not auto-approved", Text(", ".join(record.disabled_auto_approve_tools) or "-"))
+        table.add_row("source", record.install_source.value)
+        _out.print(table)
+        for field, placeholder in unresolved:
+            _err.print(
+                Text(f"warning: {placeholder} in {field} has no value now; the server will not start until it does"),
+                style="yellow",
+            )
+
+    _execute(ctx, body, as_json=as_json)
+
+
+def _config_changes(
+    record: McpServerRecord,
+    *,
+    command: str | None,
+    args: Sequence[str] | None,
+    clear_args: bool,
+    env: Sequence[str],
+    unset_env: Sequence[str],
+    env_file: str | None,
+    cwd: Path | None,
+    url: str | None,
+    kind: HttpKind | None,
+    headers: Sequence[str],
+    unset_headers: Sequence[str],
+    connect_timeout: float | None,
+    call_timeout: float | None,
+    ping_interval: float | None,
+) -> tuple[dict[str, Any], str | None]:
+    """The record's config (camelCase) with the options applied, and its new type if it changes.
+
+    A stdio server given --url becomes remote (and a remote one given --command local):
+    the other transport's fields are dropped, as ``servers add`` would never set them.
+    """
+    from mcp_actors.records import record_to_json_dict
+
+    config: dict[str, Any] = dict(record_to_json_dict(record)["config"])
+    new_type: str | None = None
+    remote = record.type is not ServerType.STDIO
+    if url is not None and not remote:
+        config = {k: v for k, v in config.items() if k not in ("command", "args", "env", "cwd", "envFile")}
+        remote = True
+    if command is not None and remote:
+        config = {k: v for k, v in config.items() if k not in ("url", "headers")}
+        remote, new_type = False, ServerType.STDIO.value
+    stdio_options = args is not None or clear_args or env or unset_env or env_file is not None or cwd is not None
+    if remote and stdio_options:
+        raise CliError("--arg, --env, --unset-env, --env-file and --cwd are for local servers (--command)")
+    if not remote and (headers or unset_headers or kind is not None):
+        raise CliError("--header, --unset-header and --type are for remote servers (--url)")
+    if command is not None:
+        config["command"] = command
+    if clear_args:
+        config["args"] = []
+    if args is not None:
+        config["args"] = list(args)
+    for key, values in (
+        ("env", (env, unset_env, "--env", "--unset-env")),
+        ("headers", (headers, unset_headers, "--header", "--unset-header")),
+    ):
+        sets, unsets, set_flag, unset_flag = values
+        if not sets and not unsets:
+            continue
+        current = dict(config.get(key, {}))
+        for name in unsets:
+            if name not in current:
+                known = ", ".join(sorted(current)) or "none"
+                raise CliError(f"{unset_flag} {name}: server {record.name!r} has no such {key} key (has: {known})")
+            del current[name]
+        current.update(_parse_pairs(sets, set_flag))
+        config[key] = current
+    if env_file is not None:
+        config["envFile"] = env_file
+    if cwd is not None:
+        config["cwd"] = str(cwd.expanduser().resolve())
+    if url is not None:
+        config["url"] = url
+    if remote and (url is not None or kind is not None):
+        chosen = kind or (HttpKind.SSE if (url or "").split("?", 1)[0].rstrip("/").endswith("/sse") else HttpKind.HTTP)
+        new_type = chosen.value if chosen.value != record.type.value else new_type
+    for key, value in (
+        ("connectTimeout", connect_timeout),
+        ("callTimeout", call_timeout),
+        ("pingInterval", ping_interval),
+    ):
+        if value is not None:
+            config[key] = value
+    return config, new_type
+
+
+@servers_app.command("update")
+def servers_update(
+    ctx: typer.Context,
+    server: ServerArg,
+    command: Annotated[str | None, typer.Option("--command", help="Local server: the executable.")] = None,
+    arg: Annotated[
+        list[str] | None,
+        typer.Option("--arg", metavar="ARG", help="Local server: the arguments, replacing all of them (repeat)."),
+    ] = None,
+    clear_args: Annotated[bool, typer.Option("--clear-args", help="Local server: remove every argument.")] = False,
+    env: Annotated[
+        list[str] | None,
+        typer.Option("--env", metavar="KEY=VALUE", help="Set an environment variable (repeatable; ${env:X} allowed)."),
+    ] = None,
+    unset_env: Annotated[
+        list[str] | None, typer.Option("--unset-env", metavar="KEY", help="Remove an environment variable.")
+    ] = None,
+    env_file: Annotated[
+        str | None, typer.Option("--env-file", metavar="PATH", help="Local server: a dotenv file read at start.")
+    ] = None,
+    cwd: Annotated[Path | None, typer.Option("--cwd", file_okay=False, help="Local server: its directory.")] = None,
+    url: Annotated[str | None, typer.Option("--url", help="Remote server: its http(s) URL.")] = None,
+    kind: Annotated[
+        HttpKind | None, typer.Option("--type", case_sensitive=False, help="Remote server: sse or http.")
+    ] = None,
+    header: Annotated[
+        list[str] | None, typer.Option("--header", metavar="KEY=VALUE", help="Set an HTTP header (repeatable).")
+    ] = None,
+    unset_header: Annotated[
+        list[str] | None, typer.Option("--unset-header", metavar="KEY", help="Remove an HTTP header.")
+    ] = None,
+    rename: Annotated[str | None, typer.Option("--rename", metavar="NEW", help="A new unique name.")] = None,
+    connect_timeout: Annotated[
+        float | None, typer.Option("--connect-timeout", metavar="SECONDS", help="Start + handshake bound.")
+    ] = None,
+    call_timeout: Annotated[
+        float | None, typer.Option("--call-timeout", metavar="SECONDS", help="Default bound of a tool call.")
+    ] = None,
+    ping_interval: Annotated[
+        float | None, typer.Option("--ping-interval", metavar="SECONDS", help="Health pings; 0 turns them off.")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Change a server's settings, validated as 'servers add' validates them; the id stays.
+
+    Placeholders such as ${env:TOKEN} are kept as written and expanded when the server
+    starts. A server running in another mcp-actors process picks the change up and
+    reconnects.
+    """
+
+    async def body(opts: _Options) -> None:
+        if rename is not None and not rename.strip():
+            raise CliError("--rename needs a non-empty name")
+
+        async def run(service: McpService) -> McpServerRecord:
+            record = service.get(server)
+            config, new_type = _config_changes(
+                record,
+                command=command,
+                args=arg,
+                clear_args=clear_args,
+                env=env or (),
+                unset_env=unset_env or (),
+                env_file=env_file,
+                cwd=cwd,
+                url=url,
+                kind=kind,
+                headers=header or (),
+                unset_headers=unset_header or (),
+                connect_timeout=connect_timeout,
+                call_timeout=call_timeout,
+                ping_interval=ping_interval,
+            )
+            changes: dict[str, Any] = {}
+            if config != _config_of(record):
+                changes["config"] = config
+            if new_type is not None:
+                changes["type"] = new_type
+            if rename is not None and rename != record.name:
+                changes["name"] = rename
+            if not changes:
+                if _any_option_given():
+                    return record
+                raise CliError(
+                    f"nothing to change; give an option such as --env KEY=VALUE (see '{PROGRAM} servers update --help')"
+                )
+            updated: McpServerRecord = await service.update(record.id, changes)
+            return updated
+
+        def _any_option_given() -> bool:
+            return any(
+                v not in (None, False, [], ())
+                for v in (
+                    command,
+                    arg,
+                    clear_args,
+                    env,
+                    unset_env,
+                    env_file,
+                    cwd,
+                    url,
+                    kind,
+                    header,
+                    unset_header,
+                    rename,
+                    connect_timeout,
+                    call_timeout,
+                    ping_interval,
+                )
+            )
+
+        updated = await _with_service(opts, run)
+        if as_json:
+            print_json(record_json(updated))
+        else:
+            _out.print(
+                Text.assemble(
+                    "Updated server ", (updated.name, "bold"), f" ({updated.type.value}: {record_target(updated)})."
+                )
+            )
+            for field, placeholder in unresolved_placeholders(updated):
+                _err.print(Text(f"warning: {placeholder} in {field} has no value now", style="yellow"))
+
+    _run_async(ctx, body, as_json=as_json)
+
+
+def _config_of(record: McpServerRecord) -> dict[str, Any]:
+    """The record's config in its camelCase file form (secrets included: compared, never printed)."""
+    from mcp_actors.records import record_to_json_dict
+
+    config: dict[str, Any] = record_to_json_dict(record)["config"]
+    return config
+
+
+@servers_app.command("tools")
+def servers_tools(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """Connect to a server and list all of its tools: enabled or not, auto-approved or not, and their ids."""
+
+    async def body(opts: _Options) -> ExitCode:
+        from mcp_actors.naming import tool_id as make_tool_id
+
+        async def run(service: McpService) -> tuple[McpServerRecord, Any]:
+            record = service.get(server)
+            with _status(f"Connecting {record.name}"):
+                return record, await service.test(record.id)
+
+        record, result = await _with_service(opts, run)
+        if not result.ok:
+            raise result.error
+        names = list(result.tool_names) + [t for t in record.disabled_tools if t not in result.tool_names]
+        rows = [
+            {
+                "name": name,
+                "offered": name in result.tool_names,
+                "enabled": name not in record.disabled_tools,
+                "autoApprove": record.is_trusted and name not in record.disabled_auto_approve_tools,
+                "id": make_tool_id(record.name, name),
+            }
+            for name in names
+        ]
+        if as_json:
+            print_json({"server": record.name, "trusted": record.is_trusted, "tools": rows})
+            return ExitCode.OK
+        table = Table(caption=f"server {record.name}: {len(rows)} tool(s)", caption_justify="left")
+        for column in ("TOOL", "ENABLED", "AUTO-APPROVE", "ID"):
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            enabled = _yes_no(bool(row["enabled"])) + ("" if row["offered"] else " (not offered)")
+            table.add_row(
+                Text(str(row["name"]), style="bold"), enabled, _yes_no(bool(row["autoApprove"])), Text(str(row["id"]))
+            )
+        _out.print(table)
+        return ExitCode.OK
+
+    _run_async(ctx, body, as_json=as_json)
+
+
+def _change_tool(
+    ctx: typer.Context, server: str, tool: str, as_json: bool, field: str, present: bool, message: str
+) -> None:
+    """Add ``tool`` to (or remove it from) one of a record's tool lists, under the store's lock."""
+
+    def body(opts: _Options) -> None:
+        def edit(records: list[McpServerRecord]) -> McpServerRecord:
+            i = _find_record(records, server)
+            current = records[i]
+            names: tuple[str, ...] = getattr(current, field)
+            wanted = (*names, tool) if present and tool not in names else names
+            if not present:
+                wanted = tuple(n for n in names if n != tool)
+            if wanted == names:
+                return current  # already so: the file (and updatedAt) stay as they are
+            records[i] = current.updated(**{field: wanted})
+            return records[i]
+
+        if not tool.strip():
+            raise CliError(f"TOOL must not be empty; see the tool names with '{PROGRAM} servers tools {server}'")
+        record = ConfigStore(opts.config).modify(edit)
+        if as_json:
+            print_json(record_json(record))
+            return
+        before, _, after = message.partition("{}")
+        _out.print(Text.assemble(before.format(tool=tool), (repr(record.name), "bold"), after.format(tool=tool)))
+
+    _execute(ctx, body, as_json=as_json)
+
+
+ToolArg = Annotated[str, typer.Argument(metavar="TOOL", help="The tool's name (as 'servers tools NAME' lists it).")]
+
+
+@servers_app.command("enable-tool")
+def servers_enable_tool(ctx: typer.Context, server: ServerArg, tool: ToolArg, as_json: JsonFlag = False) -> None:
+    """Enable one tool of a server (remove it from disabledTools): it is offered and callable again."""
+    _change_tool(ctx, server, tool, as_json, "disabled_tools", False, "Tool {tool!r} of server {} is enabled.")
+
+
+@servers_app.command("disable-tool")
+def servers_disable_tool(ctx: typer.Context, server: ServerArg, tool: ToolArg, as_json: JsonFlag = False) -> None:
+    """Disable one tool of a server (disabledTools): it is hidden from listings and refused on call."""
+    _change_tool(ctx, server, tool, as_json, "disabled_tools", True, "Tool {tool!r} of server {} is disabled.")
+
+
+class OnOff(enum.StrEnum):
+    """A switch given as a word."""
+
+    ON = "on"
+    OFF = "off"
+
+
+@servers_app.command("auto-approve")
+def servers_auto_approve(
+    ctx: typer.Context,
+    server: ServerArg,
+    tool: ToolArg,
+    switch: Annotated[OnOff, typer.Argument(metavar="on|off", case_sensitive=False, help="on: auto-approve it.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Turn auto-approval of one tool of a trusted server on or off (disabledAutoApproveTools)."""
+    if switch is OnOff.ON:
+        _change_tool(
+            ctx,
+            server,
+            tool,
+            as_json,
+            "disabled_auto_approve_tools",
+            False,
+            "Tool {tool!r} of server {} is auto-approved when the server is trusted.",
+        )
+    else:
+        _change_tool(
+            ctx,
+            server,
+            tool,
+            as_json,
+            "disabled_auto_approve_tools",
+            True,
+            "Tool {tool!r} of server {} always asks for approval.",
+        )
 
 
 # --------------------------------------------------------------------------- test, discover
@@ -562,7 +1094,10 @@ def test_server(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False
             )
         if not result.ok:
             assert result.error is not None
-            return report_failure(result.error, debug=opts.debug)
+            # Connect failures advise running `test` on the server: said by `test`, that is a circle.
+            return report_failure(
+                result.error, debug=opts.debug, rewrite=lambda line: without_test_advice(line, record.name)
+            )
         if not as_json:
             info = f" · {result.server_info[0]} {result.server_info[1]}" if result.server_info else ""
             _out.print(
@@ -576,7 +1111,7 @@ def test_server(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False
             _out.print(Text(f"  {len(result.tool_names)} tool(s): {names}"))
         return ExitCode.OK
 
-    _run_async(ctx, body)
+    _run_async(ctx, body, as_json=as_json, rewrite=lambda line: without_test_advice(line, server))
 
 
 @app.command("discover")
@@ -610,7 +1145,7 @@ def discover(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -
             return report_failure(tools_error, debug=opts.debug)
         return ExitCode.OK
 
-    _run_async(ctx, body)
+    _run_async(ctx, body, as_json=as_json)
 
 
 def _print_discovery(found: Any) -> None:
@@ -728,7 +1263,7 @@ def tools(
 
         return await _with_service(opts, run)
 
-    _run_async(ctx, body)
+    _run_async(ctx, body, as_json=as_json or fmt is not None)
 
 
 def _print_tools_table(found: Sequence[McpTool], server_count: int) -> None:
@@ -741,6 +1276,26 @@ def _print_tools_table(found: Sequence[McpTool], server_count: int) -> None:
 
 
 # --------------------------------------------------------------------------- call
+
+
+def _read_arguments(option: str | None) -> str | None:
+    """The ``--args`` text: inline JSON, ``@FILE``, or ``-`` for standard input.
+
+    A file or stdin carries arguments of any size; on the command line the operating
+    system limits one argument to ~128 KiB (E2BIG).
+    """
+    if option is None:
+        return None
+    if option == "-" or option == "@-":
+        return sys.stdin.read()
+    if option.startswith("@"):
+        path = Path(option[1:]).expanduser()
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            raise CliError(f"--args {option}: cannot read {str(path)!r}: {reason}") from None
+    return option
 
 
 def _parse_arguments(text: str | None) -> dict[str, Any]:
@@ -777,29 +1332,41 @@ async def _resolve_tool(service: McpService, tool_id: str) -> tuple[McpServerRec
                 return record, name  # call_tool says it is disabled, and how to enable it
             with _status(f"Connecting {record.name}"):
                 offered = await service.list_server_tools(record.id)
-            if not any(t.name == name for t in offered):
-                names = ", ".join(sorted(t.name for t in offered)[:20]) or "none"
-                raise ToolNotFound(
-                    f"server {record.name!r} has no tool {name!r} (its tools: {names})", server=record.name
-                )
-            return record, name
+            if any(t.name == name for t in offered):
+                return record, name
+            # The other spelling (get_tiny_image for get-tiny-image) names the same tool.
+            same = [t.name for t in offered if clean_name(t.name) == clean_name(name)]
+            same += [t for t in record.disabled_tools if clean_name(t) == clean_name(name)]
+            if len(same) == 1:
+                return record, same[0]
+            known = sorted({t.name for t in offered})
+            hints = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(repr(h) for h in hints)}? " if hints else ""
+            names = ", ".join(known[:20]) or "none"
+            raise ToolNotFound(
+                f"server {record.name!r} has no tool {name!r}; {hint}its tools: {names}", server=record.name
+            )
         raise ServerNotFound(f"no server named like the part before '/' in {tool_id!r}; see '{PROGRAM} servers list'")
     if not tool_id.startswith("mcp__"):
         raise ToolNotFound(
             f"unknown tool {tool_id!r}: give a tool id from '{PROGRAM} tools' (mcp__<server>__<tool>) or SERVER/TOOL"
         )
     active = [r for r in await service.list() if r.is_active]
+    try:
+        # Resolves at once what the records decide: a disabled server or tool, by any spelling.
+        return service.resolve_tool_id(tool_id)
+    except ToolNotFound:
+        pass
     # An id starts with its server's cleaned name (even a shortened one), so those servers
     # are enough to ask; all active servers only when no name fits.
-    likely = [r for r in active if tool_id.startswith(f"mcp__{clean_name(r.name)}__")]
+    likely = [r for r in active if clean_name(tool_id).startswith(f"mcp__{clean_name(r.name)}__")]
     _, failures = await list_tools_with_progress(service, likely or active, _err)
     try:
         return service.resolve_tool_id(tool_id)
     except ToolNotFound:
-        pass
-    if likely and failures:
-        raise next(iter(failures.values()))
-    raise ToolNotFound(f"no active server offers a tool with id {tool_id!r}; see '{PROGRAM} tools' for the ids")
+        if likely and failures:
+            raise next(iter(failures.values())) from None
+        raise
 
 
 async def _confirm(record: McpServerRecord, tool: str, arguments: dict[str, Any]) -> None:
@@ -832,7 +1399,12 @@ def call(
         str, typer.Argument(metavar="TOOL_ID", help="mcp__<server>__<tool> (as listed by 'tools'), or SERVER/TOOL.")
     ],
     args: Annotated[
-        str | None, typer.Option("--args", metavar="JSON", help='The arguments as a JSON object: \'{"text": "hi"}\'.')
+        str | None,
+        typer.Option(
+            "--args",
+            metavar="JSON|@FILE|-",
+            help='The arguments as a JSON object: \'{"text": "hi"}\', @FILE to read them from a file, - from stdin.',
+        ),
     ] = None,
     timeout: Annotated[
         float | None,
@@ -845,11 +1417,13 @@ def call(
 ) -> None:
     """Call a tool. Prints its content (--json: the whole MCP result).
 
+    --json prints exactly one JSON document in every case: the MCP result, or on failure
+    {"ok": false, "error": {"type", "message", "server", "tool", "exitCode"}}.
     Exit status: 0 success, 1 the tool returned an error, 2 usage, 3 connection or timeout.
     """
 
     async def body(opts: _Options) -> ExitCode:
-        arguments = _parse_arguments(args)
+        arguments = _parse_arguments(_read_arguments(args))
         if timeout is not None and not timeout > 0:
             raise CliError(f"--timeout must be > 0 seconds, got {timeout:g}")
 
@@ -880,7 +1454,7 @@ def call(
                 sys.stdout.flush()
         return ExitCode.FAILED if result.is_error else ExitCode.OK
 
-    _run_async(ctx, body)
+    _run_async(ctx, body, as_json=as_json)
 
 
 @contextlib.contextmanager
@@ -1012,6 +1586,22 @@ def demo(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 # --------------------------------------------------------------------------- entry point
 
 
+def _usage_message(message: str, exc: Exception) -> str:
+    """Typer's usage error, tidied: no pydantic-style "Value error, ", no env var the flag did not use.
+
+    ``Invalid value for '--format': Value error, 'xml' is not one of ...`` becomes
+    ``invalid value for --format: 'xml' is not one of ...``; the "(env var: ...)" part is
+    kept only when the value came from that variable.
+    """
+    ctx = getattr(exc, "ctx", None)
+    param = getattr(exc, "param", None)
+    source = ctx.get_parameter_source(param.name) if ctx is not None and param is not None and param.name else None
+    if source is None or source.name != "ENVIRONMENT":
+        message = re.sub(r" \(env var: '[^']*'\)", "", message)
+    message = message.replace("Value error, ", "")
+    return re.sub(r"^Invalid value for '([^']+)'", r"invalid value for \1", message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``mcp-actors`` command and return its exit status.
 
@@ -1033,8 +1623,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return ExitCode.USAGE  # the help has been printed already
         ctx = getattr(exc, "ctx", None)
         hint = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
-        print(f"{PROGRAM}: error: {exc.format_message().rstrip('.')}{hint}", file=sys.stderr)
-        return int(getattr(exc, "exit_code", ExitCode.USAGE))
+        message = _usage_message(exc.format_message().rstrip("."), exc) + hint
+        print(f"{PROGRAM}: error: {message}", file=sys.stderr)
+        code = int(getattr(exc, "exit_code", ExitCode.USAGE))
+        if "--json" in (argv if argv is not None else sys.argv[1:]):
+            print_json(
+                {
+                    "ok": False,
+                    "error": {"type": "UsageError", "message": message, "server": None, "tool": None, "exitCode": code},
+                }
+            )
+        return code
     except BrokenPipeError:
         _silence_stdout()
         return ExitCode.FAILED

@@ -7,7 +7,9 @@
   ignored and listed in :attr:`ImportReport.ignored_keys`.
 * ``{"servers": {name: config}, "inputs": [...]}`` — VS Code's ``mcp.json``, also nested
   in ``settings.json`` as ``{"mcp": {"servers": ...}}``. ``inputs`` (values VS Code prompts
-  for) are not supported: they are reported, and ``${input:…}`` placeholders stay as text.
+  for) are listed by :func:`declared_inputs`; the CLI asks for them on a terminal and
+  substitutes the answers (:func:`substitute_import_variables`), as it does
+  ``${workspaceFolder}``; a placeholder left unanswered stays as text and is noted.
 * ``{name: config}`` — a bare map of servers.
 * ``{"mcpServers": [record, ...]}`` — our own ``mcp-config.json`` list form (an export).
 
@@ -73,6 +75,7 @@ from typing import Any, Final
 
 import attrs
 
+from mcp_actors._variables import resolvable_at_start
 from mcp_actors.errors import ConfigError, InvalidServerConfig, McpActorsError
 from mcp_actors.records import (
     CONFIG_KEYS,
@@ -91,9 +94,12 @@ from mcp_actors.records import _type_name as _json_type
 __all__ = [
     "AddJsonEntryResult",
     "ImportFormat",
+    "ImportInput",
     "ImportReport",
+    "declared_inputs",
     "parse_server_configs",
     "read_server_configs",
+    "substitute_import_variables",
 ]
 
 MAX_TIMEOUT_SECONDS: Final = 3600
@@ -261,7 +267,6 @@ _TRANSPORTS: Final = {
 _TRANSPORT_SPELLINGS: Final = "'stdio', 'sse', 'http', 'streamable-http', 'streamableHttp', 'streamable_http'"
 _SECONDS_KEYS: Final = ("connectTimeout", "callTimeout", "pingInterval")  # our own keys, accepted as is
 _UNSUPPORTED: Final = {
-    "envFile": "envFile is not supported: copy its variables into env",
     "includeTools": "includeTools (an allow-list) is not supported: list unwanted tools in disabledTools instead",
     "watchPaths": "watchPaths (restart on file change) is not supported",
 }
@@ -271,6 +276,7 @@ _KNOWN_KEYS: Final = frozenset(
         "args",
         "env",
         "cwd",
+        "envFile",
         "headers",
         "disabled",
         "autoApprove",
@@ -428,20 +434,119 @@ def _strings_in(value: Any, path: str) -> Iterator[tuple[str, str]]:
             stack.extend((f"{here}[{index}]", sub) for index, sub in reversed(list(enumerate(item))))
 
 
-def _placeholder_note(config: Mapping[str, Any]) -> str | None:
-    fields = [
-        path
-        for key in ("command", "args", "env", "cwd", "headers", *_URL_KEYS)
+def _placeholder_note(name: str, config: Mapping[str, Any]) -> str | None:
+    """A note naming the placeholders that will not resolve when the server starts.
+
+    ``${env:NAME}`` and ``${NAME}`` are expanded from the environment at start (see
+    :mod:`mcp_actors._variables`); ``${workspaceFolder}`` and ``${input:ID}`` only at
+    import, so one still here was not answered; a whole-value ``$VAR`` is not expanded.
+    """
+    stuck = [
+        f"{match} in {path}"
+        for key in ("command", "args", "env", "cwd", "envFile", "headers", "url")
         if key in config
         for path, text in _strings_in(config[key], key)
-        if _PLACEHOLDER_RE.search(text)
+        for match in _PLACEHOLDER_RE.findall(text)
+        if not resolvable_at_start(match)
     ]
-    if not fields:
+    if not stuck:
         return None
     return (
-        f"placeholders like ${{...}} or $VAR in {', '.join(fields)} are not substituted by mcp-actors; "
-        "replace them with real values after import"
+        f"unresolved: {', '.join(stuck)}; the server fails to start until each is replaced, e.g. "
+        f"'mcp-actors servers update {name} --env KEY=VALUE' (${{env:NAME}} and ${{NAME}} are read from "
+        "the environment at start)"
     )
+
+
+_DOLLAR_NAME_RE: Final = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+def _dollar_names_to_placeholders(record_config: dict[str, Any], notes: list[str]) -> None:
+    """Gemini CLI's whole-value ``$VAR`` becomes ``${VAR}`` (expanded at start, as Gemini CLI does)."""
+    changed: list[str] = []
+
+    def convert(text: Any, path: str) -> Any:
+        if isinstance(text, str) and (match := _DOLLAR_NAME_RE.fullmatch(text)):
+            changed.append(path)
+            return "${" + match.group(1) + "}"
+        return text
+
+    for key in ("env", "headers"):
+        if isinstance(record_config.get(key), Mapping):
+            record_config[key] = {k: convert(v, f"{key}.{k}") for k, v in record_config[key].items()}
+    if isinstance(record_config.get("args"), list):
+        record_config["args"] = [convert(a, f"args[{i}]") for i, a in enumerate(record_config["args"])]
+    for key in ("cwd", "url"):
+        if key in record_config:
+            record_config[key] = convert(record_config[key], key)
+    if changed:
+        notes.append(f"$VAR in {', '.join(changed)} was read as ${{VAR}}: expanded from the environment at start")
+
+
+@attrs.frozen(kw_only=True)
+class ImportInput:
+    """One of VS Code's ``inputs``: a value asked for at import (``${input:ID}``).
+
+    Attributes:
+        id: What ``${input:ID}`` names.
+        description: The question to show.
+        password: Typed without echo (an API key); the answer is a secret.
+        default: The value an empty answer takes, if any.
+    """
+
+    id: str
+    description: str = ""
+    password: bool = False
+    default: str | None = None
+
+
+def declared_inputs(text: str) -> tuple[ImportInput, ...]:
+    """The ``inputs`` a VS Code document declares (``promptString`` ones), in order; ``()`` when none.
+
+    Never raises on a document it cannot read: :func:`parse_server_configs` reports that.
+    """
+    try:
+        document, _ = _loads(text)
+    except ConfigError:
+        return ()
+    if not isinstance(document, Mapping):
+        return ()
+    container = document.get("mcp") if isinstance(document.get("mcp"), Mapping) else document
+    inputs = container.get("inputs") if isinstance(container, Mapping) else None
+    found: list[ImportInput] = []
+    for item in inputs if isinstance(inputs, list) else ():
+        if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
+            continue
+        default = item.get("default")
+        found.append(
+            ImportInput(
+                id=item["id"],
+                description=str(item.get("description") or item["id"]),
+                password=item.get("password") is True,
+                default=default if isinstance(default, str) else None,
+            )
+        )
+    return tuple(found)
+
+
+def substitute_import_variables(text: str, values: Mapping[str, str]) -> str:
+    """Replace ``${workspaceFolder}``, ``${input:ID}`` … in a JSON(C) document's text.
+
+    Args:
+        text: The document.
+        values: Placeholder bodies to their values (``{"workspaceFolder": "/src/app",
+            "input:api-key": "..."}``).
+
+    Returns:
+        The text with each known placeholder replaced by its value, escaped for a JSON string
+        (placeholders are only meaningful inside strings); unknown ones are kept.
+    """
+
+    def one(match: re.Match[str]) -> str:
+        value = values.get(match.group(1))
+        return match.group(0) if value is None else json.dumps(value, ensure_ascii=False)[1:-1]
+
+    return re.sub(r"\$\{([^}]*)\}", one, text)
 
 
 def _now_iso() -> str:
@@ -495,8 +600,8 @@ def _translate(
     record_config: dict[str, Any] = {}
     # Keys that only the other kind of transport uses are harmless leftovers: left out, noted.
     # (command with a remote type, or a URL with stdio, is a contradiction: the record rejects it.)
-    unused = ("headers",) if server_type is ServerType.STDIO else ("args", "env", "cwd")
-    for key in ("command", "args", "cwd", "headers", "env"):
+    unused = ("headers",) if server_type is ServerType.STDIO else ("args", "env", "cwd", "envFile")
+    for key in ("command", "args", "cwd", "envFile", "headers", "env"):
         if key not in config:
             continue
         if key in unused:
@@ -531,7 +636,8 @@ def _translate(
             if key == "callTimeout" and "timeout" in config:
                 notes.append("both timeout and callTimeout were given; callTimeout was used")
             record_config[key] = _seconds(config[key], key)
-    placeholder_note = _placeholder_note(config)
+    _dollar_names_to_placeholders(record_config, notes)
+    placeholder_note = _placeholder_note(name, record_config)
     if placeholder_note:
         notes.append(placeholder_note)
 
@@ -659,8 +765,8 @@ def read_server_configs(document: Any, *, install_source: InstallSource = Instal
     if isinstance(inputs, list) and inputs:
         ids = [str(item["id"]) for item in inputs if isinstance(item, Mapping) and "id" in item]
         notes.append(
-            f"inputs ({', '.join(ids) or len(inputs)}) are not supported: mcp-actors does not prompt for "
-            "values, and ${input:...} placeholders are imported as plain text"
+            f"inputs ({', '.join(ids) or len(inputs)}) are asked for only when importing on a terminal "
+            "('mcp-actors servers import FILE'); ${input:...} placeholders left unanswered stay in the records"
         )
         ignored = (*ignored, "inputs" if container is document else "mcp.inputs")
     entries = tuple(_desktop_entry(str(name), config, install_source) for name, config in servers.items())

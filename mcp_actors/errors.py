@@ -53,6 +53,7 @@ __all__ = [
     "ToolNotFound",
     "ToolOutputInvalid",
     "ToolTaskFailed",
+    "UnresolvedPlaceholder",
     "WorkingDirectoryNotFound",
 ]
 
@@ -402,3 +403,25 @@ class ToolTaskFailed(ToolCallFailed):
         super().__init__(message, server=server, tool=tool)
         self.task_id = task_id
         self.status = status
+
+
+# ----------------------------------------------------------------------------- variables
+
+
+class UnresolvedPlaceholder(ServerMisconfigured):
+    """A ``${...}`` placeholder in a server's config has no value at connect time.
+
+    ``${env:NAME}`` / ``${NAME}`` with ``NAME`` unset in the host environment, an
+    ``${input:ID}`` that was never answered, a ``${workspaceFolder}`` of an import without
+    a file. No retry can fix it, so the circuit opens at once: set the variable (or
+    ``servers update`` the record), then reconnect.
+
+    Attributes:
+        placeholder: The placeholder as written, e.g. ``"${env:GITHUB_TOKEN}"``.
+        field: Where it is, camelCase (``config.env.GITHUB_TOKEN``, ``config.args[2]``).
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, placeholder: str, field: str) -> None:
+        super().__init__(message, server=server)
+        self.placeholder = placeholder
+        self.field = field

@@ -25,7 +25,8 @@ The safety net has four layers, each catching what the one before cannot:
    OOM killer — the pipe reaches end-of-file and the sidecar kills every tracked tree and
    everything carrying the host's marker.
 4. The ledger (:mod:`mcp_actors._ledger`): one small JSON file per host under the state
-   directory (``processes/`` below ``MCP_ACTORS_STATE_DIR``, else the user state
+   directory (``processes/`` below :func:`mcp_actors._paths.state_dir`:
+   ``MCP_ACTORS_STATE_DIR``, else next to ``MCP_ACTORS_CONFIG``, else the user state
    directory). If host and sidecar both died, the next start's
    :meth:`~ProcessTracker.sweep_ledger` kills what the dead host left behind.
 """
@@ -50,12 +51,12 @@ from pathlib import Path
 from typing import ClassVar, Protocol, runtime_checkable
 
 import attrs
-import platformdirs
 import psutil
 import trio
 
 from mcp_actors import _kill, _ledger, _reaper
 from mcp_actors._kill import KILL_WAIT, MARKER_ENV, TERM_GRACE, Target, find_process, kill_trees
+from mcp_actors._paths import state_dir
 from mcp_actors.errors import ServerStartFailed
 
 __all__ = [
@@ -295,10 +296,9 @@ def pdeathsig_preexec() -> Callable[[], None] | None:
 
 
 def _default_state_dir() -> Path:
-    override = os.environ.get(STATE_DIR_ENV)
-    if override:
-        return Path(override)
-    return Path(platformdirs.user_state_dir("mcp-actors", appauthor=False))
+    # The one rule (mcp_actors._paths.state_dir): $MCP_ACTORS_STATE_DIR, else next to
+    # $MCP_ACTORS_CONFIG, else the user state directory.
+    return state_dir()
 
 
 def _sidecar_argv(ledger: Path, term_grace: float, *, marker: str | None = None) -> list[str]:
@@ -327,7 +327,8 @@ class ProcessTracker:
 
     Args:
         state_dir: Where the ledger directory ``processes/`` lives. Default:
-            ``$MCP_ACTORS_STATE_DIR``, else the platform's user state directory.
+            :func:`mcp_actors._paths.state_dir` (``$MCP_ACTORS_STATE_DIR``, else next to
+            ``$MCP_ACTORS_CONFIG``, else the platform's user state directory).
         term_grace: Seconds between SIGTERM and SIGKILL whenever a tree is killed.
     """
 

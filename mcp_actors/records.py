@@ -42,7 +42,6 @@ import math
 import re
 import secrets
 import string
-import sys
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -51,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, final
 import attrs
 
 from mcp_actors._redact import redact_url as redact_url
+from mcp_actors._variables import PYTHON_PLACEHOLDER
 from mcp_actors.errors import DuplicateServerName, InvalidServerConfig
 
 __all__ = [
@@ -607,6 +607,8 @@ class ServerConfig:
         env: Environment variables set for the process, on top of the host's environment.
             Values are secrets: hidden from ``repr``.
         cwd: Working directory of the process; ``None`` inherits the host's.
+        env_file: A dotenv file read when the process starts (``envFile``); ``env`` wins
+            over it. Its values are secrets, like ``env``'s.
         url: The ``http://`` or ``https://`` endpoint of an SSE or streamable-HTTP server.
         headers: HTTP headers sent with every request (often ``Authorization``). Values are
             secrets: hidden from ``repr``.
@@ -641,6 +643,7 @@ class ServerConfig:
         factory=SecretMap, converter=_to_secret_map, validator=_check_secret_map(_env_key_problem)
     )
     cwd: str | None = attrs.field(default=None, validator=_check_optional_text)
+    env_file: str | None = attrs.field(default=None, validator=_check_optional_text)
     url: str | None = attrs.field(default=None, validator=_check_url, repr=_url_repr)
     headers: SecretMap = attrs.field(
         factory=SecretMap,
@@ -692,7 +695,13 @@ def _check_config(instance: McpServerRecord, attribute: attrs.Attribute[ServerCo
                 f"is required for an {instance.type.value} server (an http:// or https:// URL)",
                 server=server,
             )
-        stdio_fields = (("command", config.command), ("args", config.args), ("env", config.env), ("cwd", config.cwd))
+        stdio_fields = (
+            ("command", config.command),
+            ("args", config.args),
+            ("env", config.env),
+            ("cwd", config.cwd),
+            ("envFile", config.env_file),
+        )
         stdio_only = [name for name, value in stdio_fields if value]
         if stdio_only:
             _fail(
@@ -778,8 +787,11 @@ class McpServerRecord:
 def builtin_demo_record() -> McpServerRecord:
     """Return the record of the built-in demo server, the one server of a fresh install.
 
-    It runs ``python -m mcp_actors.demo_server`` with the current interpreter, so every
-    command works before any configuration. Trusted (it ships with mcp-actors) and marked
+    It runs ``python -m mcp_actors.demo_server`` with the interpreter running mcp-actors,
+    so every command works before any configuration. The command is stored as the
+    symbolic ``${mcpActors:python}`` (resolved when the server starts), never as this
+    interpreter's absolute path: a config written once keeps working when the virtual
+    environment moves or is rebuilt. Trusted (it ships with mcp-actors) and marked
     ``installSource: builtin``. The id and timestamps are fixed (:data:`DEMO_SERVER_ID`, the
     Unix epoch) so that every read of an unwritten fresh install yields the same record.
     """
@@ -787,7 +799,7 @@ def builtin_demo_record() -> McpServerRecord:
         id=DEMO_SERVER_ID,
         name="demo",
         type=ServerType.STDIO,
-        config=ServerConfig(command=sys.executable or "python3", args=("-m", "mcp_actors.demo_server")),
+        config=ServerConfig(command=PYTHON_PLACEHOLDER, args=("-m", "mcp_actors.demo_server")),
         is_trusted=True,
         install_source=InstallSource.BUILTIN,
         created_at=_EPOCH,

@@ -13,6 +13,7 @@ is not on that path.
 from __future__ import annotations
 
 import builtins
+import difflib
 import inspect
 import logging
 import time
@@ -51,6 +52,8 @@ from mcp_actors.errors import (
     ToolCallDenied,
     ToolNotFound,
 )
+from mcp_actors.naming import clean_name
+from mcp_actors.naming import tool_id as naming_tool_id
 from mcp_actors.records import LOG_LEVELS, McpServerRecord
 from mcp_actors.tools import McpTool
 from supervisors import MailboxClosed, NoReply, Reply
@@ -121,6 +124,19 @@ class Discovery:
     resources: tuple[mcp_types.Resource, ...] = ()
     resource_templates: tuple[mcp_types.ResourceTemplate, ...] = ()
     errors: Mapping[str, McpActorsError] = attrs.field(factory=dict)
+
+
+def _close_tool_ids(tool_id: str, known: builtins.list[str]) -> builtins.list[str]:
+    """Up to three known ids close to ``tool_id``, for "did you mean".
+
+    Ids of one server share a long prefix, which would make every one of them "close": when
+    the server part matches, only the tool parts are compared.
+    """
+    head, sep, tail = clean_name(tool_id).rpartition("__")
+    same_server = {i.rpartition("__")[2]: i for i in known if sep and i.rpartition("__")[0] == head}
+    if same_server:
+        return [same_server[n] for n in difflib.get_close_matches(tail, list(same_server), n=3, cutoff=0.6)]
+    return difflib.get_close_matches(tool_id, known, n=3, cutoff=0.8)
 
 
 def _new_call_id() -> str:
@@ -374,18 +390,51 @@ class McpService:
     def resolve_tool_id(self, tool_id: str) -> tuple[McpServerRecord, str]:
         """``(record, tool name)`` for a tool id handed out by a listing.
 
+        Also accepted: the id spelled with the tool's (and server's) own names,
+        ``mcp__everything__get-tiny-image`` for ``mcp__everything__get_tiny_image``, as a
+        person copies it from the server's docs; it resolves to the tool whose provider-safe
+        id it cleans to (an exact spelling wins over a cleaned one).
+
         Raises:
+            ToolDisabled: The id names a tool in its server's ``disabledTools``.
+            ServerInactive: The id names a tool of a disabled server.
             ToolNotFound: The id was never handed out (list the tools first), its tool is
-                gone from the server, or its server is gone.
+                gone from the server, or its server is gone; close ids are suggested.
         """
         snap = self._registry.snapshot
         found = snap.tool_ids.get(tool_id)
         record = snap.records.get(found[0]) if found is not None else None
-        if found is None or record is None:
-            raise ToolNotFound(
-                f"unknown tool id {tool_id!r}; ids come from list_server_tools / list_all_active_server_tools"
-            )
-        return record, found[1]
+        if found is not None and record is not None:
+            return record, found[1]
+        wanted = clean_name(tool_id)
+        spelled: list[tuple[McpServerRecord, str]] = []
+        for view in snap.tools.values():
+            current = snap.records.get(view.record.id)
+            for tool in view.tools if current is not None else ():
+                written = f"mcp__{current.name}__{tool.name}"  # type: ignore[union-attr]
+                if written == tool_id:
+                    return current, tool.name  # type: ignore[return-value]
+                if clean_name(written) == wanted:
+                    spelled.append((current, tool.name))  # type: ignore[arg-type]
+        if len(spelled) == 1:
+            return spelled[0]
+        for current in snap.records.values():
+            prefix = f"mcp__{clean_name(current.name)}__"
+            if not wanted.startswith(prefix):
+                continue
+            for name in current.disabled_tools:
+                if wanted == clean_name(f"mcp__{current.name}__{name}") or tool_id == naming_tool_id(
+                    current.name, name
+                ):
+                    check_tool_enabled(current, name)
+            if not current.is_active:
+                raise server_inactive(current)
+        hints = _close_tool_ids(tool_id, list(snap.tool_ids))
+        hint = f" (did you mean {' or '.join(repr(h) for h in hints)}?)" if hints else ""
+        raise ToolNotFound(
+            f"unknown tool id {tool_id!r}{hint}; ids come from listing the tools (list_server_tools,"
+            " list_all_active_server_tools, or 'mcp-actors tools')"
+        )
 
     def is_auto_approved(self, server: str, tool_name: str) -> bool:
         """Whether a call needs no approval: the server is trusted and the tool is not excluded."""

@@ -42,6 +42,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 
+from mcp_actors import _variables
 from mcp_actors._redact import install_log_filter, registered_secrets
 from mcp_actors._transport_base import STREAM_BUFFER
 from mcp_actors._transport_base import StderrTail as StderrTail
@@ -53,7 +54,13 @@ from mcp_actors._transport_http import HttpParams as HttpParams
 from mcp_actors._transport_http import open_http_transport as open_http_transport
 from mcp_actors._transport_memory import MemoryParams as MemoryParams
 from mcp_actors._transport_memory import open_memory_transport as open_memory_transport
-from mcp_actors.errors import CommandNotFound, InvalidServerConfig, ServerStartFailed, WorkingDirectoryNotFound
+from mcp_actors.errors import (
+    CommandNotFound,
+    InvalidServerConfig,
+    ServerMisconfigured,
+    ServerStartFailed,
+    WorkingDirectoryNotFound,
+)
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec, stop_process
 from mcp_actors.records import McpServerRecord, ServerType
 
@@ -79,11 +86,17 @@ _EXIT_STATUS_GRACE: Final = 0.2
 class StdioParams:
     """How to start a stdio server.
 
+    Placeholders (``${env:NAME}``, ``${NAME}``, ``${mcpActors:python}``, see
+    :mod:`mcp_actors._variables`) in ``command``, ``args``, ``env``, ``cwd`` and
+    ``env_file`` are kept as written here and expanded by :meth:`resolved` when the
+    server is started, from the host environment of that moment.
+
     Attributes:
         command: Executable name (looked up on PATH) or path.
         args: Its arguments.
         env: Overrides on top of the host's environment (values are secrets).
         cwd: Working directory, or ``None`` for the host's.
+        env_file: A dotenv file read at start, under ``env`` (its values are secrets).
         close_grace: Seconds to wait for the server to exit after its stdin closes.
         term_grace: Seconds to wait after SIGTERM before SIGKILL.
         max_message_bytes: Largest single JSON-RPC line accepted from the server.
@@ -96,6 +109,9 @@ class StdioParams:
     close_grace: float = 2.0
     term_grace: float = 2.0
     max_message_bytes: int = 256 * 1024 * 1024
+    env_file: str | None = None
+    substituted: tuple[str, ...] = attrs.field(default=(), repr=False)
+    """Values placeholders were replaced with (set by :meth:`resolved`): secrets."""
 
     @classmethod
     def from_record(cls, record: McpServerRecord) -> StdioParams:
@@ -105,15 +121,72 @@ class StdioParams:
             raise InvalidServerConfig(
                 f"server {record.name!r} has no command; set config.command", server=record.name, field="command"
             )
-        return cls(command=config.command, args=tuple(config.args), env=dict(config.env), cwd=config.cwd)
+        return cls(
+            command=config.command,
+            args=tuple(config.args),
+            env=dict(config.env),
+            cwd=config.cwd,
+            env_file=config.env_file,
+        )
+
+    def resolved(self, *, label: str) -> StdioParams:
+        """These params with every placeholder expanded and the env file merged into ``env``.
+
+        Raises:
+            UnresolvedPlaceholder: A placeholder has no value (names it and the field).
+            ServerMisconfigured: The env file cannot be read.
+        """
+        used: list[str] = []
+
+        def expand(text: str, field: str) -> str:
+            value, values = _variables.expand(text, field=field, server=label)
+            used.extend(values)
+            return value
+
+        command = expand(self.command, "config.command")
+        args = tuple(expand(arg, f"config.args[{i}]") for i, arg in enumerate(self.args))
+        cwd = expand(self.cwd, "config.cwd") if self.cwd is not None else None
+        env: dict[str, str] = {}
+        if self.env_file is not None:
+            env_file = expand(self.env_file, "config.envFile")
+            env.update(_variables.load_env_file(env_file, server=label, base=cwd))
+        env.update({key: expand(value, f"config.env.{key}") for key, value in self.env.items()})
+        return attrs.evolve(
+            self,
+            command=command,
+            args=args,
+            env=env,
+            cwd=cwd,
+            env_file=None,
+            substituted=(*self.substituted, *used),
+        )
 
     def open(self, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
-        """Spawn the server (see :func:`open_stdio_transport`)."""
+        """Spawn the server (see :func:`open_stdio_transport`), placeholders expanded first."""
         return open_stdio_transport(self, label=label)
 
     def secret_values(self) -> tuple[str, ...]:
-        """The env values: API keys and tokens, as far as we can tell."""
-        return tuple(self.env.values())
+        """The env values (expanded, and the env file's), and every substituted value.
+
+        Best effort when a placeholder cannot be expanded yet: the open that follows
+        fails on it before anything runs.
+        """
+        values = [*self.env.values(), *self.substituted]
+        # Field by field: one unresolved placeholder hides no other value. An env value is a
+        # secret whole; of an argument only what was substituted into it.
+        for key, text in self.env.items():
+            with contextlib.suppress(ServerMisconfigured):
+                expanded, used = _variables.expand(text, field=f"config.env.{key}", server="-")
+                values += [expanded, *used]
+        for i, text in enumerate(self.args):
+            with contextlib.suppress(ServerMisconfigured):
+                values += _variables.expand(text, field=f"config.args[{i}]", server="-")[1]
+        if self.env_file is not None:
+            with contextlib.suppress(ServerMisconfigured):
+                cwd = _variables.expand(self.cwd, field="config.cwd", server="-")[0] if self.cwd else None
+                env_file = _variables.expand(self.env_file, field="config.envFile", server="-")[0]
+                values += _variables.load_env_file(env_file, server="-", base=cwd).values()
+        return tuple(dict.fromkeys(v for v in values if v))
 
 
 def resolve_command(command: str, env: Mapping[str, str], *, server: str) -> str:
@@ -293,6 +366,7 @@ async def open_stdio_transport(
         ServerStartFailed: The process could not be started (permissions, bad cwd, ...).
     """
     tracker = tracker or ProcessTracker.get_instance()
+    params = params.resolved(label=label)
     # The host's marker lets a later ledger sweep prove an orphan in this server's group is ours.
     env = {**_merged_env(params.env), **tracker.child_env()}
     executable = resolve_command(params.command, env, server=label)

@@ -57,7 +57,7 @@ def test_claude_desktop_config() -> None:
 
 
 def test_cursor_config() -> None:
-    """Cursor: type inferred from url (/sse → sse, else http); envFile and ${env:} placeholders noted."""
+    """Cursor: type inferred from url (/sse → sse, else http); envFile kept; an unresolvable placeholder noted."""
     entries = _by_name(_sample("cursor_mcp.json"))
     linear = _record(entries["linear"])
     assert linear.type is ServerType.SSE
@@ -68,18 +68,20 @@ def test_cursor_config() -> None:
     assert list(api.config.headers) == ["Authorization"]
     postgres = entries["postgres"]
     assert _record(postgres).config.env == {"PGPASSWORD": "${env:PGPASSWORD}"}
-    assert any("envFile is not supported" in note for note in postgres.notes)
-    assert any("env.PGPASSWORD" in note and "not substituted" in note for note in postgres.notes)
+    assert _record(postgres).config.env_file == "${workspaceFolder}/.env"
+    # ${env:PGPASSWORD} is expanded at start; ${workspaceFolder} is known only at import (from a file).
+    assert not any("env.PGPASSWORD" in note for note in postgres.notes)
+    assert any("${workspaceFolder} in envFile" in note and "unresolved" in note for note in postgres.notes)
     assert _record(entries["puppeteer"]).config.args[-1] == "mcp/puppeteer"
 
 
 def test_vscode_config_with_comments_trailing_commas_and_inputs() -> None:
-    """VS Code: JSONC accepted, `servers` read, `inputs` reported as unsupported, types honoured."""
+    """VS Code: JSONC accepted, `servers` read, unanswered `inputs` reported, types honoured."""
     report = _sample("vscode_mcp.json")
     assert report.format is ImportFormat.VSCODE
     assert report.ignored_keys == ("inputs",)
     assert any("JSONC" in note for note in report.notes)
-    assert any("inputs (perplexity-key) are not supported" in note for note in report.notes)
+    assert any("inputs (perplexity-key) are asked for only when importing on a terminal" in n for n in report.notes)
     entries = _by_name(report)
     assert [e.ok for e in report.entries] == [True, True, True, True]
     assert _record(entries["Perplexity"]).config.env == {"PERPLEXITY_API_KEY": "${input:perplexity-key}"}
@@ -141,7 +143,8 @@ def test_gemini_cli_config() -> None:
     assert tools.is_trusted is True
     assert tools.disabled_tools == ("drop_table",)
     assert any("read as milliseconds" in note for note in entries["pythonTools"].notes)
-    assert any("$VAR in env.DATABASE_URL" in note for note in entries["pythonTools"].notes)
+    assert any("$VAR in env.DATABASE_URL was read as ${VAR}" in note for note in entries["pythonTools"].notes)
+    assert tools.config.env == {"DATABASE_URL": "${DB_CONNECTION_STRING}"}
     http = _record(entries["httpServer"])
     assert (http.type, http.config.url, http.config.call_timeout) == (ServerType.HTTP, "http://localhost:3000/mcp", 5.0)
 

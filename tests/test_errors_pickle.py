@@ -9,7 +9,15 @@ import pytest
 
 from mcp_actors import errors
 
-_VALUES = {"path": "/tmp/cfg.json", "reason": "Read-only file system", "command": "npx", "cwd": "/nope", "timeout": 2.5}
+_VALUES = {
+    "path": "/tmp/cfg.json",
+    "reason": "Read-only file system",
+    "command": "npx",
+    "cwd": "/nope",
+    "timeout": 2.5,
+    "placeholder": "${env:TOKEN}",
+    "field": "config.env.TOKEN",
+}
 
 
 def _build(cls: type[errors.McpActorsError]) -> errors.McpActorsError:

@@ -32,6 +32,7 @@ from mcp_actors.records import (
     records_from_document,
     redact_url,
 )
+from mcp_actors.transports import StdioParams
 
 # ----------------------------------------------------------------------------- strategies
 
@@ -67,6 +68,7 @@ def _configs(draw: st.DrawFn, server_type: ServerType) -> ServerConfig:
             args=draw(st.lists(_text, max_size=4)),
             env=draw(st.dictionaries(_env_keys, _text, max_size=3)),
             cwd=draw(st.none() | _non_empty),
+            env_file=draw(st.none() | _non_empty),
             **timeouts,
         )
     return ServerConfig(
@@ -364,12 +366,13 @@ def test_new_server_ids_have_the_reference_format_and_are_unique() -> None:
 
 
 def test_builtin_demo_record_is_the_trusted_builtin_demo_server() -> None:
-    """The demo record runs the demo server with this interpreter, is builtin and trusted, and is stable."""
+    """The demo record runs the demo server with this interpreter (symbolic command), is builtin, trusted, stable."""
     demo = builtin_demo_record()
     assert demo.id == DEMO_SERVER_ID
     assert demo.name == "demo"
     assert demo.type is ServerType.STDIO
-    assert demo.config.command == sys.executable
+    assert demo.config.command == "${mcpActors:python}"
+    assert StdioParams.from_record(demo).resolved(label="demo").command == sys.executable
     assert demo.config.args == ("-m", "mcp_actors.demo_server")
     assert demo.install_source is InstallSource.BUILTIN
     assert demo.is_trusted and demo.is_active

@@ -26,6 +26,7 @@ from mcp_actors.errors import (
     ConfigStoreError,
     McpActorsError,
     ServerNotFound,
+    ToolDisabled,
     ToolNotFound,
 )
 from mcp_actors.records import McpServerRecord, new_server_id, record_from_json_dict
@@ -297,7 +298,7 @@ async def test_ids_of_tools_that_are_gone_are_dropped(tmp_path: Path) -> None:
             svc.resolve_tool_id(extra.id)
         await svc.update("demo", disabled_tools=("echo",))
         tools = await svc.list_server_tools("demo")
-        with pytest.raises(ToolNotFound):
+        with pytest.raises(ToolDisabled):
             svc.resolve_tool_id("mcp__demo__echo")
         assert len(svc._registry.snapshot.tool_ids) == len(tools)
 

@@ -1,0 +1,49 @@
+"""Where mcp-actors keeps its state: the one rule, used by the process tracker and OAuth tokens.
+
+The state directory holds what is not configuration but must survive a crash of the
+host: the PID ledger (``processes/``) that lets the next run kill servers a crashed run
+left behind, and OAuth tokens. It is chosen, first match wins:
+
+1. ``$MCP_ACTORS_STATE_DIR``, when set (non-empty);
+2. next to an explicitly chosen config file — ``config_path`` when given, else
+   ``$MCP_ACTORS_CONFIG`` — as ``<config dir>/<config stem>.state/``
+   (``/srv/agent/mcp-config.json`` → ``/srv/agent/mcp-config.state/``), so a config
+   kept in a project or a container volume keeps its state with it, and two configs
+   never share tokens;
+3. the platform's per-user state directory (``~/.local/state/mcp-actors`` on Linux).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+import platformdirs
+
+__all__ = ["STATE_DIR_ENV", "state_dir"]
+
+STATE_DIR_ENV: Final = "MCP_ACTORS_STATE_DIR"
+"""Environment variable naming the state directory (wins over every other rule)."""
+
+_CONFIG_ENV_VAR: Final = "MCP_ACTORS_CONFIG"  # the store's; not imported, to keep this module light
+
+
+def state_dir(config_path: str | os.PathLike[str] | None = None) -> Path:
+    """The state directory for a config file (see the module docstring for the rule).
+
+    Args:
+        config_path: The config file chosen explicitly (``--config``, ``open_runtime(path)``);
+            ``None`` falls back to ``$MCP_ACTORS_CONFIG``, then to the per-user directory.
+
+    Returns:
+        An absolute path; it is not created here (its users create what they need, 0700).
+    """
+    override = os.environ.get(STATE_DIR_ENV)
+    if override:
+        return Path(override).expanduser().absolute()
+    chosen = config_path if config_path is not None else os.environ.get(_CONFIG_ENV_VAR) or None
+    if chosen is not None:
+        config = Path(chosen).expanduser().absolute()
+        return config.with_name(f"{config.stem}.state")
+    return Path(platformdirs.user_state_dir("mcp-actors", appauthor=False))

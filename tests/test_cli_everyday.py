@@ -1,0 +1,548 @@
+"""Everyday use of the ``mcp-actors`` command (issue 13), run for real in subprocesses.
+
+Fixing imported servers without editing JSON (show / update / tools / tool switches),
+placeholders, big arguments, one JSON document on failure, tool ids in the tool's own
+spelling, the state directory, versions and the small messages. Each test writes its own
+config and points ``MCP_ACTORS_CONFIG`` at it; independent commands run concurrently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+
+from mcp_actors import __version__
+from mcp_actors.records import McpServerRecord, ServerConfig, ServerType
+from mcp_actors.store import ConfigStore
+from mcp_actors.testing import fault_server_command
+
+_SCRIPT = Path(sys.executable).with_name("mcp-actors")
+CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mcp_actors"]
+RUN_BOUND = 120.0
+"""Upper bound of one command under a loaded machine; commands normally take 1-3 s."""
+
+PROBE_SERVER = '''
+"""A tiny stdio MCP server: a tool with a hyphenated name, and what the process was given."""
+import os
+import sys
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("probe")
+
+
+@server.tool(name="get-tiny-image", description="Return 'tiny'.", structured_output=False)
+def tiny() -> str:
+    return "tiny"
+
+
+@server.tool(name="env-value", description="One environment variable.", structured_output=False)
+def env_value(name: str) -> str:
+    return os.environ.get(name, "<unset>")
+
+
+@server.tool(name="where", description="The working directory and the arguments.", structured_output=False)
+def where() -> str:
+    return os.getcwd() + "|" + " ".join(sys.argv[1:])
+
+
+@server.tool(name="length", description="The length of a text.", structured_output=False)
+def length(text: str) -> str:
+    return str(len(text))
+
+
+anyio.run(server.run_stdio_async, backend="trio")
+'''
+
+
+@attrs.frozen
+class Result:
+    rc: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        return json.loads(self.stdout)
+
+    def error_line(self) -> str:
+        """The one stderr line a failure must produce (and no traceback)."""
+        lines = self.stderr.strip().splitlines()
+        assert len(lines) == 1, f"expected one stderr line, got: {self.stderr!r}"
+        assert "Traceback" not in self.stderr
+        assert lines[0].startswith("mcp-actors: ")
+        return lines[0]
+
+
+def cli_env(config: Path, **extra: str) -> dict[str, str]:
+    return {**os.environ, "MCP_ACTORS_CONFIG": str(config), "COLUMNS": "200", **extra}
+
+
+async def cli(config: Path, *args: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> Result:
+    """Run one command to completion (bounded) and capture its output."""
+    with trio.fail_after(RUN_BOUND):
+        done = await trio.run_process(
+            [*CLI, *args],
+            stdin=stdin,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            env=env if env is not None else cli_env(config),
+        )
+    return Result(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+async def cli_many(config: Path, *commands: Sequence[str]) -> list[Result]:
+    """Run independent commands concurrently; results in the order given."""
+    results: list[Result | None] = [None] * len(commands)
+
+    async def one(i: int, args: Sequence[str]) -> None:
+        results[i] = await cli(config, *args)
+
+    async with trio.open_nursery() as nursery:
+        for i, args in enumerate(commands):
+            nursery.start_soon(one, i, args)
+    return [r for r in results if r is not None]
+
+
+def stdio(name: str, argv: Sequence[str], *, trusted: bool = False, **config: Any) -> McpServerRecord:
+    return McpServerRecord(
+        name=name,
+        type=ServerType.STDIO,
+        config=ServerConfig(command=argv[0], args=tuple(argv[1:]), ping_interval=0, **config),
+        is_trusted=trusted,
+    )
+
+
+def write_config(path: Path, *records: McpServerRecord) -> Path:
+    ConfigStore(path).save(records)
+    return path
+
+
+@pytest.fixture
+def probe(tmp_path: Path) -> Path:
+    script = tmp_path / "probe_server.py"
+    script.write_text(PROBE_SERVER, encoding="utf-8")
+    return script
+
+
+@pytest.fixture
+def config(tmp_path: Path, probe: Path) -> Path:
+    """fs: a trusted fault server; everything: the trusted probe server; guarded: the probe, untrusted."""
+    return write_config(
+        tmp_path / "mcp-config.json",
+        stdio("fs", fault_server_command(), trusted=True),
+        stdio("everything", [sys.executable, str(probe)], trusted=True),
+        stdio("guarded", [sys.executable, str(probe)]),
+    )
+
+
+def records(config: Path) -> dict[str, McpServerRecord]:
+    return {r.name: r for r in ConfigStore(config).load()}
+
+
+# --------------------------------------------------------------------------- 1. show / update / tools
+
+
+async def test_servers_show_and_update_edit_a_record_through_the_add_validation(config: Path) -> None:
+    """show prints the record (secrets hidden, placeholders shown); update edits it in place, id kept, validated."""
+    before = records(config)["everything"]
+    updated = await cli(
+        config,
+        "servers",
+        "update",
+        "everything",
+        "--env",
+        "TOKEN=s3cret-value",
+        "--env",
+        "TZ=${input:tz}",
+        "--call-timeout",
+        "7",
+        "--rename",
+        "probe",
+        "--json",
+    )
+    assert updated.rc == 0, updated.stderr
+    assert updated.json()["config"]["env"] == {"TOKEN": "***", "TZ": "${input:tz}"}
+    after = records(config)["probe"]
+    assert after.id == before.id and after.created_at == before.created_at
+    assert after.config.env == {"TOKEN": "s3cret-value", "TZ": "${input:tz}"}
+    assert after.config.call_timeout == 7.0 and after.config.args == before.config.args
+    show, show_json, unset, args, bad_timeout, taken, slash, nothing, unknown_key = await cli_many(
+        config,
+        ["servers", "show", "probe"],
+        ["servers", "show", "probe", "--json"],
+        ["servers", "update", "guarded", "--unset-env", "NOPE"],
+        ["servers", "update", "guarded", "--arg", "-u", "--arg", str(before.config.args[0]), "--json"],
+        ["servers", "update", "fs", "--call-timeout", "-1"],
+        ["servers", "update", "fs", "--rename", "guarded"],
+        ["servers", "update", "fs", "--rename", "a/b"],
+        ["servers", "update", "fs"],
+        ["servers", "update", "fs", "--header", "A=b"],
+    )
+    assert show.rc == 0 and "s3cret-value" not in show.stdout and "${input:tz}" in show.stdout
+    assert "${input:tz} in config.env.TZ has no value now" in show.stderr
+    assert show_json.json()["unresolved"] == [{"field": "config.env.TZ", "placeholder": "${input:tz}"}]
+    assert unset.rc == 2 and "--unset-env NOPE" in unset.error_line()
+    assert args.rc == 0 and args.json()["config"]["args"] == ["-u", str(before.config.args[0])]
+    assert bad_timeout.rc == 2 and "callTimeout" in bad_timeout.error_line()
+    assert taken.rc == 2 and "already exists" in taken.error_line()
+    assert slash.rc == 2 and "contains '/'" in slash.error_line()
+    assert nothing.rc == 2 and "nothing to change" in nothing.error_line()
+    assert unknown_key.rc == 2 and "--header" in unknown_key.error_line()
+    assert records(config)["fs"].name == "fs" and records(config)["fs"].config.call_timeout == 120.0
+
+
+async def test_servers_update_unsets_env_and_switches_transport(config: Path) -> None:
+    """--unset-env removes a variable; --url turns a stdio server into a remote one (stdio fields dropped)."""
+    write_config(config, stdio("x", ["prog", "a"], env={"A": "1", "B": "2"}))
+    added = await cli(config, "servers", "add", "y", "--command", "prog", "--env-file", "${HOME}/y.env", "--json")
+    assert added.rc == 0 and added.json()["config"]["envFile"] == "${HOME}/y.env", added.stderr
+    unset = await cli(config, "servers", "update", "x", "--unset-env", "A", "--cwd", str(config.parent))
+    assert unset.rc == 0, unset.stderr
+    assert records(config)["x"].config.env == {"B": "2"}
+    assert records(config)["x"].config.cwd == str(config.parent.resolve())
+    remote = await cli(config, "servers", "update", "x", "--url", "https://example.com/sse", "--header", "K=v")
+    assert remote.rc == 0, remote.stderr
+    record = records(config)["x"]
+    assert record.type is ServerType.SSE and record.config.url == "https://example.com/sse"
+    assert record.config.command is None and not record.config.env and record.config.headers == {"K": "v"}
+
+
+async def test_servers_tools_and_the_tool_switches(config: Path) -> None:
+    """servers tools lists every tool with its state; enable-tool/disable-tool/auto-approve edit the record."""
+    disabled, no_auto = await cli_many(
+        config,
+        ["servers", "disable-tool", "everything", "where"],
+        ["servers", "auto-approve", "guarded", "length", "off"],
+    )
+    assert disabled.rc == 0 and no_auto.rc == 0, disabled.stderr + no_auto.stderr
+    listing, call_disabled, call_disabled_by_id, again = await cli_many(
+        config,
+        ["servers", "tools", "everything", "--json"],
+        ["call", "everything/where"],
+        ["call", "mcp__everything__where"],
+        ["servers", "disable-tool", "everything", "where", "--json"],
+    )
+    tools = {t["name"]: t for t in listing.json()["tools"]}
+    assert tools["where"]["enabled"] is False and tools["get-tiny-image"]["enabled"] is True
+    assert tools["get-tiny-image"]["id"] == "mcp__everything__get_tiny_image"
+    assert all(t["autoApprove"] for t in tools.values())
+    assert call_disabled.rc == 2 and "disabled" in call_disabled.error_line()
+    assert call_disabled_by_id.rc == 2 and "disabled" in call_disabled_by_id.error_line()
+    assert again.rc == 0 and again.json()["disabledTools"] == ["where"]
+    assert records(config)["guarded"].disabled_auto_approve_tools == ("length",)
+    enabled, auto_on = await cli_many(
+        config,
+        ["servers", "enable-tool", "everything", "where"],
+        ["servers", "auto-approve", "guarded", "length", "on"],
+    )
+    assert enabled.rc == 0 and auto_on.rc == 0
+    assert records(config)["everything"].disabled_tools == ()
+    assert records(config)["guarded"].disabled_auto_approve_tools == ()
+    called = await cli(config, "call", "everything/where")
+    assert called.rc == 0 and called.stdout.startswith("/")
+
+
+# --------------------------------------------------------------------------- 2. variables
+
+
+async def test_placeholders_expand_at_start_from_the_host_environment(tmp_path: Path) -> None:
+    """${env:NAME} and ${NAME} in command, args, env and cwd expand at start; the record keeps the placeholders."""
+    env_file = tmp_path / "probe.env"
+    env_file.write_text("# comment\nexport FROM_FILE='file value'\nOVERRIDDEN=file\n", encoding="utf-8")
+    config = write_config(
+        tmp_path / "mcp-config.json",
+        stdio(
+            "p",
+            ["${mcpActors:python}", "${env:PROBE_DIR}/probe_server.py", "--flag=${FLAG}"],
+            trusted=True,
+            env={"SECRET": "${env:PROBE_SECRET}", "OVERRIDDEN": "record"},
+            cwd="${PROBE_DIR}",
+            env_file="${PROBE_DIR}/probe.env",
+        ),
+    )
+    (tmp_path / "probe_server.py").write_text(PROBE_SERVER, encoding="utf-8")
+    env = cli_env(config, PROBE_DIR=str(tmp_path), FLAG="on", PROBE_SECRET="tok-123456")
+    async with trio.open_nursery() as nursery:
+        results: dict[str, Result] = {}
+
+        async def run(key: str, *args: str) -> None:
+            results[key] = await cli(config, *args, env=env)
+
+        nursery.start_soon(run, "where", "call", "p/where")
+        nursery.start_soon(run, "secret", "call", "p/env-value", "--args", '{"name": "SECRET"}')
+        nursery.start_soon(run, "file", "call", "p/env-value", "--args", '{"name": "FROM_FILE"}')
+        nursery.start_soon(run, "wins", "call", "p/env-value", "--args", '{"name": "OVERRIDDEN"}')
+    assert results["where"].stdout == f"{tmp_path}|--flag=on\n", results["where"].stderr
+    assert results["secret"].stdout == "tok-123456\n"
+    assert results["file"].stdout == "file value\n"
+    assert results["wins"].stdout == "record\n"
+    saved = json.loads(config.read_text())["mcpServers"][0]["config"]
+    assert saved["env"]["SECRET"] == "${env:PROBE_SECRET}" and saved["cwd"] == "${PROBE_DIR}"
+
+
+async def test_an_unresolved_placeholder_is_a_clear_error_naming_it(tmp_path: Path, probe: Path) -> None:
+    """A variable unset at start fails the call at once with the placeholder, its field and the fix."""
+    config = write_config(
+        tmp_path / "mcp-config.json",
+        stdio("p", [sys.executable, str(probe)], trusted=True, env={"KEY": "${env:MCP_ACTORS_TEST_UNSET_VAR}"}),
+    )
+    env = {k: v for k, v in cli_env(config).items() if k != "MCP_ACTORS_TEST_UNSET_VAR"}
+    failed = await cli(config, "call", "p/where", "--json", env=env)
+    assert failed.rc == 3
+    error = failed.json()["error"]
+    assert error["type"] == "UnresolvedPlaceholder" and error["server"] == "p"
+    assert "${env:MCP_ACTORS_TEST_UNSET_VAR}" in error["message"] and "config.env.KEY" in error["message"]
+    assert "MCP_ACTORS_TEST_UNSET_VAR is not set" in failed.error_line()
+
+
+def _type_on_prompts(args: Sequence[str], env: dict[str, str], answers: Sequence[tuple[str, bytes]]) -> str:
+    """Run on a pseudo-terminal; type each answer once its prompt shows; return the whole screen."""
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen([*CLI, *args], stdin=slave, stdout=slave, stderr=slave, env=env)
+    finally:
+        os.close(slave)
+    screen = bytearray()
+    pending = list(answers)
+    deadline = time.monotonic() + RUN_BOUND
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.5)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: the command exited and closed the terminal
+                    break
+                if not chunk:
+                    break
+                screen.extend(chunk)
+            if pending and pending[0][0].encode() in screen:
+                os.write(master, pending.pop(0)[1])
+            if proc.poll() is not None and not ready:
+                break
+        proc.wait(timeout=RUN_BOUND)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+    assert proc.returncode == 0, screen.decode(errors="replace")
+    return screen.decode(errors="replace")
+
+
+async def test_import_resolves_workspace_folder_and_asks_inputs_on_a_terminal(tmp_path: Path) -> None:
+    """VS Code import: ${workspaceFolder} from the file's place; inputs asked once (password unechoed), stored."""
+    project = tmp_path / "project"
+    (project / ".vscode").mkdir(parents=True)
+    source = project / ".vscode" / "mcp.json"
+    source.write_text(
+        json.dumps(
+            {
+                "inputs": [
+                    {"type": "promptString", "id": "api-key", "description": "API key", "password": True},
+                    {"type": "promptString", "id": "tz", "description": "Time zone"},
+                ],
+                "servers": {
+                    "app": {
+                        "command": "node",
+                        "args": ["${workspaceFolder}/server.js"],
+                        "cwd": "${workspaceFolder}",
+                        "env": {"API_KEY": "${input:api-key}", "TZ": "${input:tz}", "HOME_DIR": "${env:HOME}"},
+                    }
+                },
+            }
+        ),
+        encoding="utf-8",
+    )
+    config = tmp_path / "mcp-config.json"
+    env = cli_env(config, TERM="dumb")
+    screen = await trio.to_thread.run_sync(
+        lambda: _type_on_prompts(
+            ["servers", "import", str(source)],
+            env,
+            [("API key (${input:api-key})", b"hidden-key-987\n"), ("Time zone (${input:tz})", b"Europe/Oslo\n")],
+        )
+    )
+    assert "hidden-key-987" not in screen  # a password input is typed without echo
+    assert "Europe/Oslo" in screen
+    record = records(config)["app"]
+    assert record.config.args == (f"{project}/server.js",) and record.config.cwd == str(project)
+    assert record.config.env == {"API_KEY": "hidden-key-987", "TZ": "Europe/Oslo", "HOME_DIR": "${env:HOME}"}
+    # Not on a terminal: nothing is asked, and the import says what is unresolved and how to fix it.
+    other = tmp_path / "other.json"
+    write_config(other)
+    piped = await cli(other, "servers", "import", str(source), "--json")
+    assert piped.rc == 0, piped.stderr
+    [entry] = piped.json()
+    assert any("unresolved: ${input:api-key} in env.API_KEY" in n and "servers update app" in n for n in entry["notes"])
+
+
+# --------------------------------------------------------------------------- 3, 4. big arguments, --json failures
+
+
+async def test_call_reads_big_arguments_from_a_file_or_stdin(config: Path, tmp_path: Path) -> None:
+    """--args @file.json and --args - carry arguments far beyond the ~128 KiB command-line limit."""
+    text = "x" * (300 * 1024)
+    args_file = tmp_path / "args.json"
+    args_file.write_text(json.dumps({"text": text}), encoding="utf-8")
+    from_file, missing = await cli_many(
+        config,
+        ["call", "everything/length", "--args", f"@{args_file}"],
+        ["call", "everything/length", "--args", f"@{tmp_path / 'nope.json'}"],
+    )
+    from_stdin = await cli(
+        config, "call", "everything/length", "--args", "-", stdin=json.dumps({"text": text}).encode()
+    )
+    assert (from_file.rc, from_file.stdout) == (0, f"{len(text)}\n"), from_file.stderr
+    assert (from_stdin.rc, from_stdin.stdout) == (0, f"{len(text)}\n"), from_stdin.stderr
+    assert missing.rc == 2 and "cannot read" in missing.error_line()
+
+
+async def test_json_failures_print_exactly_one_document(config: Path) -> None:
+    """call --json prints one {"ok": false, "error": ...} document on a timeout, an unknown server, a usage error."""
+    timed_out, unknown_server, usage, bad_args, unknown_list = await cli_many(
+        config,
+        ["call", "fs/sleep", "--args", '{"seconds": 60}', "--timeout", "0.5", "--json"],
+        ["call", "nosuch/echo", "--json"],
+        ["call", "--json"],
+        ["call", "fs/echo", "--args", "[1]", "--json"],
+        ["tools", "--server", "nosuch", "--json"],
+    )
+    for result, code, kind in (
+        (timed_out, 3, "ToolCallTimeout"),
+        (unknown_server, 2, "ServerNotFound"),
+        (usage, 2, "UsageError"),
+        (bad_args, 2, "CliError"),
+    ):
+        document = result.json()  # exactly one JSON document: json.loads fails on anything more
+        assert result.rc == code and document["ok"] is False, result
+        assert document["error"]["type"] == kind and document["error"]["exitCode"] == code
+        assert set(document["error"]) == {"type", "message", "server", "tool", "exitCode"}
+        assert document["error"]["message"] in result.stderr
+    assert timed_out.json()["error"]["server"] == "fs" and timed_out.json()["error"]["tool"] == "sleep"
+    assert unknown_list.rc == 2 and unknown_list.json() == []  # the listing's one document, failure on stderr
+
+
+async def test_watch_json_is_documented_as_json_lines(tmp_path: Path) -> None:
+    """watch --help and docs/cli.md say that watch --json prints JSON Lines."""
+    helped = await cli(tmp_path / "c.json", "watch", "--help")
+    assert "JSON Lines" in helped.stdout
+    docs = (Path(__file__).parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert "JSON Lines" in docs and '"ok": false' in docs
+
+
+# --------------------------------------------------------------------------- 5. tool ids
+
+
+async def test_tool_ids_resolve_from_the_tools_own_spelling(config: Path) -> None:
+    """Ids with the tool's own spelling resolve; near misses get a suggestion; disabled is said either way."""
+    own, provider, slash_other, near, near_slash = await cli_many(
+        config,
+        ["call", "mcp__everything__get-tiny-image"],
+        ["call", "mcp__everything__get_tiny_image"],
+        ["call", "everything/get_tiny_image"],
+        ["call", "mcp__everything__get_tiny_imag"],
+        ["call", "everything/get-tiny-imag"],
+    )
+    assert (own.rc, own.stdout) == (0, "tiny\n"), own.stderr
+    assert (provider.rc, provider.stdout) == (0, "tiny\n")
+    assert (slash_other.rc, slash_other.stdout) == (0, "tiny\n")
+    assert near.rc == 2 and "did you mean 'mcp__everything__get_tiny_image'" in near.error_line()
+    assert near_slash.rc == 2 and "did you mean 'get-tiny-image'" in near_slash.error_line()
+    await cli(config, "servers", "disable-tool", "everything", "get-tiny-image")
+    await cli(config, "servers", "disable", "fs")
+    by_own, by_provider, server_off = await cli_many(
+        config,
+        ["call", "mcp__everything__get-tiny-image"],
+        ["call", "mcp__everything__get_tiny_image"],
+        ["call", "mcp__fs__echo", "--args", '{"text": "x"}'],
+    )
+    assert by_own.rc == 2 and "'get-tiny-image' of server 'everything' is disabled" in by_own.error_line()
+    assert by_provider.rc == 2 and "is disabled" in by_provider.error_line()
+    assert server_off.rc == 2 and "server 'fs' is disabled" in server_off.error_line()
+
+
+async def test_a_server_name_with_a_slash_is_refused(tmp_path: Path) -> None:
+    """servers add and import refuse a name containing '/', which would make SERVER/TOOL ambiguous."""
+    config = write_config(tmp_path / "mcp-config.json")
+    added = await cli(config, "servers", "add", "a/b", "--command", "x")
+    imported = await cli(config, "servers", "import", "-", stdin=b'{"mcpServers": {"c/d": {"command": "x"}}}')
+    assert added.rc == 2 and "contains '/'" in added.error_line()
+    assert imported.rc == 2 and "contains '/'" in imported.stdout
+    assert records(config) == {}
+
+
+# --------------------------------------------------------------------------- 6. state and paths
+
+
+async def test_state_lives_next_to_an_explicit_config(tmp_path: Path) -> None:
+    """With --config (or MCP_ACTORS_CONFIG) and no MCP_ACTORS_STATE_DIR, the PID ledger goes next to the config."""
+    config = write_config(tmp_path / "team" / "mcp-config.json", stdio("fs", fault_server_command(), trusted=True))
+    env = {k: v for k, v in cli_env(tmp_path / "unused.json").items() if k != "MCP_ACTORS_STATE_DIR"}
+    env["XDG_STATE_HOME"] = str(tmp_path / "xdg-state")
+    called = await cli(config, "--config", str(config), "call", "fs/echo", "--args", '{"text": "hi"}', env=env)
+    assert called.rc == 0, called.stderr
+    assert (tmp_path / "team" / "mcp-config.state" / "processes").is_dir()
+    assert not (tmp_path / "xdg-state").exists()
+
+
+async def test_the_demo_record_is_written_with_a_symbolic_command(tmp_path: Path) -> None:
+    """The first write of a fresh config stores the demo's command as ${mcpActors:python}, which still runs."""
+    config = tmp_path / "mcp-config.json"
+    changed = await cli(config, "servers", "untrust", "demo")
+    assert changed.rc == 0, changed.stderr
+    saved = json.loads(config.read_text())["mcpServers"][0]
+    assert saved["config"]["command"] == "${mcpActors:python}" and sys.executable not in config.read_text()
+    tested = await cli(config, "test", "demo")
+    assert tested.rc == 0, tested.stderr
+
+
+# --------------------------------------------------------------------------- 7, 8. versions and messages
+
+
+async def test_version_and_short_help(tmp_path: Path) -> None:
+    """--version prints mcp_actors.__version__; -h is --help, also for subcommands."""
+    config = tmp_path / "c.json"
+    version, short, long, sub = await cli_many(config, ["--version"], ["-h"], ["--help"], ["servers", "update", "-h"])
+    assert (version.rc, version.stdout) == (0, f"mcp-actors {__version__}\n")
+    assert re.fullmatch(r"\d+\.\d+\.\d+.*", __version__)
+    assert short.rc == 0 and short.stdout == long.stdout
+    assert sub.rc == 0 and "--unset-env" in sub.stdout and "--rename" in sub.stdout
+
+
+async def test_small_messages_are_tidy(tmp_path: Path) -> None:
+    """--format, --config, test and empty-name messages say the right thing (issue 13, item 8)."""
+    config = write_config(tmp_path / "mcp-config.json", stdio("ex", [sys.executable, "-c", "import sys; sys.exit(3)"]))
+    fmt, flag_dir, empty, failing_test = await cli_many(
+        config,
+        ["tools", "--format", "xml"],
+        ["--config", str(tmp_path), "servers", "list"],
+        ["servers", "add", "", "--command", "x"],
+        ["test", "ex"],
+    )
+    env_dir = await cli(config, "servers", "list", env=cli_env(tmp_path))
+    assert fmt.rc == 2 and "Value error" not in fmt.stderr
+    assert "invalid value for --format: 'xml' is not one of" in fmt.error_line()
+    assert flag_dir.rc == 2 and f"--config {tmp_path} is a directory" in flag_dir.error_line()
+    assert "MCP_ACTORS_CONFIG" not in flag_dir.stderr
+    assert env_dir.rc == 2 and f"MCP_ACTORS_CONFIG={tmp_path} is a directory" in env_dir.error_line()
+    assert empty.rc == 2 and "NAME must not be empty" in empty.error_line()
+    assert "mcp_" not in empty.stderr  # no generated id the user never saw
+    assert failing_test.rc == 3 and "exited with code 3" in failing_test.error_line()
+    assert "mcp-actors test" not in failing_test.stderr
+    assert "servers update ex" in failing_test.stderr
