@@ -48,6 +48,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mcp_actors._cli_auth import auth_app
+from mcp_actors._cli_callbacks import cli_callbacks
 from mcp_actors._cli_protocol import prompts_app, resources_app
 from mcp_actors._cli_stress import stress_app
 from mcp_actors._cli_support import (
@@ -112,6 +113,7 @@ class _Options:
 
     config: Path | None = None
     debug: bool = False
+    no_input: bool = False
 
 
 _HELP_OPTIONS: Final = {"help_option_names": ["-h", "--help"]}
@@ -156,12 +158,15 @@ def _root(
         ),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="On failure show the traceback; show library logs.")] = False,
+    no_input: Annotated[
+        bool, typer.Option("--no-input", help="Never prompt: decline every question a server asks (elicitation).")
+    ] = False,
     version: Annotated[
         bool,
         typer.Option("--version", is_eager=True, callback=_print_version, help="Print the version and exit."),
     ] = False,
 ) -> None:
-    ctx.obj = _Options(config=config, debug=debug)
+    ctx.obj = _Options(config=config, debug=debug, no_input=no_input)
     _configure_logging(debug)
     if config is not None:
         _check_config_option(ctx, config)
@@ -264,7 +269,7 @@ async def _with_service(opts: _Options, fn: Callable[[McpService], Awaitable[_T]
     """
     from mcp_actors.runtime import open_runtime
 
-    async with open_runtime(opts.config, connect_on_add=False) as runtime:
+    async with open_runtime(opts.config, connect_on_add=False, **cli_callbacks(no_input=opts.no_input)) as runtime:
         return await fn(runtime.service)
 
 
@@ -1525,7 +1530,9 @@ def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
         # Installed before anything is printed: once output appears, Ctrl-C is a clean stop.
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async with open_runtime(opts.config, connect_on_add=False) as runtime:
+            async with open_runtime(
+                opts.config, connect_on_add=False, **cli_callbacks(no_input=opts.no_input)
+            ) as runtime:
                 service = runtime.service
                 with service.subscribe() as events:
                     async with trio.open_nursery() as nursery:
