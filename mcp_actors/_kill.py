@@ -138,6 +138,23 @@ def find_process(pid: int, create_time: float) -> psutil.Process | None:
     return None
 
 
+def is_running(pid: int, create_time: float) -> bool:
+    """Whether this very process still runs: the PID exists with the same create_time.
+
+    A zombie (exited, not yet reaped) counts as dead; a process we may not inspect counts
+    as running (it exists, and it is not ours to call dead).
+    """
+    proc = find_process(pid, create_time)
+    if proc is None:
+        return False
+    try:
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:
+        return True
+
+
 def _is_gone(proc: psutil.Process) -> bool:
     try:
         return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE

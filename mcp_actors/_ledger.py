@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import psutil
 
 from mcp_actors import _kill
 from mcp_actors._kill import Target
@@ -168,15 +167,7 @@ def _target_from(entry: Any) -> Target:
 
 
 def _alive(target: Target) -> bool:
-    proc = _kill.find_process(target.pid, target.create_time)
-    if proc is None:
-        return False
-    try:
-        return bool(proc.status() != psutil.STATUS_ZOMBIE)
-    except psutil.NoSuchProcess:
-        return False
-    except psutil.AccessDenied:
-        return True
+    return _kill.is_running(target.pid, target.create_time)
 
 
 def sweep(directory: Path, *, own: Path | None, term_grace: float) -> list[Entry]:

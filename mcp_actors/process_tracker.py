@@ -55,7 +55,7 @@ import psutil
 import trio
 
 from mcp_actors import _kill, _ledger, _reaper
-from mcp_actors._kill import KILL_WAIT, MARKER_ENV, TERM_GRACE, Target, find_process, kill_trees
+from mcp_actors._kill import KILL_WAIT, MARKER_ENV, TERM_GRACE, Target, is_running, kill_trees
 from mcp_actors._paths import state_dir
 from mcp_actors.errors import ServerStartFailed
 
@@ -143,15 +143,7 @@ class ProcessIdentity:
 
         A zombie (exited, not yet reaped) counts as dead.
         """
-        proc = find_process(self.pid, self.create_time)
-        if proc is None:
-            return False
-        try:
-            return bool(proc.status() != psutil.STATUS_ZOMBIE)
-        except psutil.NoSuchProcess:
-            return False
-        except psutil.AccessDenied:
-            return True
+        return is_running(self.pid, self.create_time)
 
     def _target(self) -> Target:
         return Target(self.pid, self.create_time, self.pgid)

@@ -25,6 +25,7 @@ import attrs
 import psutil
 import pytest
 import trio
+from testkit import Result, cli_env
 
 from mcp_actors.formats import fetch_mcp_tools, setup_mcp_tools
 from mcp_actors.records import McpServerRecord, ServerConfig, ServerType
@@ -36,28 +37,6 @@ _SCRIPT = Path(sys.executable).with_name("mcp-actors")
 CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mcp_actors"]
 RUN_BOUND = 120.0
 """Upper bound of one command under a loaded CI machine; commands normally take 1-3 s."""
-
-
-@attrs.frozen
-class Result:
-    rc: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-    def error_line(self) -> str:
-        """The one stderr line a failure must produce (and no traceback)."""
-        lines = self.stderr.strip().splitlines()
-        assert len(lines) == 1, f"expected one stderr line, got: {self.stderr!r}"
-        assert "Traceback" not in self.stderr
-        assert lines[0].startswith("mcp-actors: ")
-        return lines[0]
-
-
-def cli_env(config: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "MCP_ACTORS_CONFIG": str(config), "COLUMNS": "200", **extra}
 
 
 async def cli(config: Path, *args: str, stdin: str | None = None) -> Result:

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 import trio
+from testkit import Result, cli_env
 
 from mcp_actors import __version__
 from mcp_actors.records import McpServerRecord, ServerConfig, ServerType
@@ -67,28 +67,6 @@ def length(text: str) -> str:
 
 anyio.run(server.run_stdio_async, backend="trio")
 '''
-
-
-@attrs.frozen
-class Result:
-    rc: int
-    stdout: str
-    stderr: str
-
-    def json(self) -> Any:
-        return json.loads(self.stdout)
-
-    def error_line(self) -> str:
-        """The one stderr line a failure must produce (and no traceback)."""
-        lines = self.stderr.strip().splitlines()
-        assert len(lines) == 1, f"expected one stderr line, got: {self.stderr!r}"
-        assert "Traceback" not in self.stderr
-        assert lines[0].startswith("mcp-actors: ")
-        return lines[0]
-
-
-def cli_env(config: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "MCP_ACTORS_CONFIG": str(config), "COLUMNS": "200", **extra}
 
 
 async def cli(config: Path, *args: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> Result:

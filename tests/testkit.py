@@ -8,10 +8,13 @@ subscription, a runtime on the test's own config file, and connection slots run 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import trio
 
 from mcp_actors import events
@@ -79,3 +82,29 @@ def state_is(state: str, **data: object) -> Callable[[events.Event], bool]:
         and e.data["state"] == state
         and all(e.data.get(k) == v for k, v in data.items())
     )
+
+
+@attrs.frozen
+class Result:
+    """What one ``mcp-actors`` run gave: its exit status and both streams."""
+
+    rc: int
+    stdout: str
+    stderr: str
+
+    def json(self) -> Any:
+        """Stdout as the one JSON document ``--json`` promises."""
+        return json.loads(self.stdout)
+
+    def error_line(self) -> str:
+        """The one stderr line a failure must produce (and no traceback)."""
+        lines = self.stderr.strip().splitlines()
+        assert len(lines) == 1, f"expected one stderr line, got: {self.stderr!r}"
+        assert "Traceback" not in self.stderr
+        assert lines[0].startswith("mcp-actors: ")
+        return lines[0]
+
+
+def cli_env(config: Path, **extra: str) -> dict[str, str]:
+    """The environment of a CLI run on ``config``, wide enough that rich never wraps a line."""
+    return {**os.environ, "MCP_ACTORS_CONFIG": str(config), "COLUMNS": "200", **extra}
