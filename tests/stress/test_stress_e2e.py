@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +104,9 @@ def test_configured_demo_server_with_expectations(capsys: pytest.CaptureFixture[
     assert ops["add"]["errors"] == {}
     assert ops["wrong"]["errors"] == {"expectation": ops["wrong"]["requests"]}
     assert ops["fail"]["errors"] == {"is_error": ops["fail"]["requests"]}
-    assert doc["target"] == {"name": "demo", "type": "stdio", "where": f"{sys.executable} -m mcp_actors.demo_server"}
+    # The record's own spelling: the built-in demo's command is resolved at start (${mcpActors:python}).
+    where = "${mcpActors:python} -m mcp_actors.demo_server"
+    assert doc["target"] == {"name": "demo", "type": "stdio", "where": where}
 
 
 async def test_streamable_http_target(tmp_path: Path) -> None:
