@@ -17,6 +17,8 @@ _VALUES = {
     "timeout": 2.5,
     "placeholder": "${env:TOKEN}",
     "field": "config.env.TOKEN",
+    "task_id": "t-1",
+    "status": "failed",
 }
 
 
