@@ -135,8 +135,13 @@ class HttpParams:
         for field, text in [("config.url", self.url), *((f"config.headers.{k}", v) for k, v in self.headers.items())]:
             with contextlib.suppress(UnresolvedPlaceholder):
                 expanded, used = expand(text, field=field, server="-")
-                values += [expanded, *used]
-                url = expanded if field == "config.url" else url
+                if field == "config.url":
+                    # The URL itself is not a secret (errors name it, redacted): only what was
+                    # substituted into it, plus its credentials and query values below.
+                    values += used
+                    url = expanded
+                elif used:
+                    values += [expanded, *used]
         with contextlib.suppress(ValueError):
             parts = urlsplit(url)
             values += [v for v in (parts.username, parts.password) if v]

@@ -14,6 +14,7 @@ import psutil
 import pytest
 import trio
 from hypothesis import HealthCheck, settings
+from testkit import is_infrastructure
 
 if TYPE_CHECKING:
     from mcp_actors.testing.memory import InMemoryServers
@@ -30,9 +31,6 @@ atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
 os.environ.setdefault("MCP_ACTORS_STATE_DIR", _STATE)
 os.environ.setdefault("MCP_ACTORS_CONFIG", os.path.join(_STATE, "mcp-config.json"))
 
-# Long-lived helpers of the host itself, not servers a test started.
-_INFRASTRUCTURE = ("mcp_actors._reaper", "trio_parallel", "multiprocessing.resource_tracker")
-
 
 def _stray_children() -> list[psutil.Process]:
     me = psutil.Process()
@@ -44,7 +42,7 @@ def _stray_children() -> list[psutil.Process]:
                 continue
         except psutil.Error:
             continue
-        if any(marker in cmdline for marker in _INFRASTRUCTURE):
+        if is_infrastructure(cmdline):
             continue
         strays.append(child)
     return strays

@@ -18,7 +18,7 @@ from typing import Any
 import psutil
 import pytest
 import trio
-from testkit import text_of
+from testkit import is_infrastructure, text_of
 
 from mcp_actors import events
 from mcp_actors.errors import (
@@ -51,8 +51,7 @@ def fault_input(name: str, *flags: str, **config: object) -> dict[str, Any]:
 
 
 def _is_infrastructure(proc: psutil.Process) -> bool:
-    cmdline = " ".join(proc.cmdline())
-    return "mcp_actors._reaper" in cmdline or "trio_parallel" in cmdline
+    return is_infrastructure(" ".join(proc.cmdline()))
 
 
 def server_processes() -> list[psutil.Process]:

@@ -108,3 +108,14 @@ class Result:
 def cli_env(config: Path, **extra: str) -> dict[str, str]:
     """The environment of a CLI run on ``config``, wide enough that rich never wraps a line."""
     return {**os.environ, "MCP_ACTORS_CONFIG": str(config), "COLUMNS": "200", **extra}
+
+
+INFRASTRUCTURE = ("mcp_actors._reaper", "trio_parallel", "multiprocessing.resource_tracker")
+"""Long-lived helpers of the test process itself, never servers a test started: the reaper
+sidecar, trio-parallel's workers and the resource tracker multiprocessing starts with them
+(which lives on for the rest of the run once a stress test has used workers)."""
+
+
+def is_infrastructure(cmdline: str) -> bool:
+    """Whether a process with this command line is one of :data:`INFRASTRUCTURE`."""
+    return any(marker in cmdline for marker in INFRASTRUCTURE)

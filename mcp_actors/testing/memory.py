@@ -37,6 +37,7 @@ import trio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
+from mcp_actors._variables import PYTHON_PLACEHOLDER
 from mcp_actors.demo_server import create_demo_server
 from mcp_actors.records import McpServerRecord, ServerType
 from mcp_actors.testing._fault_plan import HANG_LIMIT, FaultPlan, parse_fault_args
@@ -245,7 +246,8 @@ class KillableServer:
 
 
 def _module_and_flags(argv: Sequence[str]) -> tuple[str, list[str]] | None:
-    if len(argv) < 3 or argv[0] != sys.executable or argv[1] != "-m":
+    # This interpreter, spelled out or as the symbolic command the built-in demo record keeps.
+    if len(argv) < 3 or argv[0] not in (sys.executable, PYTHON_PLACEHOLDER) or argv[1] != "-m":
         return None
     return argv[2], list(argv[3:])
 
