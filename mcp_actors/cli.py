@@ -79,7 +79,7 @@ if TYPE_CHECKING:
     from mcp_actors.service import McpService
     from mcp_actors.tools import McpTool
 
-__all__ = ["ExitCode", "HttpKind", "ToolFormat", "app", "main"]
+__all__ = ["ExitCode", "ToolFormat", "app", "main"]
 
 _T = TypeVar("_T")
 
@@ -100,11 +100,15 @@ class ToolFormat(enum.StrEnum):
     """Gemini ``tools`` (one ``functionDeclarations`` group)."""
 
 
-class HttpKind(enum.StrEnum):
-    """The two HTTP transports of a remote server."""
+class _RemoteType(enum.StrEnum):
+    """The choices of ``--type``: the remote values of :class:`~mcp_actors.records.ServerType`.
 
-    SSE = "sse"
-    HTTP = "http"
+    Only a choice list for the command line (typer needs an enum of exactly the allowed
+    values); everywhere else the transport kind is ``ServerType``.
+    """
+
+    SSE = ServerType.SSE.value
+    HTTP = ServerType.HTTP.value
 
 
 @attrs.frozen(kw_only=True)
@@ -335,7 +339,7 @@ def _server_entry(
     env: Sequence[str],
     cwd: Path | None,
     url: str | None,
-    kind: HttpKind | None,
+    kind: _RemoteType | None,
     headers: Sequence[str],
     connect_timeout: float | None,
     call_timeout: float | None,
@@ -360,7 +364,7 @@ def _server_entry(
         if args or env or cwd is not None or env_file is not None:
             raise CliError("--arg, --env, --env-file and --cwd are for local servers (--command), not --url")
         if kind is None:
-            kind = HttpKind.SSE if url.split("?", 1)[0].rstrip("/").endswith("/sse") else HttpKind.HTTP
+            kind = _RemoteType.SSE if url.split("?", 1)[0].rstrip("/").endswith("/sse") else _RemoteType.HTTP
         server_type = kind.value
         config.update(url=url, headers=_parse_pairs(headers, "--header"))
     if connect_timeout is not None:
@@ -392,7 +396,7 @@ def servers_add(
     ] = None,
     url: Annotated[str | None, typer.Option("--url", help="Remote server: its http(s) URL.")] = None,
     kind: Annotated[
-        HttpKind | None,
+        _RemoteType | None,
         typer.Option(
             "--type",
             case_sensitive=False,
@@ -739,7 +743,7 @@ def _config_changes(
     env_file: str | None,
     cwd: Path | None,
     url: str | None,
-    kind: HttpKind | None,
+    kind: _RemoteType | None,
     headers: Sequence[str],
     unset_headers: Sequence[str],
     connect_timeout: float | None,
@@ -795,7 +799,9 @@ def _config_changes(
     if url is not None:
         config["url"] = url
     if remote and (url is not None or kind is not None):
-        chosen = kind or (HttpKind.SSE if (url or "").split("?", 1)[0].rstrip("/").endswith("/sse") else HttpKind.HTTP)
+        chosen = kind or (
+            _RemoteType.SSE if (url or "").split("?", 1)[0].rstrip("/").endswith("/sse") else _RemoteType.HTTP
+        )
         new_type = chosen.value if chosen.value != record.type.value else new_type
     for key, value in (
         ("connectTimeout", connect_timeout),
@@ -830,7 +836,7 @@ def servers_update(
     cwd: Annotated[Path | None, typer.Option("--cwd", file_okay=False, help="Local server: its directory.")] = None,
     url: Annotated[str | None, typer.Option("--url", help="Remote server: its http(s) URL.")] = None,
     kind: Annotated[
-        HttpKind | None, typer.Option("--type", case_sensitive=False, help="Remote server: sse or http.")
+        _RemoteType | None, typer.Option("--type", case_sensitive=False, help="Remote server: sse or http.")
     ] = None,
     header: Annotated[
         list[str] | None, typer.Option("--header", metavar="KEY=VALUE", help="Set an HTTP header (repeatable).")
