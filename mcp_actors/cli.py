@@ -36,7 +36,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
@@ -277,6 +277,28 @@ async def _with_service(opts: _Options, fn: Callable[[McpService], Awaitable[_T]
         return await fn(runtime.service)
 
 
+async def _add_without_runtime(opts: _Options, entry: Mapping[str, Any]) -> McpServerRecord:
+    """Save a new record the way ``McpService.add`` does, without starting a runtime.
+
+    The same rules apply: the record's own validation (:func:`~mcp_actors._registry.to_record`),
+    the rules for a new name, and the store's check of the whole record set under its lock.
+    Editing the config needs no supervision tree, no reaper sidecar and no ledger sweep.
+    """
+    import trio
+
+    from mcp_actors._registry import check_new_name, to_record
+    from mcp_actors.store import ConfigStore
+
+    record = to_record(entry)
+
+    def write(records: list[McpServerRecord]) -> McpServerRecord:
+        check_new_name(records, record.name, record.id)
+        records.append(record)
+        return record
+
+    return await trio.to_thread.run_sync(ConfigStore(opts.config).modify, write)
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null so that interpreter shutdown does not flush into a closed pipe."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -440,11 +462,7 @@ def servers_add(
             env_file=env_file,
         )
 
-        async def add(service: McpService) -> McpServerRecord:
-            record: McpServerRecord = await service.add(entry)
-            return record
-
-        record = await _with_service(opts, add)
+        record = await _add_without_runtime(opts, entry)
         if as_json:
             print_json(record_json(record))
         else:

@@ -45,3 +45,23 @@ def test_sampling_is_refused_with_a_clear_message(tmp_path: Path) -> None:
     )
     combined = done.stdout + done.stderr
     assert "has no language model" in combined and "sampling_handler" in combined
+
+
+_ADD_PROBE = """
+import sys
+from mcp_actors.cli import main
+code = main(sys.argv[1:])
+print("runtime imported:", "mcp_actors.runtime" in sys.modules, "exit:", code)
+"""
+
+
+def test_servers_add_edits_the_config_without_starting_a_runtime(tmp_path: Path) -> None:
+    """`servers add` writes through the store's rules without a supervision tree; a taken name is still refused."""
+    env = {**os.environ, "MCP_ACTORS_CONFIG": str(tmp_path / "cfg.json"), "COLUMNS": "200"}
+    argv = [sys.executable, "-c", _ADD_PROBE, "servers", "add", "probe", "--command", "true"]
+    first = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert first.stdout.strip().endswith("runtime imported: False exit: 0"), first.stdout + first.stderr
+    saved = json.loads((tmp_path / "cfg.json").read_text())
+    assert [s["name"] for s in saved["mcpServers"]] == ["demo", "probe"]
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    assert "exit: 2" in again.stdout and "already exists" in again.stderr, again.stdout + again.stderr
