@@ -393,7 +393,10 @@ def test_watch_streams_events_until_interrupted(tmp_path: Path) -> None:
     assert stderr == ""
     states = [e["data"]["state"] for e in seen if e["type"] == "connection:state"]
     assert states[:2] == ["connecting", "connected"] and states[-1] == "error"
-    assert "SIGKILL" in seen[-1]["data"]["error"]
+    # The first sign of the death names it: the exit by SIGKILL, or (when the pipes close
+    # first, as they may on a loaded machine) the closed stdout or stdin of the killed server.
+    error = seen[-1]["data"]["error"]
+    assert any(sign in error for sign in ("killed by SIGKILL", "closed its stdout", "stdout closed", "stdin")), error
     assert [e["seq"] for e in seen] == sorted(e["seq"] for e in seen)
 
 
