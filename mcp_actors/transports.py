@@ -302,6 +302,10 @@ async def _pump_stdin(
             data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
             await stream.send_all(data.encode() + b"\n")
     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+        # As for stdout: a broken stdin usually means the process is exiting, and its exit
+        # status ("killed by SIGKILL") says more than the broken pipe.
+        with trio.move_on_after(_EXIT_STATUS_GRACE):
+            await link.exited.wait()
         link.die("the server stopped reading its stdin")
 
 
