@@ -578,7 +578,10 @@ class _RegistryActor:
         records: list[McpServerRecord]
         fingerprint: object = _UNKNOWN
         if self.ref.initial_records is not None:
+            # The runtime's own read, whose fingerprint it already set: keep it, or the first
+            # poll would see a "change" and re-read an untouched file.
             records, self.ref.initial_records = self.ref.initial_records, None
+            fingerprint = self.ref.fingerprint
         else:
             try:
                 records, fingerprint = await trio.to_thread.run_sync(self.store.load_with_fingerprint)

@@ -276,6 +276,15 @@ async def test_periodic_check_applies_external_changes_without_calls(tmp_path: P
         assert "x" in {r.name for r in rt.service._registry.snapshot.records.values()}
 
 
+async def test_an_untouched_config_is_not_re_read(tmp_path: Path) -> None:
+    """Right after start the registry knows the file's version: an untouched file is never re-read."""
+    cfg = tmp_path / "cfg.json"
+    await trio.to_thread.run_sync(ConfigStore(cfg).modify, lambda rs: rs.append(_record(fault_input("x"))))
+    async with open_runtime(cfg, connect_on_add=False, config_poll_interval=0) as rt:
+        ref = rt.service._registry
+        assert ref.fingerprint == await trio.to_thread.run_sync(ref.store.fingerprint)
+
+
 async def test_ids_of_tools_that_are_gone_are_dropped(tmp_path: Path) -> None:
     """Once a server's tools change, ids of tools it no longer has stop resolving; the id map does not grow."""
     async with runtime_at(tmp_path) as rt:
