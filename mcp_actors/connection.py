@@ -729,6 +729,8 @@ async def _park(slot: _Slot, cause: BaseException | None) -> Reconnect | None:
     reason = str(cause) if cause is not None else "too many failures"
     tail = cause.stderr_tail if isinstance(cause, ConnectionFailed) else ()
     slot.cell.transition(ConnectionState.ERROR, error=reason, circuit_open=True, process=None)
+    # A misconfiguration opens the circuit at once: no retry was made, none can help.
+    why = "because no retry can fix this" if isinstance(cause, ServerMisconfigured) else "after repeated failures"
 
     def answer(message: ConnectionMessage) -> Reconnect | None:
         match message:
@@ -739,7 +741,7 @@ async def _park(slot: _Slot, cause: BaseException | None) -> Reconnect | None:
             case _:
                 message.reply.fail(
                     ServerCircuitOpen(
-                        f"server {settings.server_name!r} is parked in error after repeated failures ({reason}); fix it"
+                        f"server {settings.server_name!r} is parked in error {why} ({reason}); fix it"
                         " and call reconnect",
                         server=settings.server_name,
                         stderr_tail=tail,

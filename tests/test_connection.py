@@ -142,7 +142,7 @@ async def test_crash_on_every_start_opens_circuit_and_sibling_keeps_serving(auto
         await wait_event(sub, state_is("error", serverName="bad", circuitOpen=True))
         assert bad_h.status().state is ConnectionState.ERROR
         assert bad_h.status().restarts == 3
-        with pytest.raises(ServerCircuitOpen):
+        with pytest.raises(ServerCircuitOpen, match="after repeated failures"):
             await bad_h.call_tool("echo", {"text": "x"})
         assert text_of(await good_h.call_tool("echo", {"text": "fine"})) == "fine"
         # Reconnect closes the circuit and tries again (and fails again, honestly).

@@ -119,6 +119,10 @@ async def test_unresolvable_commands(bed: FaultBed, tmp_path: Path) -> None:
         assert isinstance(second, CommandNotFound | ServerCircuitOpen), (name, second)
         status = bed.service.status(name)
         assert status.circuit_open and status.restarts == 0, (name, status)
+        parked = await bed.settle(bed.service.call_tool, name, "echo", {"text": "x"}, bound=CALL_BOUND)
+        assert isinstance(parked, ServerCircuitOpen), (name, parked)
+        # Opened at once, not after retries: the message must not claim repeated failures.
+        assert "repeated" not in str(parked) and "no retry" in str(parked), parked
         await bed.sibling_serves()
     lost = await bed.settle(bed.service.call_tool, "lost", "echo", {"text": "x"}, bound=CALL_BOUND)
     assert isinstance(lost, ServerStartFailed | ServerCircuitOpen), lost
