@@ -692,6 +692,9 @@ class _ConnectionActor:
             self.cell.bus.emit(events.RESOURCES_CHANGED, **ids)
         elif isinstance(message, mcp_types.PromptListChangedNotification):
             self.cell.bump_prompts_epoch()
+        elif isinstance(message, mcp_types.ElicitCompleteNotification):
+            # The URL-mode interaction ended out of band; a host UI waiting for it may stop (2025-11-25).
+            self.cell.bus.emit(events.ELICITATION_COMPLETE, **ids, elicitationId=message.params.elicitation_id)
         elif isinstance(message, mcp_types.ResourceUpdatedNotification):
             self.cell.bus.emit(events.RESOURCE_UPDATED, **ids, uri=str(message.params.uri))
         elif isinstance(message, Exception):
