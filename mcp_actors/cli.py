@@ -49,7 +49,7 @@ from rich.text import Text
 
 from mcp_actors._cli_auth import auth_app
 from mcp_actors._cli_callbacks import TerminalElicitor, cli_callbacks
-from mcp_actors._cli_protocol import prompts_app, resources_app
+from mcp_actors._cli_protocol import prompts_app, resources_app, tasks_app
 from mcp_actors._cli_stress import stress_app
 from mcp_actors._cli_support import (
     PROGRAM,
@@ -141,6 +141,7 @@ app.add_typer(auth_app, name="auth")
 app.add_typer(stress_app, name="stress")
 app.add_typer(resources_app, name="resources")  # issue 12: mcp_actors/_cli_protocol.py
 app.add_typer(prompts_app, name="prompts")
+app.add_typer(tasks_app, name="tasks")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]
 ServerArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name (or id).")]

@@ -64,14 +64,16 @@ import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
+from mcp.client import NotificationBinding
 from mcp.client._probe import negotiate_auto
 from mcp.shared.exceptions import MCPError
 
 from mcp_actors import events
-from mcp_actors._cache import Listing, ListingCache, ListingKind, fetch_listing, make_listing
+from mcp_actors._cache import MAX_PAGES, Listing, ListingCache, ListingKind, fetch_listing, make_listing
 from mcp_actors._callbacks import HostCallbacks, fulfil_input_required
 from mcp_actors._live import LiveSession, ProgressDeadline, SessionEnded
 from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, FillListing, Reconnect
+from mcp_actors._tasks import TaskStatusWatch
 from mcp_actors.errors import (
     ActorStopped,
     ConnectionFailed,
@@ -274,6 +276,8 @@ class _StatusCell:
     stderr: StderrTail | None = None
     listings: ListingCache = attrs.field(factory=ListingCache)
     """The connection's listings: written by its actor only (:mod:`mcp_actors._cache`)."""
+    tasks: TaskStatusWatch = attrs.field(factory=TaskStatusWatch)
+    """The task calls running on the connection, for the server's pushed statuses."""
 
     def set(self, **changes: Any) -> None:
         self.status = attrs.evolve(self.status, **changes)
@@ -548,6 +552,14 @@ class _ConnectionActor:
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=CLIENT_INFO,
+                        # Task statuses are types-only in the SDK's method tables: observed through a binding.
+                        notification_bindings=[
+                            NotificationBinding(
+                                method="notifications/tasks/status",
+                                params_type=mcp_types.TaskStatusNotificationParams,
+                                handler=self._on_task_status,
+                            )
+                        ],
                         **host_kwargs,
                     )
                     async with session:
@@ -699,6 +711,18 @@ class _ConnectionActor:
             self.cell.bus.emit(events.RESOURCE_UPDATED, **ids, uri=str(message.params.uri))
         elif isinstance(message, Exception):
             logger.warning("server %s: transport reported %s: %s", self.label, type(message).__name__, message)
+
+    async def _on_task_status(self, params: mcp_types.TaskStatusNotificationParams) -> None:
+        """A pushed task status: to the call running that task, else published as ``task:status``."""
+        if not self.cell.tasks.deliver(params):
+            self.cell.bus.emit(
+                events.TASK_STATUS,
+                serverId=self.settings.server_id,
+                serverName=self.label,
+                taskId=params.task_id,
+                status=params.status,
+                message=params.status_message,
+            )
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         """A server's log message: to stdlib logging (``mcp_actors.server.<name>``) and the bus."""
@@ -1225,15 +1249,20 @@ class ConnectionHandle:
         publish(task)
         finished = False
         try:
-            while task.status in ("working", "input_required"):
-                await trio.sleep(max(task.poll_interval or _TASK_POLL_MS, _TASK_POLL_MS) / 1000)
-                polled = await session.send_request(
-                    mcp_types.GetTaskRequest(params=mcp_types.GetTaskRequestParams(task_id=task.task_id)),
-                    mcp_types.GetTaskResult,
-                )
-                if (polled.status, polled.status_message) != (task.status, task.status_message):
-                    publish(polled)
-                task = polled
+            with self._cell.tasks.watch(task.task_id) as pushed:
+                while task.status in ("working", "input_required"):
+                    # The server's pushed status (notifications/tasks/status) ends the wait early.
+                    seen: mcp_types.Task | None = None
+                    with trio.move_on_after(max(task.poll_interval or _TASK_POLL_MS, _TASK_POLL_MS) / 1000):
+                        seen = await pushed.receive()
+                    if seen is None:
+                        seen = await session.send_request(
+                            mcp_types.GetTaskRequest(params=mcp_types.GetTaskRequestParams(task_id=task.task_id)),
+                            mcp_types.GetTaskResult,
+                        )
+                    if (seen.status, seen.status_message) != (task.status, task.status_message):
+                        publish(seen)
+                    task = seen
             finished = True
             if task.status != "completed":
                 raise ToolTaskFailed(
@@ -1265,6 +1294,27 @@ class ConnectionHandle:
                         publish(task.model_copy(update={"status": "cancelled"}))
                     except Exception as exc:  # the call already failed; this is best effort
                         logger.info("server %s: cancelling task %s failed: %s", label, task.task_id, exc)
+
+    async def list_tasks(self) -> tuple[mcp_types.Task, ...]:
+        """The server's tasks (``tasks/list``, 2025-11-25), all pages.
+
+        Raises:
+            ServerProtocolError: The server refused (one without tasks answers "method not found").
+        """
+
+        async def op(session: ClientSession) -> tuple[mcp_types.Task, ...]:
+            tasks: list[mcp_types.Task] = []
+            cursor: str | None = None
+            for _ in range(MAX_PAGES):
+                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await session.send_request(mcp_types.ListTasksRequest(params=params), mcp_types.ListTasksResult)
+                tasks.extend(page.tasks)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            return tuple(tasks)
+
+        return await self._request("tasks/list", op)
 
     async def health(self, *, timeout: float = 10.0) -> float:
         """Ping now; returns the round-trip time in seconds. An unanswered ping means the server is dead."""

@@ -67,7 +67,7 @@ class EventType(enum.StrEnum):
     TOOL_PROGRESS = "tool:progress"
     """A running call reported progress (``toolName``, ``callId``, ``progress``, ``total``, ``message``)."""
     TASK_STATUS = "task:status"
-    """A tool call running as a task changed status (``toolName``, ``taskId``, ``status``, ``message``)."""
+    """A task changed status (``taskId``, ``status``, ``message``; ``toolName``, ``callId`` for our task calls)."""
     RESOURCES_CHANGED = "resources:changed"
     """A server's resource list changed (``notifications/resources/list_changed``)."""
     RESOURCE_UPDATED = "resource:updated"
