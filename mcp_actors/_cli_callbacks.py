@@ -9,7 +9,11 @@ commands pass:
   multi-select as a comma-separated list); the answer is checked against the requested
   schema and asked again (at most three times) when it does not fit. URL mode shows the
   message and the URL and asks whether to open it; yes opens the browser (and prints the
-  URL, for terminals without one) and answers ``accept``. Anywhere else (a pipe, a script,
+  URL, for terminals without one), answers ``accept`` and says it waits for the server to
+  confirm; that wait ends when the server reports the page done
+  (``notifications/elicitation/complete``, the ``elicitation:complete`` event, followed by
+  :meth:`TerminalElicitor.follow`). The call itself goes on meanwhile: the protocol has the
+  completion arrive after the answer. Anywhere else (a pipe, a script,
   ``--no-input``) every elicitation is answered ``decline``, and stderr says so.
 * **Sampling**: the CLI has no model, so a server that samples is answered with a
   JSON-RPC error saying so (and stderr tells the user which server asked).
@@ -30,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 from rich.console import Console
 from rich.markup import escape
 
+from mcp_actors import events
 from mcp_actors._callbacks import complete_elicitation
 
 __all__ = ["SAMPLING_DECLINED", "TerminalElicitor", "cli_callbacks", "decline_sampling"]
@@ -106,6 +111,41 @@ class TerminalElicitor:
         self._console = console
         self._read_line = read_line
         self._open_url = open_url
+        self._waiting: dict[str, str] = {}
+        self._idle = trio.Event()
+        self._idle.set()
+
+    @property
+    def waiting(self) -> dict[str, str]:
+        """Accepted URL-mode elicitations the server has not reported done yet: id -> URL (a copy)."""
+        return dict(self._waiting)
+
+    def completed(self, elicitation_id: str) -> bool:
+        """The server reported a URL-mode elicitation done: end its wait; unknown or repeated ids are ignored.
+
+        Returns:
+            Whether it was one this prompt was waiting for (the protocol lets clients
+            ignore completions of ids they do not know).
+        """
+        url = self._waiting.pop(elicitation_id, None)
+        if url is None:
+            return False
+        self._console.print(f"[green]the server confirms the page is done:[/] {escape(url)}")
+        if not self._waiting:
+            self._idle.set()
+        return True
+
+    async def follow(self, subscription: events.Subscription) -> None:
+        """End waits as ``elicitation:complete`` events arrive on ``subscription``; runs until cancelled."""
+        async for event in subscription:
+            if event.type == events.ELICITATION_COMPLETE:
+                elicitation_id = event.data.get("elicitationId")
+                if isinstance(elicitation_id, str):
+                    self.completed(elicitation_id)
+
+    async def wait_idle(self) -> None:
+        """Wait until no accepted URL-mode elicitation is waiting for its completion (unbounded: bound it)."""
+        await self._idle.wait()
 
     async def __call__(self, server_id: str, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
         """The elicitation handler: the prompt runs in a worker thread, so the runtime keeps running."""
@@ -141,6 +181,10 @@ class TerminalElicitor:
             return mcp_types.ElicitResult(action="decline")
         if not self._open_url(params.url):
             self._console.print("no browser could be opened here; open the URL above yourself")
+        if params.elicitation_id is not None:  # without an id no completion can name it: nothing to wait for
+            self._waiting[params.elicitation_id] = params.url
+            self._idle = trio.Event()
+            self._console.print("[dim]waiting for the server to confirm you finished on the page...[/]")
         return mcp_types.ElicitResult(action="accept")
 
     def _ask_form(self, params: mcp_types.ElicitRequestFormParams) -> mcp_types.ElicitResult:

@@ -1,11 +1,12 @@
-"""The ``resources`` and ``prompts`` commands of ``mcp-actors`` (issue 12, item 3).
+"""The ``resources``, ``prompts`` and ``tasks`` commands of ``mcp-actors`` (issue 12, items 3 and 5).
 
-Kept apart from :mod:`mcp_actors.cli`, which registers the two sub-apps::
+Kept apart from :mod:`mcp_actors.cli`, which registers the sub-apps::
 
     mcp-actors resources list NAME [--templates] [--json]
     mcp-actors resources read NAME URI [--json] [--output FILE]
     mcp-actors prompts list NAME [--json]
     mcp-actors prompts get NAME PROMPT [--arg KEY=VALUE ...] [--json]
+    mcp-actors tasks list NAME [--json]
 
 The shared plumbing (global options, the runtime for one command, failure reporting) is
 the main CLI's; it is imported when a command runs, so importing this module costs nothing
@@ -29,10 +30,11 @@ from mcp_actors._cli_support import CliError, ExitCode, print_json
 if TYPE_CHECKING:
     from mcp_actors.service import McpService
 
-__all__ = ["prompts_app", "resources_app"]
+__all__ = ["prompts_app", "resources_app", "tasks_app"]
 
 resources_app = typer.Typer(help="List and read a server's resources and resource templates.", no_args_is_help=True)
 prompts_app = typer.Typer(help="List a server's prompts and render one with arguments.", no_args_is_help=True)
+tasks_app = typer.Typer(help="List a server's tasks (task-augmented tool calls, 2025-11-25).", no_args_is_help=True)
 
 _out = Console(highlight=False, soft_wrap=False)
 
@@ -184,3 +186,28 @@ def prompts_get(
     for message in result.messages:
         sys.stdout.write(f"[{message.role}] {flatten_content([message.content])}\n")
     sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------- tasks
+
+
+@tasks_app.command("list")
+def tasks_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
+    """List a server's tasks with their status (``tasks/list``, every page)."""
+
+    async def fn(service: McpService) -> list[Any]:
+        return list(await service.list_tasks(server))
+
+    tasks = _run(ctx, fn)
+    if as_json:
+        print_json([_dump(t) for t in tasks])
+        return
+    table = Table(title=f"Tasks ({len(tasks)})", title_justify="left")
+    for column in ("TASK", "STATUS", "MESSAGE", "UPDATED"):
+        table.add_column(column, overflow="fold")
+    for t in tasks:
+        style = {"completed": "green", "failed": "red", "cancelled": "yellow"}.get(t.status, "")
+        table.add_row(
+            Text(t.task_id, style="bold"), Text(t.status, style=style), t.status_message or "", str(t.last_updated_at)
+        )
+    _out.print(table)

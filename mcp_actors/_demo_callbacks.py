@@ -9,7 +9,9 @@ answered as JSON text, so a test or a user sees exactly what crossed the wire:
 ``ask_user()``                 form-mode elicitation: a name (required), an age (default 30),
                                a colour (enum, default green), a size (titled ``oneOf``) and
                                toppings (multi-select)
-``ask_user_url()``             URL-mode elicitation: asks the user to open a consent page
+``ask_user_url()``             URL-mode elicitation: asks the user to open a consent page; an
+                               accepted one is reported done at once
+                               (``notifications/elicitation/complete``, same elicitation id)
 ``list_host_roots()``          lists the host's roots (``roots/list``)
 ``wait_roots_changed(count)``  waits until ``notifications/roots/list_changed`` arrived ``count``
                                times in all (bounded), returns the count
@@ -158,9 +160,16 @@ def add_callback_tools(server: MCPServer[Any]) -> None:
         )
         return json.dumps({"action": result.action, "content": result.content})
 
-    @server.tool(description="Ask the user to open a consent page (URL elicitation).")
+    @server.tool(
+        description="Ask the user to open a consent page (URL elicitation); an accepted one is reported done at once"
+        " (notifications/elicitation/complete)."
+    )
     async def ask_user_url(ctx: Context) -> str:
-        result = await ctx.elicit_url("Please approve the demo's access.", CONSENT_URL, f"consent-{uuid.uuid4().hex}")
+        elicitation_id = f"consent-{uuid.uuid4().hex}"
+        result = await ctx.elicit_url("Please approve the demo's access.", CONSENT_URL, elicitation_id)
+        if result.action == "accept":
+            # The demo has no real page: the out-of-band step counts as finished at once.
+            await ctx.session.send_elicit_complete(elicitation_id, related_request_id=ctx.request_id)
         return json.dumps({"action": result.action})
 
     @server.tool(description="List the host's roots (the directories it lets servers see).")

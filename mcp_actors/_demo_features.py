@@ -15,13 +15,16 @@ MCP has a real server to be tested against, over every transport:
 ``weather(city)``               structured output validated by its ``outputSchema``
 ``bad_weather()``               structured output that breaks its own ``outputSchema``
 ``research(topic, seconds)``    a tool whose ``execution.taskSupport`` is ``required``
-``count(n, seconds, fail)``     a tool with optional task support, counting to ``n`` (as a
-                                task it ends ``failed`` when ``fail`` is true)
+``count(n, seconds, fail,       a tool with optional task support, counting to ``n`` (as a
+poll_ms)``                      task it ends ``failed`` when ``fail`` is true, and asks to be
+                                polled every ``poll_ms``)
+``finish_task(task_id)``        ends a task's work now and sends ``notifications/tasks/status``
 ==============================  ==========================================================
 
 The task tools follow the 2025-11-25 tasks protocol (``tools/call`` with ``task``,
-``tasks/get``, ``tasks/result``, ``tasks/cancel``); a task's work is modelled on the
-server's clock (it completes ``seconds`` after creation), so it needs no background task.
+``tasks/get``, ``tasks/result``, ``tasks/cancel``, ``tasks/list`` in pages of
+:data:`TASK_PAGE_SIZE`); a task's work is modelled on the server's clock (it completes
+``seconds`` after creation), so it needs no background task.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ __all__ = [
     "EXTRA_RESOURCE_URI",
     "NOTE_TEMPLATE",
     "NOTE_NAMES",
+    "TASK_PAGE_SIZE",
     "TASK_TOOL",
     "add_protocol_features",
 ]
@@ -58,6 +62,9 @@ NOTE_NAMES: Final = ("alpha", "beta", "gamma")
 
 TASK_TOOL: Final = "research"
 """The tool that must be called as a task (``execution.taskSupport: required``)."""
+
+TASK_PAGE_SIZE: Final = 2
+"""Tasks per ``tasks/list`` page (small, so that a client's paging is exercised)."""
 
 _OPTIONAL_TASK_TOOL: Final = "count"
 _REQUIRED: Final = types.ToolExecution(task_support="required")
@@ -95,6 +102,7 @@ class _TaskTable:
             "created": now,
             "updated": now,
             "cancelled": False,
+            "poll_ms": min(max(int(arguments.get("poll_ms", _POLL_MS)), _POLL_MS), 3_600_000),
         }
         return self.view(task_id)
 
@@ -120,7 +128,7 @@ class _TaskTable:
             created_at=entry["created"],
             last_updated_at=_now_iso(),
             ttl=60_000,
-            poll_interval=_POLL_MS,
+            poll_interval=entry["poll_ms"],
         )
 
     def result(self, task_id: str) -> types.CallToolResult:
@@ -276,8 +284,20 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
         return f"research on {topic}: done"  # reached only by a plain call, which is refused below
 
     @server.tool(description="Count from 1 to n; may be called as a task.", structured_output=False)
-    def count(n: int = 3, seconds: float = 0.1, fail: bool = False) -> str:
+    def count(n: int = 3, seconds: float = 0.1, fail: bool = False, poll_ms: int = _POLL_MS) -> str:
         return " ".join(str(i) for i in range(1, n + 1))
+
+    @server.tool(description="End a task's work now and send notifications/tasks/status about it.")
+    async def finish_task(ctx: Context, task_id: str) -> str:
+        entry = tasks.tasks.get(task_id)
+        if entry is None:
+            raise _unknown_task(task_id)
+        entry["due"] = min(entry["due"], time.monotonic())
+        view = tasks.view(task_id)
+        params = types.TaskStatusNotificationParams.model_validate(view.model_dump())
+        notification = types.TaskStatusNotification(params=params)
+        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+        return view.status
 
     extras: dict[str, types.ToolExecution] = {
         TASK_TOOL: _REQUIRED,
@@ -340,6 +360,16 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
         entry["cancelled"] = True
         return types.CancelTaskResult.model_validate(tasks.view(params.task_id).model_dump())
 
+    async def tasks_list(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListTasksResult:
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        ids = list(tasks.tasks)
+        page = ids[start : start + TASK_PAGE_SIZE]
+        more = start + TASK_PAGE_SIZE < len(ids)
+        return types.ListTasksResult(
+            tasks=[tasks.view(task_id) for task_id in page], next_cursor=str(start + TASK_PAGE_SIZE) if more else None
+        )
+
+    lowlevel.add_request_handler("tasks/list", types.PaginatedRequestParams, tasks_list)
     lowlevel.add_request_handler("tasks/get", types.GetTaskRequestParams, tasks_get)
     lowlevel.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, tasks_result)
     lowlevel.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, tasks_cancel)

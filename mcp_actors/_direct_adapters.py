@@ -27,6 +27,13 @@ from mcp_actors._adapter_base import (
     _Target,
     flatten_result,
 )
+from mcp_actors._callbacks import (
+    DEFAULT_CALLBACK_TIMEOUT,
+    ElicitationHandler,
+    HostCallbacks,
+    RootsSource,
+    SamplingHandler,
+)
 from mcp_actors._registry import enabled_tools, server_inactive, settings_for
 from mcp_actors.connection import STOP_BOUND, ConnectionHandle, ConnectionStatus, open_connection
 from mcp_actors.errors import McpActorsError
@@ -244,6 +251,10 @@ async def load_direct_mcp_tools(
     nursery: trio.Nursery,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
     bus: events.EventBus | None = None,
+    sampling_handler: SamplingHandler | None = None,
+    elicitation_handler: ElicitationHandler | None = None,
+    roots: RootsSource | None = None,
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
 ) -> tuple[LoadedTools[DirectMcpToolAdapter], list[DirectMcpConnection]]:
     """Connect to built-in servers directly and wrap their tools.
 
@@ -269,6 +280,16 @@ async def load_direct_mcp_tools(
         timeout: Each adapter's :attr:`~DirectMcpToolAdapter.timeout`.
         bus: Where the connections emit their ``connection:state`` events (default: a
             private bus nobody listens to).
+        sampling_handler: ``async (server_id, params) -> CreateMessageResult``: lets the
+            servers sample the host's model. As in :func:`~mcp_actors.runtime.open_runtime`:
+            declared only when given, and only to servers whose record allows it
+            (``config.allowSampling``); see docs/protocol/callbacks.md.
+        elicitation_handler: ``async (server_id, params) -> ElicitResult``: lets the servers
+            ask the user (form or URL mode); defaults filled and answers validated as for
+            the runtime (``config.allowElicitation``).
+        roots: The host's roots: ``file://`` URIs / ``Root`` values, or
+            ``async (server_id) -> list`` (``config.allowRoots``).
+        callback_timeout: Seconds any one handler may take.
 
     Returns:
         ``(tools, connections)``: the adapters (with ``failures``), and the open
@@ -276,9 +297,14 @@ async def load_direct_mcp_tools(
 
     Raises:
         TypeError: A server is not an :class:`~mcp_actors.records.McpServerRecord`.
-        ValueError: The same record id appears twice, or ``timeout`` is invalid.
+        ValueError: The same record id appears twice, ``timeout`` or ``callback_timeout``
+            is invalid, or a root is not a ``file://`` URI.
     """
     _check_timeout(None, None, timeout)
+    # The runtime's rules, the runtime's code: one HostCallbacks shared by these connections.
+    host = HostCallbacks(
+        sampling=sampling_handler, elicitation=elicitation_handler, roots=roots, timeout=callback_timeout
+    )
     records = list(servers)
     seen: set[str] = set()
     for record in records:
@@ -309,7 +335,7 @@ async def load_direct_mcp_tools(
             if not record.is_active:
                 failures[record.name] = server_inactive(record)
                 continue
-            handle, start = open_connection(settings_for(record), bus)
+            handle, start = open_connection(settings_for(record, host=host), bus)
             connection = DirectMcpConnection(record, handle)
             tracker.track(connection)
             started.append(connection)
@@ -339,6 +365,10 @@ async def open_direct_mcp_tools(
     timeout: float = DEFAULT_TOOL_TIMEOUT,
     bus: events.EventBus | None = None,
     close_grace: float = 3.0,
+    sampling_handler: SamplingHandler | None = None,
+    elicitation_handler: ElicitationHandler | None = None,
+    roots: RootsSource | None = None,
+    callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
 ) -> AsyncIterator[tuple[LoadedTools[DirectMcpToolAdapter], list[DirectMcpConnection]]]:
     """A session's direct tools for the length of a block; every server is closed at exit.
 
@@ -351,12 +381,25 @@ async def open_direct_mcp_tools(
         timeout: Each adapter's timeout, seconds.
         bus: Where the connections emit their events (default: a private bus).
         close_grace: Seconds each graceful close may take at exit.
+        sampling_handler: As for :func:`load_direct_mcp_tools`.
+        elicitation_handler: As for :func:`load_direct_mcp_tools`.
+        roots: As for :func:`load_direct_mcp_tools`.
+        callback_timeout: As for :func:`load_direct_mcp_tools`.
 
     Yields:
         ``(tools, connections)`` as :func:`load_direct_mcp_tools` returns them.
     """
     async with trio.open_nursery() as nursery:
-        tools, connections = await load_direct_mcp_tools(servers, nursery=nursery, timeout=timeout, bus=bus)
+        tools, connections = await load_direct_mcp_tools(
+            servers,
+            nursery=nursery,
+            timeout=timeout,
+            bus=bus,
+            sampling_handler=sampling_handler,
+            elicitation_handler=elicitation_handler,
+            roots=roots,
+            callback_timeout=callback_timeout,
+        )
         try:
             yield tools, connections
         finally:

@@ -100,10 +100,6 @@ class LiveSession:
     lost: ConnectionFailed | None = None
     offered: frozenset[str] = frozenset()
     """The host callbacks declared to the server in this session's handshake (issue 12 item 1)."""
-    tool_defs: dict[str, mcp_types.Tool] = attrs.field(factory=dict)
-    """The tools of the last complete listing on this session, by name (task support, schemas)."""
-    tool_defs_epoch: int = -1
-    """The connection's ``tools_epoch`` when ``tool_defs`` was listed (-1: never)."""
     _requests: set[_Request] = attrs.field(factory=set, init=False)
     _ended: trio.Event = attrs.field(factory=trio.Event, init=False)
 

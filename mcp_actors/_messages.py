@@ -8,7 +8,8 @@ that the actor answers exactly once (a value or a typed error). A caller that gi
 The actor owns the connection's *life* (spawn, initialize, death, restart, close); the
 requests themselves (``tools/call``, ``tools/list``, ``ping``, ...) run in the caller's
 task over the live session the actor hands out (see :mod:`mcp_actors.connection`). So
-the mailbox carries only what changes that life: connect, disconnect, reconnect.
+the mailbox carries only what changes that life: connect, disconnect, reconnect; and the
+misses of the listings the actor owns (:mod:`mcp_actors._cache`).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import attrs
 from supervisors import Reply
 
 if TYPE_CHECKING:
+    from mcp_actors._cache import Listing, ListingKind
     from mcp_actors._live import LiveSession
 
 __all__ = [
     "Connect",
     "ConnectionMessage",
     "Disconnect",
+    "FillListing",
     "Reconnect",
 ]
 
@@ -59,4 +62,25 @@ class Reconnect:
     reply: Reply[LiveSession]
 
 
-ConnectionMessage = Connect | Disconnect | Reconnect
+@attrs.frozen(kw_only=True)
+class FillListing:
+    """A listing the caller found missing or stale: join the one fill under way, or start it.
+
+    Replies the :class:`~mcp_actors._cache.Listing` (every waiter of one fill gets the same
+    one), the fill's typed error, or :class:`~mcp_actors._live.SessionEnded` when ``live``
+    is no longer the connection (the caller then asks again on the current one).
+
+    Attributes:
+        kind: What to list.
+        live: The connection the caller looked at (the listing must come from it).
+        max_age: Seconds a published listing may be old and still answer; ``0`` means the
+            caller wants it fetched now (it still joins a fill under way).
+    """
+
+    kind: ListingKind
+    live: LiveSession = attrs.field(eq=False, repr=False)
+    max_age: float
+    reply: Reply[Listing]
+
+
+ConnectionMessage = Connect | Disconnect | Reconnect | FillListing

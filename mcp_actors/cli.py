@@ -48,8 +48,8 @@ from rich.table import Table
 from rich.text import Text
 
 from mcp_actors._cli_auth import auth_app
-from mcp_actors._cli_callbacks import cli_callbacks
-from mcp_actors._cli_protocol import prompts_app, resources_app
+from mcp_actors._cli_callbacks import TerminalElicitor, cli_callbacks
+from mcp_actors._cli_protocol import prompts_app, resources_app, tasks_app
 from mcp_actors._cli_stress import stress_app
 from mcp_actors._cli_support import (
     PROGRAM,
@@ -141,6 +141,7 @@ app.add_typer(auth_app, name="auth")
 app.add_typer(stress_app, name="stress")
 app.add_typer(resources_app, name="resources")  # issue 12: mcp_actors/_cli_protocol.py
 app.add_typer(prompts_app, name="prompts")
+app.add_typer(tasks_app, name="tasks")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]
 ServerArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name (or id).")]
@@ -271,10 +272,22 @@ async def _with_service(opts: _Options, fn: Callable[[McpService], Awaitable[_T]
     New servers are not connected in the background (``connect_on_add=False``): a
     command that only edits the config must not start processes it stops a moment later.
     """
+    import trio
+
     from mcp_actors.runtime import open_runtime
 
-    async with open_runtime(opts.config, connect_on_add=False, **cli_callbacks(no_input=opts.no_input)) as runtime:
-        return await fn(runtime.service)
+    callbacks = cli_callbacks(no_input=opts.no_input)
+    async with open_runtime(opts.config, connect_on_add=False, **callbacks) as runtime:
+        elicitor = callbacks["elicitation_handler"]
+        if not isinstance(elicitor, TerminalElicitor):
+            return await fn(runtime.service)
+        # The prompt's URL-mode waits end as the servers report the pages done (elicitation:complete).
+        with runtime.service.subscribe() as subscription:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(elicitor.follow, subscription)
+                result = await fn(runtime.service)
+                nursery.cancel_scope.cancel()
+            return result
 
 
 async def _add_without_runtime(opts: _Options, entry: Mapping[str, Any]) -> McpServerRecord:

@@ -42,6 +42,12 @@ Per-server keys understood (spellings of the apps above):
 ``connectTimeout``         our own keys, in seconds
 ``callTimeout``
 ``pingInterval``
+``maxTotalTimeout``
+``resetTimeoutOnProgress`` our own keys of the protocol client side (see docs/protocol/): kept
+``logLevel`` ``protocol``  as given and checked by the record (``allowSampling`` … ``true`` or
+``allowSampling``          ``false``; ``logLevel`` an MCP level; ``protocol`` ``legacy``/``auto``)
+``allowElicitation``
+``allowRoots``
 ``oauth``                  OAuth settings of a remote server (Claude Code, Gemini CLI, ours):
                            ``clientId``, ``clientSecret``, ``clientMetadataUrl``, ``scopes``
                            (a list or one space-separated string), ``grant``/``grantType``,
@@ -265,7 +271,9 @@ _TRANSPORTS: Final = {
     "streamablehttp": ServerType.HTTP,
 }
 _TRANSPORT_SPELLINGS: Final = "'stdio', 'sse', 'http', 'streamable-http', 'streamableHttp', 'streamable_http'"
-_SECONDS_KEYS: Final = ("connectTimeout", "callTimeout", "pingInterval")  # our own keys, accepted as is
+_SECONDS_KEYS: Final = ("connectTimeout", "callTimeout", "pingInterval", "maxTotalTimeout")  # ours, as is
+_BOOL_KEYS: Final = ("resetTimeoutOnProgress", "allowSampling", "allowElicitation", "allowRoots")  # ours
+_TEXT_KEYS: Final = ("logLevel", "protocol")  # ours; the record checks the values
 _UNSUPPORTED: Final = {
     "includeTools": "includeTools (an allow-list) is not supported: list unwanted tools in disabledTools instead",
     "watchPaths": "watchPaths (restart on file change) is not supported",
@@ -291,6 +299,8 @@ _KNOWN_KEYS: Final = frozenset(
         *_TYPE_KEYS,
         *_URL_KEYS,
         *_SECONDS_KEYS,
+        *_BOOL_KEYS,
+        *_TEXT_KEYS,
         *_UNSUPPORTED,
     }
 )
@@ -636,6 +646,14 @@ def _translate(
             if key == "callTimeout" and "timeout" in config:
                 notes.append("both timeout and callTimeout were given; callTimeout was used")
             record_config[key] = _seconds(config[key], key)
+    for key in _BOOL_KEYS:
+        if key in config:
+            if not isinstance(config[key], bool):
+                raise _FieldProblem(key, f"must be true or false, got {_json_type(config[key])}")
+            record_config[key] = config[key]
+    for key in _TEXT_KEYS:
+        if key in config:
+            record_config[key] = config[key]
     _dollar_names_to_placeholders(record_config, notes)
     placeholder_note = _placeholder_note(name, record_config)
     if placeholder_note:

@@ -64,13 +64,16 @@ import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
+from mcp.client import NotificationBinding
 from mcp.client._probe import negotiate_auto
 from mcp.shared.exceptions import MCPError
 
 from mcp_actors import events
+from mcp_actors._cache import MAX_PAGES, Listing, ListingCache, ListingKind, fetch_listing, make_listing
 from mcp_actors._callbacks import HostCallbacks, fulfil_input_required
 from mcp_actors._live import LiveSession, ProgressDeadline, SessionEnded
-from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, Reconnect
+from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, FillListing, Reconnect
+from mcp_actors._tasks import TaskStatusWatch
 from mcp_actors.errors import (
     ActorStopped,
     ConnectionFailed,
@@ -125,7 +128,6 @@ def _package_version() -> str:
 CLIENT_INFO: Final = mcp_types.Implementation(name="mcp-actors", version=_package_version())
 """What we announce in ``initialize``: our name and the installed version."""
 
-_MAX_PAGES: Final = 1000
 STOP_BOUND: Final = 15.0
 """Seconds one session may take to stop: close_grace + term_grace + reaping, with room to spare."""
 _LOG_LEVELS: Final = {
@@ -232,6 +234,8 @@ class ConnectionStatus:
         calls_in_flight: Requests (tool calls, listings, pings) running on the live session.
         stderr_tail: The server's last stderr lines (stdio only).
         server_info: The server's name/version from ``initialize``, if connected once.
+        resources_epoch: Like ``tools_epoch``, for resources and templates (``resources/list_changed``).
+        prompts_epoch: Like ``tools_epoch``, for prompts (``prompts/list_changed``).
     """
 
     server_id: str
@@ -246,6 +250,7 @@ class ConnectionStatus:
     stderr_tail: tuple[str, ...] = ()
     server_info: tuple[str, str] | None = None
     resources_epoch: int = 0
+    prompts_epoch: int = 0
 
     @property
     def pid(self) -> int | None:
@@ -269,7 +274,10 @@ class _StatusCell:
     bus: events.EventBus
     live: LiveSession | None = None
     stderr: StderrTail | None = None
-    resources: tuple[tuple[int, int], float, tuple[mcp_types.Resource, ...]] | None = None
+    listings: ListingCache = attrs.field(factory=ListingCache)
+    """The connection's listings: written by its actor only (:mod:`mcp_actors._cache`)."""
+    tasks: TaskStatusWatch = attrs.field(factory=TaskStatusWatch)
+    """The task calls running on the connection, for the server's pushed statuses."""
 
     def set(self, **changes: Any) -> None:
         self.status = attrs.evolve(self.status, **changes)
@@ -296,6 +304,18 @@ class _StatusCell:
 
     def bump_resources_epoch(self) -> None:
         self.status = attrs.evolve(self.status, resources_epoch=self.status.resources_epoch + 1)
+
+    def bump_prompts_epoch(self) -> None:
+        self.status = attrs.evolve(self.status, prompts_epoch=self.status.prompts_epoch + 1)
+
+    def epoch(self, kind: ListingKind) -> int:
+        """The current epoch of a listing kind (a ``list_changed`` moves it on)."""
+        status = self.status
+        if kind is ListingKind.TOOLS:
+            return status.tools_epoch
+        if kind is ListingKind.PROMPTS:
+            return status.prompts_epoch
+        return status.resources_epoch
 
 
 @attrs.define(eq=False)
@@ -344,10 +364,6 @@ class _SessionRun:
     close_why: str | None = None
     close_requested: trio.Event = attrs.field(factory=trio.Event)
     done: trio.Event = attrs.field(factory=trio.Event)
-
-
-def _page(cursor: str | None) -> mcp_types.PaginatedRequestParams | None:
-    return mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -432,8 +448,38 @@ class _ConnectionActor:
                     self._request_close(run, "reconnecting")  # the next session starts when it is closed
                 else:
                     self._start_session()  # joins an attempt under way
+            case FillListing():
+                self._fill_listing(message)
             case _:
                 raise TypeError(f"unknown message for a connection actor: {message!r}")
+
+    def _fill_listing(self, message: FillListing) -> None:
+        """Answer a listing miss from the cache, or join (or start) the one fill of it."""
+        live, kind = message.live, message.kind
+        if live is not self.cell.live or live.lost is not None:
+            message.reply.fail(SessionEnded(self.label))  # the caller asks again on the current connection
+            return
+        key = (kind, live, self.cell.epoch(kind))
+        if self.cell.listings.demand(key, message.reply, message.max_age):
+            assert self._nursery is not None
+            self._nursery.start_soon(self._run_fill, key)
+
+    async def _run_fill(self, key: tuple[ListingKind, LiveSession, int]) -> None:
+        """Fetch one listing on the connection (bounded by the call timeout); the only cache writer."""
+        kind, live, epoch = key
+        listings = self.cell.listings
+        try:
+            items = await live.request(
+                kind.value, lambda session: fetch_listing(session, kind), timeout=self.settings.call_timeout
+            )
+        except (McpActorsError, SessionEnded) as exc:
+            listings.settle(key, exc, publish=False)
+        except BaseException:
+            listings.settle(key, self.slot.stopped_error(), publish=False)  # the actor is stopping
+            raise
+        else:
+            current = live is self.cell.live and epoch == self.cell.epoch(kind)
+            listings.settle(key, make_listing(kind, live, epoch, items), publish=current)
 
     def _answer_waiters(self, outcome: LiveSession | McpActorsError) -> None:
         waiters, self._waiters = self._waiters, []
@@ -506,6 +552,14 @@ class _ConnectionActor:
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=CLIENT_INFO,
+                        # Task statuses are types-only in the SDK's method tables: observed through a binding.
+                        notification_bindings=[
+                            NotificationBinding(
+                                method="notifications/tasks/status",
+                                params_type=mcp_types.TaskStatusNotificationParams,
+                                handler=self._on_task_status,
+                            )
+                        ],
                         **host_kwargs,
                     )
                     async with session:
@@ -560,6 +614,8 @@ class _ConnectionActor:
         info = live.session.server_info if isinstance(result, mcp_types.DiscoverResult) else result.server_info
         self.cell.bump_tools_epoch()
         self.cell.bump_resources_epoch()
+        self.cell.bump_prompts_epoch()
+        self.cell.listings.forget()
         self.cell.live = live
         self.cell.transition(
             ConnectionState.CONNECTED,
@@ -646,10 +702,27 @@ class _ConnectionActor:
         elif isinstance(message, mcp_types.ResourceListChangedNotification):
             self.cell.bump_resources_epoch()
             self.cell.bus.emit(events.RESOURCES_CHANGED, **ids)
+        elif isinstance(message, mcp_types.PromptListChangedNotification):
+            self.cell.bump_prompts_epoch()
+        elif isinstance(message, mcp_types.ElicitCompleteNotification):
+            # The URL-mode interaction ended out of band; a host UI waiting for it may stop (2025-11-25).
+            self.cell.bus.emit(events.ELICITATION_COMPLETE, **ids, elicitationId=message.params.elicitation_id)
         elif isinstance(message, mcp_types.ResourceUpdatedNotification):
             self.cell.bus.emit(events.RESOURCE_UPDATED, **ids, uri=str(message.params.uri))
         elif isinstance(message, Exception):
             logger.warning("server %s: transport reported %s: %s", self.label, type(message).__name__, message)
+
+    async def _on_task_status(self, params: mcp_types.TaskStatusNotificationParams) -> None:
+        """A pushed task status: to the call running that task, else published as ``task:status``."""
+        if not self.cell.tasks.deliver(params):
+            self.cell.bus.emit(
+                events.TASK_STATUS,
+                serverId=self.settings.server_id,
+                serverName=self.label,
+                taskId=params.task_id,
+                status=params.status,
+                message=params.status_message,
+            )
 
     async def _on_log(self, params: mcp_types.LoggingMessageNotificationParams) -> None:
         """A server's log message: to stdlib logging (``mcp_actors.server.<name>``) and the bus."""
@@ -932,60 +1005,36 @@ class ConnectionHandle:
         """Connect if not connected (coalesced with an attempt under way)."""
         await self._live()
 
+    async def _listing(self, kind: ListingKind, *, max_age: float) -> Listing:
+        """A current listing of ``kind``: the published one, else the actor's one fill of it.
+
+        A hit costs no round trip. A miss asks the actor, which joins every concurrent miss
+        into one request (see :mod:`mcp_actors._cache`); giving up here never cancels it.
+        """
+        cell = self._cell
+        while True:
+            live = await self._live()  # connected first: a listing belongs to one connection
+            listing = cell.listings.lookup(kind, live, cell.epoch(kind), max_age)
+            if listing is not None:
+                await trio.lowlevel.checkpoint()
+                return listing
+            try:
+                return await self._ask(
+                    lambda r: FillListing(kind=kind, live=live, max_age=max_age, reply=r),  # noqa: B023
+                    bound=self.settings.session_bound() + self.settings.call_timeout,
+                )
+            except SessionEnded:
+                continue  # that connection ended before the fill began: list on the next one
+
     async def list_tools(self) -> tuple[mcp_types.Tool, ...]:
-        """Every tool the server offers (all pages), fetched now."""
-
-        epoch = self._cell.status.tools_epoch
-
-        async def op(session: ClientSession) -> tuple[mcp_types.Tool, ...]:
-            tools: list[mcp_types.Tool] = []
-            cursor: str | None = None
-            for _ in range(_MAX_PAGES):
-                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
-                page = await session.list_tools(params=params)
-                tools.extend(page.tools)
-                cursor = page.next_cursor
-                if not cursor:
-                    break
-            live = self._cell.live
-            if live is not None and live.session is session:
-                live.tool_defs = {tool.name: tool for tool in tools}
-                live.tool_defs_epoch = epoch
-            return tuple(tools)
-
-        return await self._request("tools/list", op)
-
-    async def _paged(
-        self,
-        what: str,
-        fetch: Callable[[ClientSession, str | None], Awaitable[tuple[list[T], str | None]]],
-        capability: str,
-    ) -> tuple[T, ...]:
-        """Every page of a listing (empty when the server lacks the capability)."""
-
-        async def op(session: ClientSession) -> tuple[T, ...]:
-            caps = session.server_capabilities
-            if caps is None or getattr(caps, capability) is None:
-                return ()
-            items: list[T] = []
-            cursor: str | None = None
-            for _ in range(_MAX_PAGES):
-                page, cursor = await fetch(session, cursor)
-                items.extend(page)
-                if not cursor:
-                    break
-            return tuple(items)
-
-        return await self._request(what, op)
+        """Every tool the server offers (all pages), fetched now (concurrent calls share one request)."""
+        listing = await self._listing(ListingKind.TOOLS, max_age=0.0)
+        return listing.items
 
     async def list_prompts(self) -> tuple[mcp_types.Prompt, ...]:
-        """The server's prompts, all pages (empty when it has none)."""
-
-        async def fetch(session: ClientSession, cursor: str | None) -> tuple[list[mcp_types.Prompt], str | None]:
-            page = await session.list_prompts(params=_page(cursor))
-            return page.prompts, page.next_cursor
-
-        return await self._paged("prompts/list", fetch, "prompts")
+        """The server's prompts, all pages (empty when it has none); concurrent calls share one request."""
+        listing = await self._listing(ListingKind.PROMPTS, max_age=0.0)
+        return listing.items
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> mcp_types.GetPromptResult:
         """One prompt rendered with its arguments (``prompts/get``)."""
@@ -999,36 +1048,16 @@ class ConnectionHandle:
         """The server's resources, all pages (empty when it has none).
 
         Cached per connection for :data:`RESOURCE_CACHE_TTL` seconds; a new connection or
-        ``notifications/resources/list_changed`` invalidates the cache at once.
+        ``notifications/resources/list_changed`` invalidates the cache at once. Concurrent
+        misses share one request, whose outcome (a failure too) each of them gets.
         """
-        cell = self._cell
-        live = await self._live()  # connected first: the cache key names the connection
-        key = (id(live), cell.status.resources_epoch)
-        cached = cell.resources
-        if cached is not None and cached[0] == key and trio.current_time() < cached[1]:
-            await trio.lowlevel.checkpoint()
-            return cached[2]
-
-        async def fetch(session: ClientSession, cursor: str | None) -> tuple[list[mcp_types.Resource], str | None]:
-            page = await session.list_resources(params=_page(cursor))
-            return page.resources, page.next_cursor
-
-        resources = await self._paged("resources/list", fetch, "resources")
-        if (id(cell.live), cell.status.resources_epoch) == key:
-            # Still the same connection and no list_changed meanwhile: the listing is current.
-            cell.resources = (key, trio.current_time() + RESOURCE_CACHE_TTL, resources)
-        return resources
+        listing = await self._listing(ListingKind.RESOURCES, max_age=RESOURCE_CACHE_TTL)
+        return listing.items
 
     async def list_resource_templates(self) -> tuple[mcp_types.ResourceTemplate, ...]:
-        """The server's resource templates, all pages (empty when it has none)."""
-
-        async def fetch(
-            session: ClientSession, cursor: str | None
-        ) -> tuple[list[mcp_types.ResourceTemplate], str | None]:
-            page = await session.list_resource_templates(params=_page(cursor))
-            return page.resource_templates, page.next_cursor
-
-        return await self._paged("resources/templates/list", fetch, "resources")
+        """The server's resource templates, all pages (empty when it has none); concurrent calls share one request."""
+        listing = await self._listing(ListingKind.RESOURCE_TEMPLATES, max_age=0.0)
+        return listing.items
 
     async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
         """Read one resource (text or blob contents)."""
@@ -1082,13 +1111,20 @@ class ConnectionHandle:
         await self._request("logging/setLevel", op)
 
     async def tool_definition(self, name: str) -> mcp_types.Tool | None:
-        """The tool's definition from this connection's last listing (listing once if needed)."""
-        live = await self._live()
-        if name not in live.tool_defs and live.tool_defs_epoch != self._cell.status.tools_epoch:
-            # Unknown, and the list may have changed since this connection last listed it.
-            await self.list_tools()
-            live = await self._live()
-        return live.tool_defs.get(name)
+        """The tool's definition from this connection's last listing (listing once if needed).
+
+        A definition listed on this connection is used even after ``tools/list_changed``;
+        only an unknown name on a changed list lists again (one request for every caller).
+        """
+        cell = self._cell
+        live = cell.live
+        listing = cell.listings.published.get(ListingKind.TOOLS)
+        if live is not None and listing is not None and listing.live is live:
+            tool: mcp_types.Tool | None = listing.by_name.get(name)
+            if tool is not None or listing.epoch == cell.status.tools_epoch:
+                return tool
+        listing = await self._listing(ListingKind.TOOLS, max_age=math.inf)
+        return listing.by_name.get(name)
 
     async def call_tool(
         self,
@@ -1215,15 +1251,20 @@ class ConnectionHandle:
         publish(task)
         finished = False
         try:
-            while task.status in ("working", "input_required"):
-                await trio.sleep(max(task.poll_interval or _TASK_POLL_MS, _TASK_POLL_MS) / 1000)
-                polled = await session.send_request(
-                    mcp_types.GetTaskRequest(params=mcp_types.GetTaskRequestParams(task_id=task.task_id)),
-                    mcp_types.GetTaskResult,
-                )
-                if (polled.status, polled.status_message) != (task.status, task.status_message):
-                    publish(polled)
-                task = polled
+            with self._cell.tasks.watch(task.task_id) as pushed:
+                while task.status in ("working", "input_required"):
+                    # The server's pushed status (notifications/tasks/status) ends the wait early.
+                    seen: mcp_types.Task | None = None
+                    with trio.move_on_after(max(task.poll_interval or _TASK_POLL_MS, _TASK_POLL_MS) / 1000):
+                        seen = await pushed.receive()
+                    if seen is None:
+                        seen = await session.send_request(
+                            mcp_types.GetTaskRequest(params=mcp_types.GetTaskRequestParams(task_id=task.task_id)),
+                            mcp_types.GetTaskResult,
+                        )
+                    if (seen.status, seen.status_message) != (task.status, task.status_message):
+                        publish(seen)
+                    task = seen
             finished = True
             if task.status != "completed":
                 raise ToolTaskFailed(
@@ -1255,6 +1296,27 @@ class ConnectionHandle:
                         publish(task.model_copy(update={"status": "cancelled"}))
                     except Exception as exc:  # the call already failed; this is best effort
                         logger.info("server %s: cancelling task %s failed: %s", label, task.task_id, exc)
+
+    async def list_tasks(self) -> tuple[mcp_types.Task, ...]:
+        """The server's tasks (``tasks/list``, 2025-11-25), all pages.
+
+        Raises:
+            ServerProtocolError: The server refused (one without tasks answers "method not found").
+        """
+
+        async def op(session: ClientSession) -> tuple[mcp_types.Task, ...]:
+            tasks: list[mcp_types.Task] = []
+            cursor: str | None = None
+            for _ in range(MAX_PAGES):
+                params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+                page = await session.send_request(mcp_types.ListTasksRequest(params=params), mcp_types.ListTasksResult)
+                tasks.extend(page.tasks)
+                cursor = page.next_cursor
+                if not cursor:
+                    break
+            return tuple(tasks)
+
+        return await self._request("tasks/list", op)
 
     async def health(self, *, timeout: float = 10.0) -> float:
         """Ping now; returns the round-trip time in seconds. An unanswered ping means the server is dead."""

@@ -33,6 +33,7 @@ import trio
 __all__ = [
     "CONNECTION_STATE",
     "DEFAULT_MAX_SUBSCRIBERS",
+    "ELICITATION_COMPLETE",
     "Event",
     "EventBus",
     "EventBusStatistics",
@@ -66,13 +67,15 @@ class EventType(enum.StrEnum):
     TOOL_PROGRESS = "tool:progress"
     """A running call reported progress (``toolName``, ``callId``, ``progress``, ``total``, ``message``)."""
     TASK_STATUS = "task:status"
-    """A tool call running as a task changed status (``toolName``, ``taskId``, ``status``, ``message``)."""
+    """A task changed status (``taskId``, ``status``, ``message``; ``toolName``, ``callId`` for our task calls)."""
     RESOURCES_CHANGED = "resources:changed"
     """A server's resource list changed (``notifications/resources/list_changed``)."""
     RESOURCE_UPDATED = "resource:updated"
     """A subscribed resource changed (``uri``); read it again for the new contents."""
     SERVER_LOG = "server:log"
     """A server sent a log message (``level``, ``logger``, ``data``)."""
+    ELICITATION_COMPLETE = "elicitation:complete"
+    """A URL-mode elicitation finished out of band (``elicitationId``; ``notifications/elicitation/complete``)."""
 
 
 # Aliases of the members, so that emitters and readers written against the constants keep working.
@@ -86,6 +89,7 @@ TASK_STATUS: Final = EventType.TASK_STATUS
 RESOURCES_CHANGED: Final = EventType.RESOURCES_CHANGED
 RESOURCE_UPDATED: Final = EventType.RESOURCE_UPDATED
 SERVER_LOG: Final = EventType.SERVER_LOG
+ELICITATION_COMPLETE: Final = EventType.ELICITATION_COMPLETE
 
 DEFAULT_MAX_SUBSCRIBERS: Final = 1024
 """Live subscriptions one bus allows by default: far more than any host reads at once."""

@@ -659,6 +659,10 @@ class SyncMcpService(_Reads):
         """The server's prompts (see :meth:`McpService.list_prompts`)."""
         return self._run(lambda s: s.list_prompts(server))
 
+    def list_tasks(self, server: str) -> builtins.list[mcp_types.Task]:
+        """The server's tasks (see :meth:`McpService.list_tasks`)."""
+        return self._run(lambda s: s.list_tasks(server))
+
     def get_prompt(
         self, server: str, name: str, arguments: Mapping[str, str] | None = None
     ) -> mcp_types.GetPromptResult:
@@ -943,6 +947,10 @@ class AsyncioMcpService(_Reads):
     async def list_prompts(self, server: str) -> builtins.list[mcp_types.Prompt]:
         """The server's prompts (see :meth:`McpService.list_prompts`)."""
         return await self._run(lambda s: s.list_prompts(server))
+
+    async def list_tasks(self, server: str) -> builtins.list[mcp_types.Task]:
+        """The server's tasks (see :meth:`McpService.list_tasks`)."""
+        return await self._run(lambda s: s.list_tasks(server))
 
     async def get_prompt(
         self, server: str, name: str, arguments: Mapping[str, str] | None = None

@@ -717,6 +717,15 @@ class McpService:
         await trio.lowlevel.checkpoint()
         await (await self._active(server))[1].unsubscribe_resource(_text_arg("uri", uri))
 
+    async def list_tasks(self, server: str) -> builtins.list[mcp_types.Task]:
+        """The server's tasks with their status (``tasks/list``, 2025-11-25), every page.
+
+        Raises:
+            ServerProtocolError: The server does not list tasks (it answers "method not found").
+        """
+        await trio.lowlevel.checkpoint()
+        return builtins.list(await (await self._active(server))[1].list_tasks())
+
     async def list_prompts(self, server: str) -> builtins.list[mcp_types.Prompt]:
         """The server's prompts with their arguments, every page (empty when it offers none)."""
         await trio.lowlevel.checkpoint()

@@ -388,3 +388,51 @@ def test_public_names_are_exported_sorted() -> None:
     assert import_module.__all__ == sorted(import_module.__all__)
     for name in import_module.__all__:
         assert hasattr(import_module, name)
+
+
+def test_protocol_client_keys_are_kept() -> None:
+    """Our own per-server keys of the protocol client side survive an import (issue 12)."""
+    entry = _one(
+        {
+            "command": "npx",
+            "resetTimeoutOnProgress": True,
+            "maxTotalTimeout": 900,
+            "logLevel": "warning",
+            "protocol": "auto",
+            "allowSampling": False,
+            "allowElicitation": False,
+            "allowRoots": False,
+        }
+    )
+    config = _record(entry).config
+    assert entry.unknown_keys == ()
+    assert config.reset_timeout_on_progress is True
+    assert config.max_total_timeout == 900.0
+    assert config.log_level == "warning"
+    assert config.protocol == "auto"
+    assert (config.allow_sampling, config.allow_elicitation, config.allow_roots) == (False, False, False)
+
+
+def test_oauth_is_kept_for_a_remote_server() -> None:
+    """An oauth object on a remote entry becomes the record's config.oauth."""
+    entry = _one({"url": "https://h.example/mcp", "oauth": {"clientId": "abc", "scopes": "read write"}})
+    oauth = _record(entry).config.oauth
+    assert oauth is not None and oauth.client_id == "abc"
+    assert entry.unknown_keys == ()
+
+
+@pytest.mark.parametrize(
+    ("config", "field"),
+    [
+        ({"command": "npx", "resetTimeoutOnProgress": "yes"}, "resetTimeoutOnProgress"),
+        ({"command": "npx", "allowSampling": 0}, "allowSampling"),
+        ({"command": "npx", "maxTotalTimeout": "long"}, "maxTotalTimeout"),
+        ({"command": "npx", "logLevel": "loud"}, "config.logLevel"),
+        ({"command": "npx", "protocol": "2099"}, "config.protocol"),
+    ],
+)
+def test_mistyped_protocol_client_keys_name_the_key(config: dict[str, Any], field: str) -> None:
+    """A wrong value in one of the protocol client keys fails the entry naming that key."""
+    entry = _one(config)
+    assert entry.error is not None
+    assert (entry.error.server, entry.error.field) == ("s", field)

@@ -37,7 +37,9 @@ def test_event_types_are_an_enum_with_the_wire_strings() -> None:
         "resources:changed",
         "resource:updated",
         "server:log",
+        "elicitation:complete",
     }
+    assert events.ELICITATION_COMPLETE is EventType.ELICITATION_COMPLETE
     assert events.SERVER_CONNECTED is EventType.SERVER_CONNECTED
     assert events.CONNECTION_STATE is EventType.CONNECTION_STATE
     assert events.SERVERS_CHANGED is EventType.SERVERS_CHANGED

@@ -372,6 +372,7 @@ async def test_every_async_method_checkpoints(tmp_path: Path) -> None:
         "list_prompts": ("demo",),
         "list_resource_templates": ("demo",),
         "list_resources": ("demo",),
+        "list_tasks": ("demo",),
         "read_resource": ("demo", "demo://readme"),
         "set_log_level": ("demo", "info"),
         "subscribe_resource": ("demo", "demo://counter"),

@@ -103,3 +103,12 @@ def test_call_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert stdout == b"slept 1 s\n"
     assert b"demo/sleep: slept" in drawn
+
+
+async def test_tasks_list(tmp_path: Path) -> None:
+    """tasks list prints a server's tasks (none in a fresh demo server), as a table or as JSON."""
+    config = tmp_path / "cfg.json"
+    rc, out, err = await cli(config, "tasks", "list", "demo", "--json")
+    assert (rc, json.loads(out)) == (0, []), err
+    rc, out, err = await cli(config, "tasks", "list", "demo")
+    assert rc == 0 and "Tasks (0)" in out, err
