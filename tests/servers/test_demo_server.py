@@ -46,6 +46,7 @@ DEMO_TOOLS = {
     "bad_weather",
     "research",
     "count",
+    "finish_task",
 } | CALLBACK_TOOL_NAMES  # and the tools that ask the host (issue 12 item 1)
 
 
