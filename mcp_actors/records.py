@@ -664,7 +664,7 @@ class ServerConfig:
     allow_sampling: bool = attrs.field(default=True, validator=_check_bool)
     allow_elicitation: bool = attrs.field(default=True, validator=_check_bool)
     allow_roots: bool = attrs.field(default=True, validator=_check_bool)
-    protocol: str = attrs.field(default="legacy", validator=_check_protocol)
+    protocol: str = attrs.field(default="auto", validator=_check_protocol)
     reset_timeout_on_progress: bool = attrs.field(default=False, validator=_check_bool)
     max_total_timeout: float = attrs.field(
         default=DEFAULT_MAX_TOTAL_TIMEOUT, converter=_to_float, validator=_seconds_checker(allow_zero=False)
