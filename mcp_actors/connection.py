@@ -1377,12 +1377,17 @@ class ConnectionHandle:
     async def notify_roots_changed(self) -> bool:
         """Send ``notifications/roots/list_changed`` if connected and roots are offered to this server.
 
+        Not at 2026-07-28, which has no such notification: a server there asks for the roots
+        in each request's ``InputRequiredResult``, so it always sees the current ones.
+
         Returns whether it was sent. Never connects, never raises for a dying connection
         (the next connection lists the roots afresh anyway); bounded by the ping timeout.
         """
         live = self._cell.live
         if live is None or "roots" not in live.offered or live.lost is not None:
             return False
+        if _is_modern(live.session):
+            return False  # 2026-07-28 has no roots/list_changed: every request asks for the roots afresh
         with trio.move_on_after(self.settings.ping_timeout):
             try:
                 await live.session.send_notification(mcp_types.RootsListChangedNotification())
