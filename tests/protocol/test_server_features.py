@@ -102,10 +102,10 @@ async def test_listen_stream_lost_is_reopened_and_caches_invalidated(tmp_path: P
             assert svc.status("srv").state.value == "connected"
 
 
-async def test_prompts_and_completion(tmp_path: Path, transport: str) -> None:
-    """Prompts list with their arguments, render with arguments, and both kinds of argument complete."""
+async def test_prompts_and_completion(tmp_path: Path, transport: str, protocol: str) -> None:
+    """Prompts list with their arguments, render with arguments, and both kinds of argument complete (each revision)."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, transport, protocol=protocol) as svc:
             prompts = {p.name: p for p in await svc.list_prompts("srv")}
             assert [a.name for a in prompts["compose"].arguments or []] == ["topic", "tone"]
             got = await svc.get_prompt("srv", "compose", {"topic": "trio", "tone": "formal"})
@@ -123,17 +123,18 @@ async def test_prompts_and_completion(tmp_path: Path, transport: str) -> None:
 # ---------------------------------------------------------------------- item 2: progress
 
 
-async def test_progress_callback_and_event(tmp_path: Path, transport: str) -> None:
-    """call_tool(on_progress=) sees every progress notification, and each is a tool:progress event."""
+async def test_progress_callback_and_event(tmp_path: Path, transport: str, protocol: str) -> None:
+    """call_tool(on_progress=) sees every progress notification, and each is a tool:progress event, at each revision."""
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, transport, protocol=protocol) as svc:
             sub = svc.subscribe()
             result = await svc.call_tool("srv", "sleep", {"seconds": 0.05}, on_progress=on_progress)
+            assert negotiated(svc, "srv") == NEGOTIATED[protocol]
             assert text_of(result) == "slept 0.05 s"
             assert len(seen) == 10
             assert seen[-1][0] == pytest.approx(0.05) and seen[-1][1] == pytest.approx(0.05)
