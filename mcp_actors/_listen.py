@@ -218,6 +218,9 @@ class Listener:
         except (SubscriptionLost, trio.TooSlowError) as exc:
             logger.debug("server %s: subscriptions/listen stream lost: %s", self.label, exc)
             return "lost"
+        except Exception as exc:  # the SDK or the transport choked: never let it take the connection down
+            logger.warning("server %s: subscriptions/listen failed: %s: %s", self.label, type(exc).__name__, exc)
+            return "lost"
 
     async def _drain(self, sub: Subscription) -> str:
         """Read the stream until it ends or the filter changes (the session's message handler sees its events)."""
