@@ -21,8 +21,14 @@ answered as JSON text, so a test or a user sees exactly what crossed the wire:
 ``ask_model_resolved(prompt)`` sampling, asked the same revision-dependent way
 =============================  ===================================================================
 
+Each tool asks the way the negotiated revision wants: a server-to-client request up to
+2025-11-25; at 2026-07-28, which has no server-to-client requests, it returns an
+``InputRequiredResult`` (SEP-2322) and answers the client's retry. ``wait_roots_changed``
+counts ``notifications/roots/list_changed``, which exists only up to 2025-11-25.
+
 A failure of the host's answer (capability not declared, handler error) reaches the tool as
-an ``MCPError``; the tool lets it through, so the caller sees a tool error naming it.
+an ``MCPError``; the tool lets it through, so the caller sees a tool error naming it. (At
+2026-07-28 the client reports it without retrying; the caller sees the same error.)
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resolve import Elicit, Resolve, Sample
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
 __all__ = ["ASK_USER_SCHEMA", "CALLBACK_TOOL_NAMES", "CONSENT_URL", "add_callback_tools"]
@@ -124,6 +131,19 @@ def _sampled(result: types.CreateMessageResult | types.CreateMessageResultWithTo
     }
 
 
+def _answer(ctx: Context, key: str) -> types.InputResponse | None:
+    """At 2026-07-28, the client's answer to this tool's input request ``key`` (``None``: not asked yet)."""
+    return (ctx.input_responses or {}).get(key)
+
+
+def _modern(ctx: Context) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+def _ask(key: str, request: types.InputRequest) -> types.InputRequiredResult:
+    return types.InputRequiredResult(input_requests={key: request})
+
+
 def add_callback_tools(server: MCPServer[Any]) -> None:
     """Register the host-callback tools on ``server`` (one call from the demo server)."""
     roots_changes = 0
@@ -144,38 +164,60 @@ def add_callback_tools(server: MCPServer[Any]) -> None:
         ctx: Context,
         prompt: Annotated[str, Field(description="What to ask the model.")],
         tools: Annotated[bool, Field(description="Offer the model the get_weather tool.")] = False,
-    ) -> str:
+    ) -> str | types.InputRequiredResult:
+        messages = [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))]
+        offered = [_WEATHER_TOOL] if tools else None
+        if _modern(ctx):
+            answer = _answer(ctx, "sample")
+            if not isinstance(answer, types.CreateMessageResult | types.CreateMessageResultWithTools):
+                params = types.CreateMessageRequestParams(messages=messages, max_tokens=200, tools=offered)
+                return _ask("sample", types.CreateMessageRequest(params=params))
+            return json.dumps(_sampled(answer))
         result = await ctx.session.create_message(
-            [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))],
-            max_tokens=200,
-            tools=[_WEATHER_TOOL] if tools else None,
-            related_request_id=ctx.request_id,
+            messages, max_tokens=200, tools=offered, related_request_id=ctx.request_id
         )
         return json.dumps(_sampled(result))
 
     @server.tool(description="Ask the user a few questions through the host (form elicitation).")
-    async def ask_user(ctx: Context) -> str:
-        result = await ctx.session.elicit_form(
-            "Tell the demo server about yourself.", ASK_USER_SCHEMA, related_request_id=ctx.request_id
-        )
+    async def ask_user(ctx: Context) -> str | types.InputRequiredResult:
+        message = "Tell the demo server about yourself."
+        if _modern(ctx):
+            answer = _answer(ctx, "form")
+            if not isinstance(answer, types.ElicitResult):
+                params = types.ElicitRequestFormParams(message=message, requested_schema=ASK_USER_SCHEMA)
+                return _ask("form", types.ElicitRequest(params=params))
+            return json.dumps({"action": answer.action, "content": answer.content})
+        result = await ctx.session.elicit_form(message, ASK_USER_SCHEMA, related_request_id=ctx.request_id)
         return json.dumps({"action": result.action, "content": result.content})
 
     @server.tool(
         description="Ask the user to open a consent page (URL elicitation); an accepted one is reported done at once"
-        " (notifications/elicitation/complete)."
+        " (notifications/elicitation/complete, at the handshake revisions)."
     )
-    async def ask_user_url(ctx: Context) -> str:
-        elicitation_id = f"consent-{uuid.uuid4().hex}"
-        result = await ctx.elicit_url("Please approve the demo's access.", CONSENT_URL, elicitation_id)
+    async def ask_user_url(ctx: Context) -> str | types.InputRequiredResult:
+        message, elicitation_id = "Please approve the demo's access.", f"consent-{uuid.uuid4().hex}"
+        if _modern(ctx):
+            answer = _answer(ctx, "consent")
+            if not isinstance(answer, types.ElicitResult):
+                params = types.ElicitRequestURLParams(message=message, url=CONSENT_URL, elicitation_id=elicitation_id)
+                return _ask("consent", types.ElicitRequest(params=params))
+            return json.dumps({"action": answer.action})
+        result = await ctx.elicit_url(message, CONSENT_URL, elicitation_id)
         if result.action == "accept":
             # The demo has no real page: the out-of-band step counts as finished at once.
             await ctx.session.send_elicit_complete(elicitation_id, related_request_id=ctx.request_id)
         return json.dumps({"action": result.action})
 
     @server.tool(description="List the host's roots (the directories it lets servers see).")
-    async def list_host_roots(ctx: Context) -> str:
-        result = await ctx.session.list_roots()
-        return json.dumps([{"uri": str(root.uri), "name": root.name} for root in result.roots])
+    async def list_host_roots(ctx: Context) -> str | types.InputRequiredResult:
+        if _modern(ctx):
+            answer = _answer(ctx, "roots")
+            if not isinstance(answer, types.ListRootsResult):
+                return _ask("roots", types.ListRootsRequest())
+            roots = answer.roots
+        else:
+            roots = (await ctx.session.list_roots()).roots
+        return json.dumps([{"uri": str(root.uri), "name": root.name} for root in roots])
 
     @server.tool(description="Wait until the host's roots changed `count` times in all (at most 30 s).")
     async def wait_roots_changed(count: Annotated[int, Field(ge=1, le=1000)]) -> str:

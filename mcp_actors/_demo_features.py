@@ -10,8 +10,11 @@ MCP has a real server to be tested against, over every transport:
 ``demo://note/{name}``          a resource template (completion offers note names)
 ``demo://pixel.png``            a blob resource
 ``toggle_extra_resource()``     adds or removes ``demo://extra``; sends ``resources/list_changed``
+``end_subscriptions()``         closes every ``subscriptions/listen`` stream (2026-07-28), so a
+                                client's re-listen can be tested
 ``compose(topic, tone)``        a prompt with arguments (``tone`` completes)
-``log(level, message)``         sends a log notification at ``level`` (honours ``logging/setLevel``)
+``log(level, message)``         sends a log notification at ``level`` (honours ``logging/setLevel``,
+                                or at 2026-07-28 the request's own log-level opt-in)
 ``weather(city)``               structured output validated by its ``outputSchema``
 ``bad_weather()``               structured output that breaks its own ``outputSchema``
 ``research(topic, seconds)``    a tool whose ``execution.taskSupport`` is ``required``
@@ -25,6 +28,8 @@ The task tools follow the 2025-11-25 tasks protocol (``tools/call`` with ``task`
 ``tasks/get``, ``tasks/result``, ``tasks/cancel``, ``tasks/list`` in pages of
 :data:`TASK_PAGE_SIZE`); a task's work is modelled on the server's clock (it completes
 ``seconds`` after creation), so it needs no background task.
+At 2026-07-28 the SDK has no tasks (they are the ``io.modelcontextprotocol/tasks``
+extension there, which it does not implement), so ``research`` answers a plain call.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from typing import Annotated, Any, Final
 
 import mcp_types as types
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
 __all__ = [
@@ -211,6 +217,18 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
         await ctx.notify_resources_changed()
         return f"resource {EXTRA_RESOURCE_URI} {'added' if state['extra'] else 'removed'}"
 
+    @server.tool(
+        description="Close every subscriptions/listen stream (2026-07-28); clients re-listen.",
+        structured_output=False,
+    )
+    async def end_subscriptions() -> str:
+        handler = lowlevel._request_handlers.get("subscriptions/listen")
+        closer = getattr(handler.handler, "close", None) if handler is not None else None
+        if closer is None:
+            return "no listen streams"
+        closer()
+        return "listen streams closed"
+
     async def on_subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
         subscribed.add(str(params.uri))
         return types.EmptyResult()
@@ -261,10 +279,17 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
     ) -> str:
         if level not in _LEVELS:
             raise ValueError(f"level must be one of {', '.join(_LEVELS)}, got {level!r}")
-        if _LEVELS.index(level) >= _LEVELS.index(state["level"]):
+        threshold = state["level"]
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            # 2026-07-28: no logging/setLevel; each request opts in with its own _meta level.
+            meta = ctx.request_context.meta or {}
+            threshold = meta.get(types.LOG_LEVEL_META_KEY)
+            if threshold not in _LEVELS:
+                return "not logged: this request asked for no log messages"
+        if _LEVELS.index(level) >= _LEVELS.index(threshold):
             await ctx.log(level, message, logger_name="demo")  # type: ignore[arg-type]
             return f"logged at {level}"
-        return f"not logged: {level} is below {state['level']}"
+        return f"not logged: {level} is below {threshold}"
 
     # ------------------------------------------------------------------ structured output
 
@@ -323,7 +348,7 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
     plain_call = lowlevel._request_handlers["tools/call"].handler
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
-        if extras.get(params.name) == _REQUIRED:
+        if extras.get(params.name) == _REQUIRED and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
             from mcp.shared.exceptions import MCPError
 
             raise MCPError(code=types.INVALID_REQUEST, message=f"tool {params.name!r} must be called as a task")

@@ -67,10 +67,12 @@ from mcp import ClientSession
 from mcp.client import NotificationBinding
 from mcp.client._probe import negotiate_auto
 from mcp.shared.exceptions import MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_actors import events
 from mcp_actors._cache import MAX_PAGES, Listing, ListingCache, ListingKind, fetch_listing, make_listing
 from mcp_actors._callbacks import HostCallbacks, fulfil_input_required
+from mcp_actors._listen import Listener
 from mcp_actors._live import LiveSession, ProgressDeadline, SessionEnded
 from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, FillListing, Reconnect
 from mcp_actors._tasks import TaskStatusWatch
@@ -84,6 +86,7 @@ from mcp_actors.errors import (
     ServerMisconfigured,
     ServerProtocolError,
     ServerStartFailed,
+    ToolCallFailed,
     ToolOutputInvalid,
     ToolTaskFailed,
 )
@@ -175,9 +178,9 @@ class ConnectionSettings:
         intensity: Restarts allowed per period before the circuit opens.
         backoff: Delay policy between restarts.
         mailbox_capacity: Requests that may queue before senders wait.
-        negotiate: ``"legacy"``: the ``initialize`` handshake (2025-06-18 / 2025-11-25);
-            ``"auto"``: probe ``server/discover`` first and speak 2026-07-28 with a server
-            that offers it (falling back to the handshake).
+        negotiate: ``"auto"`` (default, as the SDK's ``Client``): probe ``server/discover``
+            first and speak 2026-07-28 with a server that offers it, falling back to the
+            handshake; ``"legacy"``: only the ``initialize`` handshake (2025-06-18 / 2025-11-25).
         host: The runtime's host callbacks (sampling, elicitation, roots); ``None`` offers none.
         allow_sampling: The record lets this server sample through the host (``config.allowSampling``).
         allow_elicitation: The record lets this server elicit (``config.allowElicitation``).
@@ -185,7 +188,9 @@ class ConnectionSettings:
         reset_timeout_on_progress: Progress restarts a tool call's timeout (bounded by
             ``max_total_timeout``).
         max_total_timeout: Hard bound on one tool call, seconds, whatever its progress.
-        log_level: Sent as ``logging/setLevel`` on every connect when the server can log.
+        log_level: The server log level asked for: sent as ``logging/setLevel`` on every
+            connect when the server can log (handshake revisions), or stamped on every
+            request as its log opt-in (2026-07-28).
     """
 
     server_id: str
@@ -198,7 +203,7 @@ class ConnectionSettings:
     intensity: Intensity = Intensity(max_restarts=5, period=60.0)
     backoff: Backoff = Backoff(min_delay=0.5, max_delay=30.0, jitter=0.2, reset_after=60.0)
     mailbox_capacity: int = 256
-    negotiate: str = attrs.field(default="legacy", validator=attrs.validators.in_(("legacy", "auto")))
+    negotiate: str = attrs.field(default="auto", validator=attrs.validators.in_(("legacy", "auto")))
     # -- host callbacks (issue 12 item 1): what the host offers, and what this server's record allows
     host: HostCallbacks | None = None
     allow_sampling: bool = True
@@ -278,6 +283,10 @@ class _StatusCell:
     """The connection's listings: written by its actor only (:mod:`mcp_actors._cache`)."""
     tasks: TaskStatusWatch = attrs.field(factory=TaskStatusWatch)
     """The task calls running on the connection, for the server's pushed statuses."""
+    listener: Listener | None = None
+    """The 2026-07-28 session's ``subscriptions/listen`` owner (``None`` on the handshake revisions)."""
+    log_level: tuple[ClientSession, str] | None = None
+    """A run-time ``set_log_level`` for that session: it lasts until the next connect, as on legacy."""
 
     def set(self, **changes: Any) -> None:
         self.status = attrs.evolve(self.status, **changes)
@@ -566,6 +575,9 @@ class _ConnectionActor:
                         result = await _handshake(session, settings.negotiate)
                         if isinstance(result, mcp_types.InitializeResult):
                             await self._apply_log_level(session)
+                        else:
+                            # 2026-07-28: server events ride one subscriptions/listen stream.
+                            cell.listener = Listener(session=session, label=self.label, on_reopen=self._listen_reopened)
                         scope.deadline = math.inf
                         run.live = LiveSession(session=session, link=link, label=self.label, offered=offered)
                         self._connected(run.live, result)
@@ -575,6 +587,7 @@ class _ConnectionActor:
                 if failure is None:
                     raise
             finally:
+                cell.listener = None
                 if run.live is not None:
                     self._end_closed(run, run.live)  # the actor is stopping: nobody may wait on it
         cell.stderr = None
@@ -628,6 +641,9 @@ class _ConnectionActor:
         async with trio.open_nursery() as nursery:
             if self.settings.ping_interval > 0:
                 nursery.start_soon(self._ping_loop, live)
+            listener = self.cell.listener
+            if listener is not None and listener.session is live.session:
+                nursery.start_soon(listener.run)
 
             async def close_on_request() -> None:
                 await run.close_requested.wait()
@@ -687,12 +703,24 @@ class _ConnectionActor:
             await trio.sleep(self.settings.ping_interval)
             with trio.move_on_after(self.settings.ping_timeout) as scope:
                 try:
-                    await live.session.send_ping()
+                    await _probe(live.session)
                 except MCPError as exc:
                     logger.debug("server %s: ping failed: %s", self.label, exc)
             if scope.cancelled_caught:
                 live.link.die(f"the server did not answer a ping within {self.settings.ping_timeout:g}s")
                 return
+
+    def _listen_reopened(self) -> None:
+        """A lost listen stream is open again: what changed meanwhile was not replayed, so refetch all."""
+        ids = {"serverId": self.settings.server_id, "serverName": self.label}
+        cell = self.cell
+        cell.bump_tools_epoch()
+        cell.bump_resources_epoch()
+        cell.bus.emit(events.TOOLS_CHANGED, **ids)
+        cell.bus.emit(events.RESOURCES_CHANGED, **ids)
+        if cell.listener is not None:
+            for uri in cell.listener.uris:
+                cell.bus.emit(events.RESOURCE_UPDATED, **ids, uri=uri)
 
     async def _on_message(self, message: Any) -> None:
         ids = {"serverId": self.settings.server_id, "serverName": self.label}
@@ -778,6 +806,19 @@ class _ConnectionActor:
             server=self.label,
             stderr_tail=live.link.stderr_tail(),
         )
+
+
+def _is_modern(session: ClientSession) -> bool:
+    """Whether the session negotiated 2026-07-28 (or later) through ``server/discover``."""
+    return session.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+
+async def _probe(session: ClientSession) -> None:
+    """The health probe: ``ping`` on the handshake revisions; 2026-07-28 has no ping, so ``server/discover``."""
+    if _is_modern(session):
+        await session.send_discover(session.protocol_version or "")
+    else:
+        await session.send_ping()
 
 
 async def _handshake(session: ClientSession, negotiate: str) -> mcp_types.InitializeResult | mcp_types.DiscoverResult:
@@ -1036,11 +1077,22 @@ class ConnectionHandle:
         listing = await self._listing(ListingKind.PROMPTS, max_age=0.0)
         return listing.items
 
+    def _log_meta(self, session: ClientSession) -> mcp_types.RequestParamsMeta | None:
+        """The request ``_meta`` that opts in to server log messages (2026-07-28), or ``None``."""
+        if not _is_modern(session):
+            return None
+        override = self._cell.log_level
+        level = override[1] if override is not None and override[0] is session else self.settings.log_level
+        if level is None:
+            return None
+        meta: dict[str, Any] = {mcp_types.LOG_LEVEL_META_KEY: level}
+        return meta  # type: ignore[return-value]  # RequestParamsMeta is a TypedDict with extra items
+
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> mcp_types.GetPromptResult:
         """One prompt rendered with its arguments (``prompts/get``)."""
 
         async def op(session: ClientSession) -> mcp_types.GetPromptResult:
-            return await session.get_prompt(name, arguments)
+            return await session.get_prompt(name, arguments, meta=self._log_meta(session))
 
         return await self._request("prompts/get", op)
 
@@ -1063,14 +1115,35 @@ class ConnectionHandle:
         """Read one resource (text or blob contents)."""
 
         async def op(session: ClientSession) -> mcp_types.ReadResourceResult:
-            return await session.read_resource(uri)
+            return await session.read_resource(uri, meta=self._log_meta(session))
 
         return await self._request("resources/read", op)
 
+    def _listener(self, session: ClientSession) -> Listener | None:
+        """The session's listen-stream owner when it speaks 2026-07-28, else ``None``."""
+        if not _is_modern(session):
+            return None
+        listener = self._cell.listener
+        if listener is None or listener.session is not session:
+            raise ServerConnectionLost(
+                f"server {self.settings.server_name!r}: the connection closed during the request",
+                server=self.settings.server_name,
+            )
+        return listener
+
     async def subscribe_resource(self, uri: str) -> None:
-        """Ask for ``notifications/resources/updated`` about ``uri`` (emitted as ``resource:updated``)."""
+        """Ask for ``notifications/resources/updated`` about ``uri`` (emitted as ``resource:updated``).
+
+        Up to 2025-11-25 this is ``resources/subscribe``. At 2026-07-28 the URI joins the
+        connection's ``subscriptions/listen`` filter, and this returns once the server
+        acknowledged it. Either way the subscription belongs to the connection.
+        """
 
         async def op(session: ClientSession) -> None:
+            listener = self._listener(session)
+            if listener is not None:
+                await listener.subscribe(uri)
+                return
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # MCPDeprecationWarning: deprecated only in 2026-07-28
                 await session.subscribe_resource(uri)
@@ -1078,9 +1151,13 @@ class ConnectionHandle:
         await self._request("resources/subscribe", op)
 
     async def unsubscribe_resource(self, uri: str) -> None:
-        """Stop the updates about ``uri``."""
+        """Stop the updates about ``uri`` (at 2026-07-28: re-listen without it)."""
 
         async def op(session: ClientSession) -> None:
+            listener = self._listener(session)
+            if listener is not None:
+                await listener.unsubscribe(uri)
+                return
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # MCPDeprecationWarning: deprecated only in 2026-07-28
                 await session.unsubscribe_resource(uri)
@@ -1101,9 +1178,18 @@ class ConnectionHandle:
         return await self._request("completion/complete", op)
 
     async def set_log_level(self, level: str) -> None:
-        """Send ``logging/setLevel`` now (the record's ``logLevel`` is sent on every connect)."""
+        """Ask for server log messages at ``level`` and above, until the next connect.
+
+        Up to 2025-11-25 this sends ``logging/setLevel`` (the record's ``logLevel`` is sent
+        again on every connect). At 2026-07-28, where logging is a per-request opt-in, the
+        level is stamped on every later request of this connection instead.
+        """
 
         async def op(session: ClientSession) -> None:
+            self._cell.log_level = (session, level)
+            if _is_modern(session):
+                await trio.lowlevel.checkpoint()
+                return
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # MCPDeprecationWarning: deprecated only in 2026-07-28
                 await session.set_logging_level(level)  # type: ignore[arg-type]
@@ -1150,7 +1236,8 @@ class ConnectionHandle:
             on_progress: Called with ``(progress, total, message)`` for every progress
                 notification of this call (sync or async); also emitted as ``tool:progress``.
             as_task: Run it as a task (2025-11-25): ``None`` does so exactly when the tool's
-                ``execution.taskSupport`` is ``required``.
+                ``execution.taskSupport`` is ``required``. At 2026-07-28 a call is always
+                plain, and ``True`` raises :class:`~mcp_actors.errors.ToolCallFailed`.
 
         Raises:
             ToolCallTimeout: No answer within ``timeout``; the server was asked to cancel.
@@ -1166,6 +1253,18 @@ class ConnectionHandle:
         settings = self.settings
         if call_id is not None:
             logger.debug("server %s: call %s of %s", settings.server_name, call_id, name)
+        if _is_modern((await self._live()).session):
+            # 2026-07-28 has no tasks in the SDK (an extension, io.modelcontextprotocol/tasks,
+            # that it does not negotiate) and its tool listings carry no execution.taskSupport.
+            if as_task:
+                raise ToolCallFailed(
+                    f"server {settings.server_name!r}: tool {name!r} cannot run as a task: this connection speaks"
+                    " protocol 2026-07-28, where tasks are an extension the MCP SDK does not support; call it"
+                    " without as_task, or set the server's config.protocol to 'legacy' (2025-11-25 tasks)",
+                    server=settings.server_name,
+                    tool=name,
+                )
+            as_task = False
         if as_task is None:
             # The definition comes from this connection's listing: one tools/list per connection,
             # which the SDK would send anyway to validate structured results.
@@ -1199,6 +1298,7 @@ class ConnectionHandle:
                     progress_callback=progressed,
                     input_responses=responses,
                     request_state=state,
+                    meta=self._log_meta(session),
                     allow_input_required=True,
                 )
 
@@ -1319,11 +1419,14 @@ class ConnectionHandle:
         return await self._request("tasks/list", op)
 
     async def health(self, *, timeout: float = 10.0) -> float:
-        """Ping now; returns the round-trip time in seconds. An unanswered ping means the server is dead."""
+        """Ping now; returns the round-trip time in seconds. An unanswered ping means the server is dead.
+
+        At 2026-07-28, which has no ``ping``, the probe is a ``server/discover``.
+        """
 
         async def op(session: ClientSession) -> float:
             start = time.perf_counter()
-            await session.send_ping()
+            await _probe(session)
             return time.perf_counter() - start
 
         return await self._request("ping", op, timeout=timeout, die_on_timeout=True)
@@ -1338,12 +1441,17 @@ class ConnectionHandle:
     async def notify_roots_changed(self) -> bool:
         """Send ``notifications/roots/list_changed`` if connected and roots are offered to this server.
 
+        Not at 2026-07-28, which has no such notification: a server there asks for the roots
+        in each request's ``InputRequiredResult``, so it always sees the current ones.
+
         Returns whether it was sent. Never connects, never raises for a dying connection
         (the next connection lists the roots afresh anyway); bounded by the ping timeout.
         """
         live = self._cell.live
         if live is None or "roots" not in live.offered or live.lost is not None:
             return False
+        if _is_modern(live.session):
+            return False  # 2026-07-28 has no roots/list_changed: every request asks for the roots afresh
         with trio.move_on_after(self.settings.ping_timeout):
             try:
                 await live.session.send_notification(mcp_types.RootsListChangedNotification())

@@ -622,15 +622,18 @@ class ServerConfig:
         allow_elicitation: Let this server ask the user through the host's elicitation
             handler (``allowElicitation``).
         allow_roots: Let this server list the host's roots (``allowRoots``).
-        protocol: ``"legacy"`` (default): the ``initialize`` handshake (2025-06-18,
-            2025-11-25); ``"auto"``: probe ``server/discover`` first and speak 2026-07-28
-            with a server that offers it, else fall back to the handshake.
+        protocol: ``"auto"`` (default, as the SDK's ``Client``): probe ``server/discover``
+            first and speak 2026-07-28 with a server that offers it, else fall back to the
+            handshake; ``"legacy"``: only the ``initialize`` handshake (2025-06-18,
+            2025-11-25), e.g. for a server whose tools must run as 2025-11-25 tasks.
         reset_timeout_on_progress: A progress notification restarts a tool call's timeout
             (as desktop hosts do for long-running tools), bounded by ``max_total_timeout``.
         max_total_timeout: Hard bound, in seconds, on one tool call however much progress
             it reports (> 0).
-        log_level: The MCP log level asked of the server with ``logging/setLevel`` on every
-            connect (``debug`` … ``emergency``); ``None`` leaves the server's default.
+        log_level: The MCP log level asked of the server (``debug`` … ``emergency``): sent
+            as ``logging/setLevel`` on every connect (handshake revisions), or as every
+            request's log opt-in at 2026-07-28; ``None`` leaves the server's default
+            (at 2026-07-28: no log messages).
 
     Raises:
         InvalidServerConfig: A field has the wrong type or value; ``field`` names it in
@@ -664,7 +667,7 @@ class ServerConfig:
     allow_sampling: bool = attrs.field(default=True, validator=_check_bool)
     allow_elicitation: bool = attrs.field(default=True, validator=_check_bool)
     allow_roots: bool = attrs.field(default=True, validator=_check_bool)
-    protocol: str = attrs.field(default="legacy", validator=_check_protocol)
+    protocol: str = attrs.field(default="auto", validator=_check_protocol)
     reset_timeout_on_progress: bool = attrs.field(default=False, validator=_check_bool)
     max_total_timeout: float = attrs.field(
         default=DEFAULT_MAX_TOTAL_TIMEOUT, converter=_to_float, validator=_seconds_checker(allow_zero=False)

@@ -4,6 +4,11 @@ HTTP framing is the SDK's (a hand-written streamable HTTP server would test noth
 itself); the faults sit in a server middleware, which sees every inbound request and
 notification before any handler: the Nth ``tools/call`` (crash, hang), ``ping`` (never
 answered), ``notifications/cancelled`` (reported on stderr).
+
+Like the stdio engine it speaks the handshake era only (2024-11-05 to 2025-11-25): a
+``server/discover`` probe gets ``-32601``, so a client in ``auto`` mode falls back to
+``initialize``. Its faults (an unanswered ``ping``, ``notifications/cancelled`` on stderr,
+a hand-made result) are handshake-era mechanisms; 2026-07-28 has none of them.
 """
 
 from __future__ import annotations
@@ -47,6 +52,8 @@ class _FaultMiddleware:
             if ctx.method == "notifications/cancelled":
                 fault_line(f"cancelled {params.get('requestId')}")
             return await call_next(ctx)
+        if ctx.method == "server/discover":
+            raise MCPError(code=types.METHOD_NOT_FOUND, message="method not found: server/discover")
         if ctx.method == "ping" and plan.no_ping:
             fault_line(f"ignoring ping {ctx.request_id}")
             await anyio.sleep(HANG_LIMIT)

@@ -13,6 +13,17 @@ from mcp_actors.service import McpService
 from mcp_actors.testing import demo_server_command, serve_http
 
 TRANSPORTS = ("stdio", "http")
+PROTOCOLS = ("legacy", "auto")
+"""config.protocol values: the handshake (2025-11-25 with the demo server), server/discover (2026-07-28)."""
+NEGOTIATED = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+"""The revision the demo server speaks under each config.protocol."""
+
+
+def negotiated(svc: McpService, server: str) -> str | None:
+    """The protocol revision the server's live session negotiated (``None`` when not connected)."""
+    record = svc.get(server)
+    live = svc._registry.snapshot.handles[record.id]._cell.live
+    return live.session.protocol_version if live is not None else None
 
 
 def text_of(result: Any) -> str:

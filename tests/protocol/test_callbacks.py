@@ -42,6 +42,10 @@ def settings(host: HostCallbacks | None, **overrides: Any) -> ConnectionSettings
         "ping_interval": 0,
         "backoff": Backoff(min_delay=0.5, max_delay=1.0, jitter=0.0, reset_after=60.0),
         "host": host,
+        # The demo's ask_* tools ask with server-to-client requests, which exist only up to
+        # 2025-11-25: these tests pin that revision; the 2026-07-28 way (InputRequiredResult)
+        # is tested below with negotiate="auto" and the *_resolved tools.
+        "negotiate": "legacy",
     }
     fields.update(overrides)
     return ConnectionSettings(**fields)

@@ -107,6 +107,7 @@ def settings(host: HostCallbacks) -> ConnectionSettings:
         transport=MemoryParams(server=create_demo_server, raise_exceptions=False),
         ping_interval=0,
         host=host,
+        negotiate="legacy",  # ask_user / ask_model are server-to-client requests: 2025-11-25 only
     )
 
 

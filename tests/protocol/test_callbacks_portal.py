@@ -12,8 +12,13 @@ import mcp.types as mcp_types
 import pytest
 
 from mcp_actors.portal import start_portal
+from mcp_actors.records import record_to_json_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+
+LEGACY = {"protocol": "legacy"}
+"""The demo's ask_* tools make server-to-client requests, which exist only up to 2025-11-25."""
 
 
 def text_of(result: mcp_types.CallToolResult) -> str:
@@ -36,6 +41,7 @@ def test_sync_handlers_run_in_a_worker_thread(tmp_path: Path) -> None:
 
     with start_portal(str(tmp_path / "cfg.json"), sweep_ledger=False, sampling_handler=sample, roots=roots) as portal:
         svc = portal.sync_service()
+        svc.update("demo", config={**record_to_json_dict(svc.get("demo"))["config"], **LEGACY})
         answer = json.loads(text_of(svc.call_tool("demo", "ask_model", {"prompt": "hi"})))
         assert answer["content"][0]["text"] == "from a thread"
         assert json.loads(text_of(svc.call_tool("demo", "list_host_roots", {})))[0]["uri"] == "file:///sync/root"
@@ -60,6 +66,7 @@ def test_asyncio_handler_runs_on_the_host_loop(tmp_path: Path) -> None:
         portal = start_portal(str(tmp_path / "cfg.json"), sweep_ledger=False, elicitation_handler=elicit)
         try:
             svc = portal.asyncio_service()
+            await svc.update("demo", config={**record_to_json_dict(svc.get("demo"))["config"], **LEGACY})
             result = json.loads(text_of(await svc.call_tool("demo", "ask_user", {})))
             assert seen == [True]
             assert await svc.set_roots(["file:///nobody/hears"]) == 0  # roots were never offered

@@ -73,6 +73,16 @@ async def exercise(svc: McpService, server: str) -> None:
     assert await call_json(svc, server, "list_host_roots") == [{"uri": "file:///work/b", "name": None}]
 
 
+LEGACY = {"protocol": "legacy"}
+"""The demo's ask_* tools make server-to-client requests, which exist only up to 2025-11-25."""
+
+
+async def pin_legacy(svc: McpService, server: str) -> None:
+    """Make ``server`` speak the handshake revisions, where the ask_* tools' requests exist."""
+    config = record_to_json_dict(svc.get(server))["config"]
+    await svc.update(server, config={**config, **LEGACY})
+
+
 @asynccontextmanager
 async def runtime(tmp_path: Path) -> AsyncIterator[McpService]:
     async with open_runtime(
@@ -83,6 +93,7 @@ async def runtime(tmp_path: Path) -> AsyncIterator[McpService]:
         elicitation_handler=elicit,
         roots=["file:///work/a"],
     ) as rt:
+        await pin_legacy(rt.service, "demo")
         yield rt.service
 
 
@@ -98,7 +109,8 @@ async def test_callbacks_over_streamable_http(tmp_path: Path) -> None:
     with trio.fail_after(120):
         async with serve_http(demo_server_command("--transport", "streamable-http", "--port", "0")) as server:
             async with runtime(tmp_path) as svc:
-                await svc.add({"name": "remote", "type": "http", "config": {"url": server.url, "pingInterval": 0}})
+                config = {"url": server.url, "pingInterval": 0, **LEGACY}
+                await svc.add({"name": "remote", "type": "http", "config": config})
                 await exercise(svc, "remote")
 
 
@@ -126,6 +138,7 @@ async def test_runtime_without_handlers_offers_nothing(tmp_path: Path) -> None:
     with trio.fail_after(120):
         async with open_runtime(tmp_path / "mcp-config.json", sweep_ledger=False, connect_on_add=False) as rt:
             svc = rt.service
+            await pin_legacy(svc, "demo")
             with pytest.raises(ToolCallFailed, match="Elicitation not supported"):
                 await svc.call_tool("demo", "ask_user", {})
             assert await svc.set_roots(["file:///later"]) == 0
@@ -202,16 +215,17 @@ async def test_refusing_raising_and_timing_out_over_real_transports(tmp_path: Pa
             callback_timeout=0.5,  # the handler never answers: no race, only how soon the cancel comes
         ) as rt:
             if transport == "stdio":
+                await pin_legacy(rt.service, "demo")
                 await run(rt.service, "demo")
             else:
                 argv = demo_server_command("--transport", "streamable-http", "--port", "0")
                 async with serve_http(argv) as server:
-                    await rt.service.add({"name": "remote", "type": "http", "config": {"url": server.url}})
+                    await rt.service.add({"name": "remote", "type": "http", "config": {"url": server.url, **LEGACY}})
                     await run(rt.service, "remote")
 
 
 async def test_record_protocol_auto_speaks_2026_through_the_runtime(tmp_path: Path) -> None:
-    """config.protocol auto speaks 2026-07-28 over stdio; the InputRequiredResult reaches the runtime's handler."""
+    """config.protocol auto (the default) speaks 2026-07-28 over stdio; InputRequiredResult reaches the handler."""
     with trio.fail_after(120):
         async with runtime(tmp_path) as svc:
             config = record_to_json_dict(svc.get("demo"))["config"]
@@ -224,4 +238,39 @@ async def test_record_protocol_auto_speaks_2026_through_the_runtime(tmp_path: Pa
             live = svc._registry.snapshot.handles[record.id]._cell.live
             assert live is not None and live.session.protocol_version == "2026-07-28"
             saved = json.loads((tmp_path / "mcp-config.json").read_text())["mcpServers"][0]["config"]
-            assert saved["protocol"] == "auto"
+            assert "protocol" not in saved  # auto is the default, and defaults are not written
+
+
+@pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
+async def test_callbacks_at_2026_over_real_transports(tmp_path: Path, transport: str) -> None:
+    """At 2026-07-28 (the default) the demo's ask_* tools reach every handler through InputRequiredResult."""
+
+    async def run(svc: McpService, server: str) -> None:
+        answer = await call_json(svc, server, "ask_model", {"prompt": "hi"})
+        assert answer["content"][0]["text"] == "echo: hi" and answer["model"] == "host"
+        assert await call_json(svc, server, "ask_user_url") == {"action": "decline"}
+        user = await call_json(svc, server, "ask_user")
+        assert user["action"] == "accept" and user["content"]["age"] == 30  # the schema's default, filled in
+        assert await call_json(svc, server, "list_host_roots") == [{"uri": "file:///work/a", "name": None}]
+        record = svc.get(server)
+        live = svc._registry.snapshot.handles[record.id]._cell.live
+        assert live is not None and live.session.protocol_version == "2026-07-28"
+        # No roots/list_changed at 2026-07-28: nobody is told, and the next request sees the new roots.
+        assert await svc.set_roots(["file:///work/b"]) == 0
+        assert await call_json(svc, server, "list_host_roots") == [{"uri": "file:///work/b", "name": None}]
+
+    with trio.fail_after(120):
+        async with open_runtime(
+            tmp_path / "mcp-config.json",
+            sweep_ledger=False,
+            connect_on_add=False,
+            sampling_handler=sample,
+            elicitation_handler=elicit,
+            roots=["file:///work/a"],
+        ) as rt:
+            if transport == "stdio":
+                await run(rt.service, "demo")
+            else:
+                async with serve_http(demo_server_command("--transport", "streamable-http", "--port", "0")) as server:
+                    await rt.service.add({"name": "remote", "type": "http", "config": {"url": server.url}})
+                    await run(rt.service, "remote")

@@ -39,6 +39,7 @@ def settings(host: HostCallbacks) -> ConnectionSettings:
         transport=MemoryParams(server=create_demo_server, raise_exceptions=False),
         ping_interval=0,
         host=host,
+        negotiate="legacy",  # notifications/elicitation/complete exists at 2025-11-25 only
     )
 
 

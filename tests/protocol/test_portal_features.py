@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import mcp.types as mcp_types
+import pytest
 
 from mcp_actors._demo_features import COUNTER_URI, NOTE_TEMPLATE, TASK_TOOL
+from mcp_actors.errors import ToolCallFailed
 from mcp_actors.portal import start_portal
 from mcp_actors.testing import demo_server_command
 
@@ -28,12 +30,12 @@ def text_of(result: Any) -> str:
     return "".join(getattr(item, "text", "") for item in result.content)
 
 
-def test_sync_facade_offers_every_feature(tmp_path: Path) -> None:
-    """The blocking facade reads resources, prompts, completions, log level, progress and tasks."""
+def test_sync_facade_offers_every_feature(tmp_path: Path, protocol: str) -> None:
+    """The blocking facade reads resources, prompts, completions, log level, progress and tasks, at each revision."""
     seen: list[float] = []
     with start_portal(str(tmp_path / "cfg.json")) as portal:
         svc = portal.sync_service()
-        svc.add(demo_input())
+        svc.add(demo_input(protocol=protocol))
         assert COUNTER_URI in {str(r.uri) for r in svc.list_resources("srv")}
         assert [t.uri_template for t in svc.list_resource_templates("srv")] == [NOTE_TEMPLATE]
         assert svc.read_resource("srv", "demo://note/beta").contents[0].text == "note beta"  # type: ignore[union-attr]
@@ -48,7 +50,11 @@ def test_sync_facade_offers_every_feature(tmp_path: Path) -> None:
         svc.call_tool("srv", "sleep", {"seconds": 0.02}, on_progress=lambda p, t, m: seen.append(p))
         assert len(seen) == 10
         assert text_of(svc.call_tool("srv", TASK_TOOL, {"topic": "t"})) == "research on t: done"
-        assert text_of(svc.call_tool("srv", "count", {"n": 2}, as_task=True)) == "1 2"
+        if protocol == "legacy":
+            assert text_of(svc.call_tool("srv", "count", {"n": 2}, as_task=True)) == "1 2"
+        else:  # 2026-07-28: no tasks in the SDK, a clear error instead
+            with pytest.raises(ToolCallFailed, match=r"cannot run as a task.*2026-07-28.*'legacy'"):
+                svc.call_tool("srv", "count", {"n": 2}, as_task=True)
 
 
 def test_asyncio_facade_offers_every_feature(tmp_path: Path) -> None:

@@ -8,12 +8,12 @@ from pathlib import Path
 import mcp.types as mcp_types
 import pytest
 import trio
-from protocol_bed import BOUND, demo_service, next_event, text_of
+from protocol_bed import BOUND, NEGOTIATED, demo_service, negotiated, next_event, text_of
 
 from mcp_actors import events
 from mcp_actors._demo_features import COUNTER_URI, EXTRA_RESOURCE_URI, NOTE_TEMPLATE, TASK_TOOL
 from mcp_actors.adapters import flatten_result
-from mcp_actors.errors import ServerProtocolError, ToolCallTimeout, ToolOutputInvalid
+from mcp_actors.errors import ServerProtocolError, ToolCallFailed, ToolCallTimeout, ToolOutputInvalid
 
 # ---------------------------------------------------------------------- item 3: resources, prompts, completion
 
@@ -39,12 +39,19 @@ async def test_resources_templates_read_and_discover(tmp_path: Path, transport: 
                 await svc.read_resource("srv", "demo://nothing-here")
 
 
-async def test_subscription_updates_and_list_changed_invalidates_cache(tmp_path: Path, transport: str) -> None:
-    """A subscribed resource's change is a resource:updated event; list_changed refreshes the cached list."""
+async def test_subscription_updates_and_list_changed_invalidates_cache(
+    tmp_path: Path, transport: str, protocol: str
+) -> None:
+    """A subscribed resource's change is a resource:updated event; list_changed refreshes the cached list.
+
+    At 2025-11-25 through resources/subscribe and pushed notifications, at 2026-07-28 through
+    the connection's subscriptions/listen stream.
+    """
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, transport, protocol=protocol) as svc:
             sub = svc.subscribe()
             before = {str(r.uri) for r in await svc.list_resources("srv")}
+            assert negotiated(svc, "srv") == NEGOTIATED[protocol]
             assert EXTRA_RESOURCE_URI not in before
             await svc.subscribe_resource("srv", COUNTER_URI)
             await svc.call_tool("srv", "bump_counter")
@@ -57,12 +64,48 @@ async def test_subscription_updates_and_list_changed_invalidates_cache(tmp_path:
             await next_event(sub, events.RESOURCES_CHANGED, lambda e: True)
             after = {str(r.uri) for r in await svc.list_resources("srv")}
             assert EXTRA_RESOURCE_URI in after
+            await svc.call_tool("srv", "toggle_extra_tool")
+            await next_event(sub, events.TOOLS_CHANGED, lambda e: True)
+            assert "extra" in {t.name for t in await svc.list_server_tools("srv")}
+            # Unsubscribed: the next change is not announced (the tool's own answer comes after
+            # anything it sent, and the list change after it proves the stream still runs).
+            await svc.call_tool("srv", "bump_counter")
+            await svc.call_tool("srv", "toggle_extra_resource")
+            event = await next_event(sub, events.RESOURCES_CHANGED, lambda e: True)
+            assert event.data["serverName"] == "srv"
+            while True:
+                try:
+                    late = sub.receive_nowait()
+                except trio.WouldBlock:
+                    break
+                assert late.type != events.RESOURCE_UPDATED, late
 
 
-async def test_prompts_and_completion(tmp_path: Path, transport: str) -> None:
-    """Prompts list with their arguments, render with arguments, and both kinds of argument complete."""
+async def test_listen_stream_lost_is_reopened_and_caches_invalidated(tmp_path: Path, transport: str) -> None:
+    """At 2026-07-28 a listen stream the server ends is re-opened with its URIs; change events tell hosts to refetch."""
     with trio.fail_after(BOUND):
         async with demo_service(tmp_path, transport) as svc:
+            sub = svc.subscribe()
+            await svc.subscribe_resource("srv", COUNTER_URI)
+            assert negotiated(svc, "srv") == "2026-07-28"
+            await svc.list_resources("srv")
+            epoch = svc.status("srv").resources_epoch
+            assert text_of(await svc.call_tool("srv", "end_subscriptions")) == "listen streams closed"
+            # No replay: on re-open the connection announces that anything may have changed.
+            await next_event(sub, events.TOOLS_CHANGED, lambda e: True)
+            await next_event(sub, events.RESOURCES_CHANGED, lambda e: True)
+            await next_event(sub, events.RESOURCE_UPDATED, lambda e: e.data["uri"] == COUNTER_URI)
+            assert svc.status("srv").resources_epoch > epoch
+            # The re-opened stream carries the subscription: the next change arrives as before.
+            await svc.call_tool("srv", "bump_counter")
+            await next_event(sub, events.RESOURCE_UPDATED, lambda e: e.data["uri"] == COUNTER_URI)
+            assert svc.status("srv").state.value == "connected"
+
+
+async def test_prompts_and_completion(tmp_path: Path, transport: str, protocol: str) -> None:
+    """Prompts list with their arguments, render with arguments, and both kinds of argument complete (each revision)."""
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport, protocol=protocol) as svc:
             prompts = {p.name: p for p in await svc.list_prompts("srv")}
             assert [a.name for a in prompts["compose"].arguments or []] == ["topic", "tone"]
             got = await svc.get_prompt("srv", "compose", {"topic": "trio", "tone": "formal"})
@@ -80,17 +123,18 @@ async def test_prompts_and_completion(tmp_path: Path, transport: str) -> None:
 # ---------------------------------------------------------------------- item 2: progress
 
 
-async def test_progress_callback_and_event(tmp_path: Path, transport: str) -> None:
-    """call_tool(on_progress=) sees every progress notification, and each is a tool:progress event."""
+async def test_progress_callback_and_event(tmp_path: Path, transport: str, protocol: str) -> None:
+    """call_tool(on_progress=) sees every progress notification, and each is a tool:progress event, at each revision."""
     seen: list[tuple[float, float | None, str | None]] = []
 
     async def on_progress(progress: float, total: float | None, message: str | None) -> None:
         seen.append((progress, total, message))
 
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, transport, protocol=protocol) as svc:
             sub = svc.subscribe()
             result = await svc.call_tool("srv", "sleep", {"seconds": 0.05}, on_progress=on_progress)
+            assert negotiated(svc, "srv") == NEGOTIATED[protocol]
             assert text_of(result) == "slept 0.05 s"
             assert len(seen) == 10
             assert seen[-1][0] == pytest.approx(0.05) and seen[-1][1] == pytest.approx(0.05)
@@ -111,12 +155,12 @@ async def test_reset_timeout_on_progress_over_real_transport(tmp_path: Path, tra
 
 
 async def test_log_level_record_and_forwarding(
-    tmp_path: Path, transport: str, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, transport: str, protocol: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """logLevel is sent on connect; server logs reach mcp_actors.server.<name> and server:log events."""
+    """logLevel applies (setLevel on connect, or the 2026-07-28 per-request opt-in); logs reach logging and events."""
     caplog.set_level(logging.DEBUG, logger="mcp_actors.server.srv")
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport, logLevel="warning") as svc:
+        async with demo_service(tmp_path, transport, logLevel="warning", protocol=protocol) as svc:
             sub = svc.subscribe()
             quiet = await svc.call_tool("srv", "log", {"level": "info", "message": "hidden"})
             assert text_of(quiet) == "not logged: info is below warning"
@@ -126,19 +170,36 @@ async def test_log_level_record_and_forwarding(
             assert event.data["level"] == "error" and event.data["data"] == "boom"
             assert any(r.name == "mcp_actors.server.srv" and r.levelno == logging.ERROR for r in caplog.records)
             await svc.set_log_level("srv", "debug")
+            assert negotiated(svc, "srv") == NEGOTIATED[protocol]
             again = await svc.call_tool("srv", "log", {"level": "info", "message": "shown"})
             assert text_of(again) == "logged at info"
+            event = await next_event(sub, events.SERVER_LOG, lambda e: e.data["data"] == "shown")
+            assert event.data["level"] == "info"
             with pytest.raises(ValueError, match="level must be one of"):
                 await svc.set_log_level("srv", "loud")
 
 
 # ---------------------------------------------------------------------- item 5: tasks
+# Tasks are a 2025-11-25 feature (the SDK has none at 2026-07-28): these pin protocol legacy.
+
+
+async def test_tasks_at_2026_are_plain_calls_or_a_clear_error(tmp_path: Path, transport: str) -> None:
+    """At 2026-07-28 a tool runs as a plain call; as_task=True is a ToolCallFailed naming server, tool and the fix."""
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport) as svc:
+            result = await svc.call_tool("srv", TASK_TOOL, {"topic": "actors", "seconds": 0.2})
+            assert text_of(result) == "research on actors: done"
+            assert negotiated(svc, "srv") == "2026-07-28"
+            with pytest.raises(ToolCallFailed, match="'srv': tool 'count' cannot run as a task") as caught:
+                await svc.call_tool("srv", "count", {"n": 2}, as_task=True)
+            assert "config.protocol to 'legacy'" in str(caught.value)
+            assert text_of(await svc.call_tool("srv", "count", {"n": 2})) == "1 2"
 
 
 async def test_task_required_tool_runs_as_task(tmp_path: Path, transport: str) -> None:
     """A tool with taskSupport required is called as a task through plain call_tool, with status events."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, transport, protocol="legacy") as svc:
             sub = svc.subscribe()
             result = await svc.call_tool("srv", TASK_TOOL, {"topic": "actors", "seconds": 0.2})
             assert text_of(result) == "research on actors: done"
@@ -152,7 +213,7 @@ async def test_task_required_tool_runs_as_task(tmp_path: Path, transport: str) -
 async def test_optional_task_tool_as_task_and_plain(tmp_path: Path, transport: str) -> None:
     """An optional-task tool runs plainly by default and as a task with as_task=True, same result."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, transport, protocol="legacy") as svc:
             plain = await svc.call_tool("srv", "count", {"n": 4})
             tasked = await svc.call_tool("srv", "count", {"n": 4, "seconds": 0.1}, as_task=True)
             assert text_of(plain) == text_of(tasked) == "1 2 3 4"
@@ -161,7 +222,7 @@ async def test_optional_task_tool_as_task_and_plain(tmp_path: Path, transport: s
 async def test_cancelled_task_call_cancels_the_task(tmp_path: Path, transport: str) -> None:
     """A task call that times out cancels the task on the server (task:status cancelled) and raises a timeout."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, transport, protocol="legacy") as svc:
             sub = svc.subscribe()
             with pytest.raises(ToolCallTimeout):
                 await svc.call_tool("srv", TASK_TOOL, {"topic": "slow", "seconds": 600}, timeout=1.0)
@@ -205,7 +266,7 @@ async def test_failed_task_is_a_typed_error(tmp_path: Path, transport: str) -> N
     from mcp_actors.errors import ToolTaskFailed
 
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, transport, protocol="legacy") as svc:
             with pytest.raises(ToolTaskFailed, match="ended failed") as caught:
                 await svc.call_tool("srv", "count", {"n": 1, "seconds": 0.05, "fail": True}, as_task=True)
             assert caught.value.status == "failed" and caught.value.task_id

@@ -16,6 +16,7 @@ from mcp_actors.connection import ConnectionSettings, open_connection
 from mcp_actors.demo_server import create_demo_server
 from mcp_actors.errors import ToolCallTimeout
 from mcp_actors.portal import start_portal
+from mcp_actors.records import record_to_json_dict
 from mcp_actors.transports import MemoryParams
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
@@ -31,13 +32,14 @@ def memory_demo() -> ConnectionSettings:
         server_name="demo",
         transport=MemoryParams(server=create_demo_server, raise_exceptions=False),
         ping_interval=0,
+        negotiate="legacy",  # tasks are a 2025-11-25 feature (at 2026-07-28 an extension the SDK lacks)
     )
 
 
 async def test_list_tasks_returns_every_page(tmp_path: Path, transport: str) -> None:
     """McpService.list_tasks gathers every page of tasks/list, with each task's status."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, transport, protocol="legacy") as svc:  # tasks: 2025-11-25
             assert await svc.list_tasks("srv") == []
             sub = svc.subscribe()
             created = TASK_PAGE_SIZE + 1
@@ -116,6 +118,9 @@ def test_portal_facades_list_tasks(tmp_path: Path) -> None:
     """The blocking and the asyncio facades have list_tasks too."""
     with start_portal(str(tmp_path / "cfg.json"), sweep_ledger=False) as portal:
         svc = portal.sync_service()
+        # Tasks are a 2025-11-25 feature: the demo speaks the handshake revision for this test.
+        config = record_to_json_dict(svc.get("demo"))["config"]
+        svc.update("demo", config={**config, "protocol": "legacy"})
         svc.call_tool("demo", "count", {"n": 1, "seconds": 0.05}, as_task=True)
         tasks: list[Any] = svc.list_tasks("demo")
         assert [task.status for task in tasks] == ["completed"]

@@ -41,6 +41,7 @@ DEMO_TOOLS = {
     # issue 12: the protocol features (mcp_actors/_demo_features.py)
     "bump_counter",
     "toggle_extra_resource",
+    "end_subscriptions",  # 2026-07-28: closes every subscriptions/listen stream
     "log",
     "weather",
     "bad_weather",
