@@ -69,6 +69,7 @@ from mcp.shared.exceptions import MCPError
 
 from mcp_actors import events
 from mcp_actors._callbacks import HostCallbacks, fulfil_input_required
+from mcp_actors._dispatch import WireDispatcher
 from mcp_actors._live import LiveSession, ProgressDeadline, SessionEnded
 from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, Reconnect
 from mcp_actors.errors import (
@@ -500,9 +501,12 @@ class _ConnectionActor:
                     # Host callbacks: fixed for the session's life, as its handshake declared them.
                     offered = settings.host.offers(settings) if settings.host is not None else frozenset()
                     host_kwargs = settings.host.session_kwargs(settings) if settings.host is not None else {}
+                    # A link with a wire gets our dispatcher (issue 15); the others keep the SDK's streams.
+                    dispatcher = WireDispatcher(link.wire) if link.wire is not None else None
                     session = ClientSession(
                         link.read_stream,
                         link.write_stream,
+                        dispatcher=dispatcher,
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=CLIENT_INFO,

@@ -32,19 +32,16 @@ import shutil
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
-import anyio
 import attrs
-import mcp.types as mcp_types
+import orjson
 import psutil
+import pydantic
 import trio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.message import SessionMessage
 
 from mcp_actors import _variables
 from mcp_actors._redact import install_log_filter, registered_secrets
-from mcp_actors._transport_base import STREAM_BUFFER
 from mcp_actors._transport_base import StderrTail as StderrTail
 from mcp_actors._transport_base import TransportLink as TransportLink
 from mcp_actors._transport_base import TransportParams as TransportParams
@@ -54,6 +51,7 @@ from mcp_actors._transport_http import HttpParams as HttpParams
 from mcp_actors._transport_http import open_http_transport as open_http_transport
 from mcp_actors._transport_memory import MemoryParams as MemoryParams
 from mcp_actors._transport_memory import open_memory_transport as open_memory_transport
+from mcp_actors._wire import Deliver, WireClosed
 from mcp_actors.errors import (
     CommandNotFound,
     InvalidServerConfig,
@@ -239,74 +237,109 @@ def _merged_env(overrides: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-async def _pump_stdout(
-    stream: trio.abc.ReceiveStream,
-    link: TransportLink,
-    sink: MemoryObjectSendStream[SessionMessage | Exception],
-    limit: int,
-) -> None:
-    """Split stdout into lines and forward the JSON-RPC messages; skip and count garbage."""
-    buffer = bytearray()
-    scan_from = 0
-    try:
-        while True:
-            chunk = await stream.receive_some(_READ_CHUNK)
-            if not chunk:
-                # Usually the process is exiting: give its exit status a moment to arrive,
-                # because "killed by SIGKILL" says more than "closed its stdout".
-                with trio.move_on_after(_EXIT_STATUS_GRACE):
-                    await link.exited.wait()
-                link.die("the server closed its stdout")
-                return
-            buffer += chunk
-            while (end := buffer.find(b"\n", scan_from)) >= 0:
-                line = bytes(buffer[:end])
-                del buffer[: end + 1]
-                scan_from = 0
-                if line.strip():
-                    await _forward_line(line, link, sink)
-            scan_from = len(buffer)
-            if len(buffer) > limit:
-                link.die(f"the server sent a message larger than {limit} bytes")
-                return
-    except (
-        trio.ClosedResourceError,
-        trio.BrokenResourceError,
-        anyio.ClosedResourceError,
-        anyio.BrokenResourceError,
-    ):
-        link.die("the server's stdout closed")
+def _json_default(value: object) -> Any:
+    """What orjson cannot encode by itself: pydantic models (as the SDK dumps them) and sets."""
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if isinstance(value, set | frozenset):
+        return list(value)
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
-async def _forward_line(
-    line: bytes, link: TransportLink, sink: MemoryObjectSendStream[SessionMessage | Exception]
-) -> None:
+@attrs.define(eq=False)
+class StdioWire:
+    """A stdio server's :class:`~mcp_actors._wire.Wire`: newline-delimited JSON-RPC on its pipes.
+
+    ``send`` writes one ``orjson`` line under a lock, from the caller's task; ``run`` reads
+    stdout, splits lines and delivers each decoded message. A non-JSON line is skipped and
+    counted (:attr:`TransportLink.garbage_lines`), never fatal. Death is the link's: stdout
+    EOF, a broken stdin or a message over ``limit`` bytes calls :meth:`TransportLink.die`,
+    and ``run`` returns as soon as the link is dead for any reason (process exit, an
+    unanswered ping), so the dispatcher answers every waiter at once.
+    """
+
+    stdin: trio.abc.SendStream
+    stdout: trio.abc.ReceiveStream
+    link: TransportLink
+    limit: int
+    _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+
+    async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+        """Write ``message`` as one line; ``headers`` mean nothing on stdio.
+
+        Raises:
+            WireClosed: The link is dead, or the server stopped reading its stdin (the link
+                then dies, naming the exit status when the process is exiting).
+        """
+        data = orjson.dumps(message, default=_json_default, option=orjson.OPT_APPEND_NEWLINE)
+        link = self.link
+        if link.dead.is_set():
+            raise WireClosed(link.death_reason)
+        try:
+            async with self._lock:
+                await self.stdin.send_all(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            # A broken stdin usually means the process is exiting, and its exit status
+            # ("killed by SIGKILL") says more than the broken pipe.
+            with trio.move_on_after(_EXIT_STATUS_GRACE):
+                await link.exited.wait()
+            link.die("the server stopped reading its stdin")
+            raise WireClosed(link.death_reason) from None
+
+    async def run(self, deliver: Deliver, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read stdout and deliver every message until the link dies."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._read, deliver)
+            task_status.started()
+            await self.link.dead.wait()
+            nursery.cancel_scope.cancel()
+
+    async def _read(self, deliver: Deliver) -> None:
+        link, stream, limit = self.link, self.stdout, self.limit
+        buffer = bytearray()
+        try:
+            while True:
+                chunk = await stream.receive_some(_READ_CHUNK)
+                if not chunk:
+                    # Usually the process is exiting: give its exit status a moment to arrive,
+                    # because "killed by SIGKILL" says more than "closed its stdout".
+                    with trio.move_on_after(_EXIT_STATUS_GRACE):
+                        await link.exited.wait()
+                    link.die("the server closed its stdout")
+                    return
+                end = chunk.rfind(b"\n")
+                if end < 0:
+                    buffer += chunk
+                else:
+                    if buffer:
+                        buffer += chunk[:end]
+                        lines: list[bytes] | list[bytearray] = buffer.split(b"\n")
+                    else:
+                        lines = chunk[:end].split(b"\n")
+                    buffer = bytearray(chunk[end + 1 :])
+                    for line in lines:
+                        if line and not line.isspace():
+                            _deliver_line(line, link, deliver)
+                if len(buffer) > limit:
+                    link.die(f"the server sent a message larger than {limit} bytes")
+                    return
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            link.die("the server's stdout closed")
+
+
+def _deliver_line(line: bytes | bytearray, link: TransportLink, deliver: Deliver) -> None:
+    """Decode one stdout line and deliver it; anything but a JSON-RPC 2.0 object is counted as garbage."""
     try:
-        message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-    except ValueError:
+        message = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        message = None
+    if type(message) is not dict or message.get("jsonrpc") != "2.0":
         link.garbage_lines += 1
         if link.garbage_sample is None:
-            link.garbage_sample = link.redact(line[:_GARBAGE_SAMPLE_MAX].decode("utf-8", "replace"))
+            link.garbage_sample = link.redact(bytes(line[:_GARBAGE_SAMPLE_MAX]).decode("utf-8", "replace"))
         logger.warning("server %s: skipped a non-JSON line on stdout (%d bytes)", link.label, len(line))
         return
-    await sink.send(SessionMessage(message))
-
-
-async def _pump_stdin(
-    source: MemoryObjectReceiveStream[SessionMessage],
-    stream: trio.abc.SendStream,
-    link: TransportLink,
-) -> None:
-    try:
-        async for session_message in source:
-            data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-            await stream.send_all(data.encode() + b"\n")
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        # As for stdout: a broken stdin usually means the process is exiting, and its exit
-        # status ("killed by SIGKILL") says more than the broken pipe.
-        with trio.move_on_after(_EXIT_STATUS_GRACE):
-            await link.exited.wait()
-        link.die("the server stopped reading its stdin")
+    deliver(message)
 
 
 async def _drain_stderr(stream: trio.abc.ReceiveStream, link: TransportLink, tail: StderrTail) -> None:
@@ -400,24 +433,15 @@ async def open_stdio_transport(
         create_time = 0.0
     identity = ProcessIdentity(pid=process.pid, create_time=create_time, pgid=process.pid, label=label)
     tracker.register(identity)
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
     secrets = params.secret_values()
     tail = StderrTail(secrets=secrets)
-    link = TransportLink(
-        secrets=secrets,
-        read_stream=read_stream,
-        write_stream=write_stream,
-        label=label,
-        process=identity,
-        stderr=tail,
-    )
-    link._closers.append(read_writer)
+    link = TransportLink(secrets=secrets, label=label, process=identity, stderr=tail)
+    assert process.stdout is not None and process.stdin is not None and process.stderr is not None
+    # The session's dispatcher runs the wire (its reader is stdout); the transport drains stderr
+    # and watches the exit, so a death is seen even between sessions.
+    link.wire = StdioWire(stdin=process.stdin, stdout=process.stdout, link=link, limit=params.max_message_bytes)
     try:
         async with trio.open_nursery() as nursery:
-            assert process.stdout is not None and process.stdin is not None and process.stderr is not None
-            nursery.start_soon(_pump_stdout, process.stdout, link, read_writer, params.max_message_bytes)
-            nursery.start_soon(_pump_stdin, write_reader, process.stdin, link)
             nursery.start_soon(_drain_stderr, process.stderr, link, tail)
             nursery.start_soon(_watch_exit, process, link)
             try:
@@ -429,8 +453,6 @@ async def open_stdio_transport(
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            for stream in (read_writer, read_stream, write_stream, write_reader):
-                stream.close()
             for pipe in (process.stdout, process.stderr):
                 if pipe is not None:
                     with contextlib.suppress(Exception):
