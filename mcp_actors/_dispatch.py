@@ -58,15 +58,23 @@ from mcp.shared.jsonrpc_dispatcher import (
     handler_exception_to_error_data,
     progress_token_from_params,
 )
-from mcp.shared.message import MessageMetadata
+from mcp.shared.message import ClientMessageMetadata, MessageMetadata, SessionMessage
 from mcp.shared.transport_context import TransportContext
-from mcp_types import CONNECTION_CLOSED, INTERNAL_ERROR, REQUEST_TIMEOUT, ErrorData, ProgressToken, RequestId
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    REQUEST_TIMEOUT,
+    ErrorData,
+    ProgressToken,
+    RequestId,
+    jsonrpc_message_adapter,
+)
 from opentelemetry import propagate
 from opentelemetry import trace as otel_trace
 
-from mcp_actors._wire import Wire, WireClosed
+from mcp_actors._wire import Deliver, Wire, WireClosed
 
-__all__ = ["WireDispatcher"]
+__all__ = ["StreamWire", "WireDispatcher"]
 
 logger = logging.getLogger(__name__)
 
@@ -581,3 +589,48 @@ async def _contained_notify(
         await fn(dctx, method, params)
     except Exception:
         logger.exception("notification handler for %r raised", method)
+
+
+@attrs.define(eq=False)
+class StreamWire:
+    """A :class:`~mcp_actors._wire.Wire` over an SDK stream pair (``SessionMessage`` in, out).
+
+    For transports that speak the SDK's stream contract (the in-memory transport, the SDK's
+    SSE and streamable-HTTP clients), so every session runs on :class:`WireDispatcher`
+    and there is one call path whatever the transport. The envelopes are built and dumped
+    with the SDK's models here, as its own dispatcher does; a transport with a wire of its
+    own (stdio) skips them.
+    """
+
+    read_stream: Any
+    """``MemoryObjectReceiveStream[SessionMessage | Exception]``: what the server sends."""
+    write_stream: Any
+    """``MemoryObjectSendStream[SessionMessage]``: what we send (closed when :meth:`run` ends)."""
+
+    async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+        """Put one message on the write stream (``headers`` ride along for an HTTP transport).
+
+        Raises:
+            WireClosed: The write stream is closed.
+        """
+        envelope = jsonrpc_message_adapter.validate_python(message, by_name=False)
+        metadata = ClientMessageMetadata(headers=dict(headers)) if headers else None
+        try:
+            await self.write_stream.send(SessionMessage(envelope, metadata=metadata))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            raise WireClosed("the transport's stream is closed") from None
+
+    async def run(self, deliver: Deliver, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Deliver every message of the read stream until it ends; a transport exception is logged."""
+        try:
+            task_status.started()
+            async for item in self.read_stream:
+                if isinstance(item, Exception):
+                    logger.warning("transport reported %s: %s", type(item).__name__, item)
+                    continue
+                deliver(item.message.model_dump(by_alias=True, mode="json", exclude_unset=True))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass
+        finally:
+            # As the SDK's dispatcher does at its end: the transport sees the session is over.
+            self.write_stream.close()
