@@ -125,11 +125,19 @@ class _Serial:
     may run in any order (progress 3 before progress 1); here the order is the wire's.
     """
 
-    __slots__ = ("_queue", "_running")
+    __slots__ = ("_idle", "_queue", "_running")
 
     def __init__(self) -> None:
         self._queue: collections.deque[tuple[Callable[..., Awaitable[None]], tuple[Any, ...]]] = collections.deque()
         self._running = False
+        self._idle: trio.Event | None = None
+
+    async def wait_idle(self) -> None:
+        """Wait until every call queued so far has run (no checkpoint when nothing is queued)."""
+        if self._running:
+            if self._idle is None:
+                self._idle = trio.Event()
+            await self._idle.wait()
 
     def push(self, nursery: trio.Nursery, fn: Callable[..., Awaitable[None]], *args: Any) -> None:
         self._queue.append((fn, args))
@@ -144,6 +152,9 @@ class _Serial:
                 await fn(*args)
         finally:
             self._running = False
+            idle, self._idle = self._idle, None
+            if idle is not None:
+                idle.set()
 
 
 class _Pending:
@@ -323,6 +334,10 @@ class WireDispatcher:
                 outcome = await self._exchange(method, request_id, message, pending, opts)
         finally:
             self._pending.pop(key, None)  # on every path: a late answer is dropped, not leaked
+        if pending.progress is not None:
+            # The updates that came before the answer reach the callback before the caller
+            # hears the answer (the SDK's spawned callbacks usually, not always, made it).
+            await pending.progress.wait_idle()
         if "result" in outcome:
             result = outcome["result"]
             if isinstance(result, dict):
@@ -477,7 +492,8 @@ class WireDispatcher:
         if method is None:
             request_id = message.get("id")
             key = request_id if type(request_id) is int else coerce_request_id(request_id)  # type: ignore[arg-type]
-            pending = self._pending.get(key) if isinstance(key, int | str) else None
+            valid = isinstance(key, int | str) and not isinstance(key, bool)  # True would alias id 1
+            pending = self._pending.get(key) if valid else None
             if pending is None:
                 logger.debug("dropping an answer for unknown or late request id %r", request_id)
                 return

@@ -7,6 +7,14 @@ ended by it, exactly once, when the connection dies or is closed. Requests
 mailbox to serialise. Each request registers itself for its duration; ending the session
 fails every registered request with the end's error by cancelling its scope.
 
+``tools/call`` is sent by :meth:`LiveSession.call_tool` straight through the session's
+dispatcher (:class:`~mcp_actors._dispatch.WireDispatcher`, issue 15): a params dict out,
+stamped as the SDK's session would stamp it (:class:`RequestStamp`, rebuilt from the
+negotiated version and what we gave the session), the answer validated once into
+``CallToolResult`` and its ``structuredContent`` checked against the ``outputSchema`` this
+session listed. Every tool call takes this path; the SDK's ``call_tool`` (a pydantic request
+model, the result validated twice) is not used.
+
 The ordering rule (DESIGN §5, "state lags failures" fixed): the actor publishes the death
 (state ``error`` and its event) *before* it calls :meth:`LiveSession.end`, and a request
 that notices a closed stream itself never fails on its own: it marks the transport dead

@@ -2,8 +2,9 @@
 
 Every transport kind is a frozen params class (:class:`StdioParams`, :class:`HttpParams`,
 :class:`MemoryParams`) satisfying :class:`TransportParams`: its ``open(label=...)`` is an
-async context manager yielding a :class:`TransportLink`, the pair of streams an SDK
-``ClientSession`` runs on plus what the connection actor needs to fail fast —
+async context manager yielding a :class:`TransportLink` — the :class:`~mcp_actors._wire.Wire`
+(stdio: :class:`StdioWire`) or the SDK stream pair the session's dispatcher runs on — plus
+what the connection actor needs to fail fast —
 :attr:`TransportLink.dead` is set the moment the transport is seen to die (stdout EOF,
 process exit, broken stdin, HTTP stream error, HTTP status that no request can get past),
 with a human reason and, for stdio, the tail of the server's stderr. A server record maps

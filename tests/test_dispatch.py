@@ -12,6 +12,7 @@ import mcp.types as mcp_types
 import pytest
 import trio
 from mcp import ClientSession
+from mcp.client._probe import negotiate_auto
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from opentelemetry import trace as otel_trace
@@ -22,8 +23,10 @@ from trio.testing import wait_all_tasks_blocked
 
 from mcp_actors import _dispatch
 from mcp_actors._dispatch import WireDispatcher
+from mcp_actors._live import LiveSession, RequestStamp
 from mcp_actors._wire import Deliver, Wire
-from mcp_actors.testing import fault_server_command
+from mcp_actors.connection import CLIENT_INFO
+from mcp_actors.testing import demo_server_command, fault_server_command
 from mcp_actors.transports import StdioParams, TransportLink, open_stdio_transport
 
 BOUND = 60.0
@@ -36,9 +39,11 @@ class TapWire:
 
     inner: Wire
     sent: list[dict[str, Any]] = attrs.field(factory=list)
+    headers: list[dict[str, str]] = attrs.field(factory=list)
 
     async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
         self.sent.append(message)
+        self.headers.append(dict(headers or {}))
         await self.inner.send(message, headers=headers)
 
     async def run(self, deliver: Deliver, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -175,7 +180,7 @@ async def test_cancel_on_abandon_false_sends_no_cancel() -> None:
 
 
 async def test_progress_reaches_the_callback_with_the_request_id_as_token() -> None:
-    """``on_progress`` is announced with the request id as progressToken and gets every update, in order."""
+    """``on_progress`` gets the request id as progressToken and every update, in order, before the call returns."""
     seen: list[tuple[float, float | None]] = []
 
     async def progressed(progress: float, total: float | None, message: str | None) -> None:
@@ -184,8 +189,7 @@ async def test_progress_reaches_the_callback_with_the_request_id_as_token() -> N
     async with open_bed("--flood-notifications", "3") as bed:
         await call(bed, "echo", {"text": "x"}, on_progress=progressed)
         assert bed.wire.sent[-1]["params"]["_meta"] == {"progressToken": 1}
-        with trio.fail_after(BOUND):
-            await wait_all_tasks_blocked()
+        # Every update sent before the answer has reached the callback when the call returns.
         assert seen == [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)]
 
 
@@ -301,3 +305,88 @@ async def test_spans_match_the_sdk_dispatcher() -> None:
 
 def span_facts_of(spans: Any) -> list[tuple[str, str, dict[str, Any], str]]:
     return [(s.name, s.kind.name, dict(s.attributes or {}), s.status.status_code.name) for s in spans]
+
+
+# ---------------------------------------------------------------------- the lean tools/call
+
+
+async def _sample(ctx: Any, params: Any) -> mcp_types.ErrorData:
+    return mcp_types.ErrorData(code=-1, message="no")
+
+
+async def _elicit(ctx: Any, params: Any) -> mcp_types.ErrorData:
+    return mcp_types.ErrorData(code=-1, message="no")
+
+
+async def _roots(ctx: Any) -> mcp_types.ErrorData:
+    return mcp_types.ErrorData(code=-1, message="no")
+
+
+@pytest.mark.parametrize("negotiate", ["legacy", "auto"])
+@pytest.mark.parametrize("offered", ["none", "all"])
+async def test_the_lean_tools_call_is_stamped_like_the_sdks(negotiate: str, offered: str) -> None:
+    """LiveSession.call_tool sends the params, _meta and headers the SDK's call_tool sends, on either revision."""
+    host_kwargs: dict[str, Any] = {}
+    if offered == "all":
+        host_kwargs = {
+            "sampling_callback": _sample,
+            "sampling_capabilities": mcp_types.SamplingCapability(tools=mcp_types.SamplingToolsCapability()),
+            "elicitation_callback": _elicit,
+            "list_roots_callback": _roots,
+        }
+    argv = demo_server_command()
+    params = StdioParams(command=argv[0], args=tuple(argv[1:]))
+    with trio.fail_after(BOUND):
+        async with open_stdio_transport(params, label="stamp") as link:
+            assert link.wire is not None
+            wire = TapWire(link.wire)
+            dispatcher = WireDispatcher(wire)
+            async with ClientSession(dispatcher=dispatcher, client_info=CLIENT_INFO, **host_kwargs) as session:
+                if negotiate == "auto":
+                    await negotiate_auto(session)
+                else:
+                    await session.initialize()
+                listing = await session.list_tools()
+                sdk_result = await session.call_tool("echo", {"text": "same"})
+                live = LiveSession(
+                    session=session,
+                    link=link,
+                    label="stamp",
+                    dispatcher=dispatcher,
+                    stamp=RequestStamp.negotiated(session, client_info=CLIENT_INFO, host_kwargs=host_kwargs),
+                )
+                live.tool_defs = {tool.name: tool for tool in listing.tools}
+                our_result = await live.call_tool("echo", {"text": "same"})
+    assert session.protocol_version == ("2026-07-28" if negotiate == "auto" else "2025-11-25")
+    assert our_result == sdk_result
+    calls = [(m, h) for m, h in zip(wire.sent, wire.headers, strict=True) if m.get("method") == "tools/call"]
+    (sdk_message, sdk_headers), (our_message, our_headers) = calls
+    assert our_message["params"] == sdk_message["params"]
+    assert our_headers == sdk_headers
+    if negotiate == "auto":
+        assert "io.modelcontextprotocol/clientCapabilities" in our_message["params"]["_meta"]
+        assert our_headers["mcp-name"] == "echo"
+
+
+async def test_a_result_that_breaks_the_output_schema_is_refused() -> None:
+    """The lean call validates structuredContent against the listed outputSchema, in the SDK's words."""
+    argv = demo_server_command()
+    params = StdioParams(command=argv[0], args=tuple(argv[1:]))
+    with trio.fail_after(BOUND):
+        async with open_stdio_transport(params, label="schema") as link:
+            assert link.wire is not None
+            dispatcher = WireDispatcher(link.wire)
+            async with ClientSession(dispatcher=dispatcher) as session:
+                await session.initialize()
+                live = LiveSession(
+                    session=session,
+                    link=link,
+                    label="schema",
+                    dispatcher=dispatcher,
+                    stamp=RequestStamp.negotiated(session, client_info=CLIENT_INFO, host_kwargs={}),
+                )
+                live.tool_defs = {tool.name: tool for tool in (await session.list_tools()).tools}
+                good = await live.call_tool("weather", {"city": "Oslo"})
+                assert isinstance(good, mcp_types.CallToolResult) and good.structured_content is not None
+                with pytest.raises(RuntimeError, match="Invalid structured content returned by tool bad_weather"):
+                    await live.call_tool("bad_weather", {})
