@@ -251,19 +251,25 @@ def _json_default(value: object) -> Any:
 class StdioWire:
     """A stdio server's :class:`~mcp_actors._wire.Wire`: newline-delimited JSON-RPC on its pipes.
 
-    ``send`` writes one ``orjson`` line under a lock, from the caller's task; ``run`` reads
-    stdout, splits lines and delivers each decoded message. A non-JSON line is skipped and
-    counted (:attr:`TransportLink.garbage_lines`), never fatal. Death is the link's: stdout
-    EOF, a broken stdin or a message over ``limit`` bytes calls :meth:`TransportLink.die`,
-    and ``run`` returns as soon as the link is dead for any reason (process exit, an
-    unanswered ping), so the dispatcher answers every waiter at once.
+    ``send`` writes one ``orjson`` line from the caller's task: straight into the pipe when
+    nobody else is writing and the pipe has room (the usual case: no scheduler pass at all),
+    else in turn, waiting for the pipe. A line is never cut: a caller cancelled half-way
+    through its line hands the rest to the wire's own task, so the next message still
+    starts on a line of its own. ``run`` reads stdout, splits lines and delivers each
+    decoded message; a non-JSON line is skipped and counted
+    (:attr:`TransportLink.garbage_lines`), never fatal. Death is the link's: stdout EOF, a
+    broken stdin or a message over ``limit`` bytes calls :meth:`TransportLink.die`, and
+    ``run`` returns as soon as the link is dead for any reason (process exit, an unanswered
+    ping), so the dispatcher answers every waiter at once.
     """
 
-    stdin: trio.abc.SendStream
+    stdin: trio.lowlevel.FdStream
     stdout: trio.abc.ReceiveStream
     link: TransportLink
     limit: int
-    _lock: trio.Lock = attrs.field(factory=trio.Lock, init=False)
+    _turn: trio.Semaphore = attrs.field(factory=lambda: trio.Semaphore(1), init=False)
+    """Whose turn it is to write (a semaphore, not a lock: a cut line's rest is finished by another task)."""
+    _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
 
     async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
         """Write ``message`` as one line; ``headers`` mean nothing on stdio.
@@ -277,8 +283,16 @@ class StdioWire:
         if link.dead.is_set():
             raise WireClosed(link.death_reason)
         try:
-            async with self._lock:
-                await self.stdin.send_all(data)
+            if self._turn.value:
+                # Nobody is writing: no checkpoint between this check and the write.
+                sent = self._write_some(data)
+                if sent == len(data):
+                    return
+                self._turn.acquire_nowait()
+            else:
+                await self._turn.acquire()
+                sent = 0
+            await self._finish(memoryview(data)[sent:], started=sent > 0)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
             # A broken stdin usually means the process is exiting, and its exit status
             # ("killed by SIGKILL") says more than the broken pipe.
@@ -287,12 +301,54 @@ class StdioWire:
             link.die("the server stopped reading its stdin")
             raise WireClosed(link.death_reason) from None
 
+    def _write_some(self, data: bytes | memoryview) -> int:
+        if self.link.dead.is_set():  # the pipe may be closed (and its fd number reused) once dead
+            raise trio.ClosedResourceError("the link is dead")
+        try:
+            return os.write(self.stdin.fileno(), data)
+        except BlockingIOError:
+            return 0
+
+    async def _finish(self, rest: memoryview, *, started: bool) -> None:
+        """Write the rest of a line, holding the turn; a cancelled caller leaves it to :meth:`_complete`."""
+        handed_off = False
+        try:
+            while rest:
+                try:
+                    await trio.lowlevel.wait_writable(self.stdin.fileno())
+                except trio.Cancelled:
+                    if started and self._nursery is not None:
+                        self._nursery.start_soon(self._complete, rest)
+                        handed_off = True
+                    elif started:
+                        self.link.die("a message to the server was cut short; the stream is no longer framed")
+                    raise
+                written = self._write_some(rest)
+                started = started or written > 0
+                rest = rest[written:]
+        finally:
+            if not handed_off:
+                self._turn.release()
+
+    async def _complete(self, rest: memoryview) -> None:
+        """Finish a cut line for a caller that gave up (the turn passes on once it is written)."""
+        try:
+            while rest:
+                await trio.lowlevel.wait_writable(self.stdin.fileno())
+                rest = rest[self._write_some(rest) :]
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self.link.die("the server stopped reading its stdin")
+        finally:
+            self._turn.release()
+
     async def run(self, deliver: Deliver, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Read stdout and deliver every message until the link dies."""
         async with trio.open_nursery() as nursery:
+            self._nursery = nursery
             nursery.start_soon(self._read, deliver)
             task_status.started()
             await self.link.dead.wait()
+            self._nursery = None
             nursery.cancel_scope.cancel()
 
     async def _read(self, deliver: Deliver) -> None:
@@ -440,6 +496,7 @@ async def open_stdio_transport(
     assert process.stdout is not None and process.stdin is not None and process.stderr is not None
     # The session's dispatcher runs the wire (its reader is stdout); the transport drains stderr
     # and watches the exit, so a death is seen even between sessions.
+    assert isinstance(process.stdin, trio.lowlevel.FdStream)  # a pipe: written to directly (StdioWire.send)
     link.wire = StdioWire(stdin=process.stdin, stdout=process.stdout, link=link, limit=params.max_message_bytes)
     try:
         async with trio.open_nursery() as nursery:

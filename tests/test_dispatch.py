@@ -95,8 +95,8 @@ async def open_bed(*flags: str) -> AsyncIterator[Bed]:
             nursery.cancel_scope.cancel()
 
 
-async def call(bed: Bed, name: str, arguments: dict[str, Any], **opts: Any) -> dict[str, Any]:
-    with trio.fail_after(BOUND):
+async def call(bed: Bed, name: str, arguments: dict[str, Any], *, bound: float = BOUND, **opts: Any) -> dict[str, Any]:
+    with trio.fail_after(bound):
         return await bed.dispatcher.send_raw_request("tools/call", {"name": name, "arguments": arguments}, opts)  # type: ignore[arg-type]
 
 
@@ -216,6 +216,26 @@ async def test_the_wire_ending_fails_waiters_and_later_requests() -> None:
             await bed.dispatcher.send_raw_request("ping", None)
         assert later.value.error.code == mcp_types.CONNECTION_CLOSED
         await bed.dispatcher.notify("notifications/initialized", None)  # dropped, never raises
+
+
+async def test_a_caller_cancelled_mid_line_leaves_the_stream_framed() -> None:
+    """A caller cancelled half-way through writing a big message does not cut its line: the next call works."""
+    async with open_bed("--slow-start", "3") as bed:
+        await bed.wait_stderr("slow start")  # the server now sleeps without reading: the pipe fills
+        with trio.CancelScope() as scope:
+
+            async def cancel_when_blocked() -> None:
+                await wait_all_tasks_blocked(cushion=0.1)  # the writer waits for room in the pipe
+                scope.cancel()
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(cancel_when_blocked)
+                # No courtesy cancel: the next message written is the next call itself.
+                await call(bed, "echo", {"text": "x" * (1 << 20)}, cancel_on_abandon=False)
+        assert scope.cancelled_caught
+        result = await call(bed, "echo", {"text": "after"}, bound=30)  # the server sleeps 3 s, then answers
+        assert result["content"] == [{"type": "text", "text": "after"}]
+        assert bed.link.garbage_lines == 0 and not bed.link.dead.is_set()
 
 
 async def test_no_trace_context_without_an_opentelemetry_sdk() -> None:
