@@ -359,7 +359,7 @@ class LiveSession:
     ) -> T:
         """Run one request in the caller's task, bounded by ``timeout`` seconds.
 
-        Cancelling the caller cancels the request on the server too (the SDK sends
+        Cancelling the caller cancels the request on the server too (the dispatcher sends
         ``notifications/cancelled``); so does the timeout.
 
         Args:

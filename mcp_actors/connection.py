@@ -503,7 +503,6 @@ class _ConnectionActor:
                     # Host callbacks: fixed for the session's life, as its handshake declared them.
                     offered = settings.host.offers(settings) if settings.host is not None else frozenset()
                     host_kwargs = settings.host.session_kwargs(settings) if settings.host is not None else {}
-                    # A link with a wire gets our dispatcher (issue 15); the others keep the SDK's streams.
                     # One dispatcher for every transport (issue 15): the link's own wire, or its streams.
                     dispatcher = WireDispatcher(link.wire or StreamWire(link.read_stream, link.write_stream))
                     session = ClientSession(
