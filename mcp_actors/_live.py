@@ -7,6 +7,14 @@ ended by it, exactly once, when the connection dies or is closed. Requests
 mailbox to serialise. Each request registers itself for its duration; ending the session
 fails every registered request with the end's error by cancelling its scope.
 
+``tools/call`` is sent by :meth:`LiveSession.call_tool` straight through the session's
+dispatcher (:class:`~mcp_actors._dispatch.WireDispatcher`, issue 15): a params dict out,
+stamped as the SDK's session would stamp it (:class:`RequestStamp`, rebuilt from the
+negotiated version and what we gave the session), the answer validated once into
+``CallToolResult`` and its ``structuredContent`` checked against the ``outputSchema`` this
+session listed. Every tool call takes this path; the SDK's ``call_tool`` (a pydantic request
+model, the result validated twice) is not used.
+
 The ordering rule (DESIGN §5, "state lags failures" fixed): the actor publishes the death
 (state ``error`` and its event) *before* it calls :meth:`LiveSession.end`, and a request
 that notices a closed stream itself never fails on its own: it marks the transport dead
@@ -15,15 +23,34 @@ and waits to be ended by the actor. So no caller sees a failure before the state
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, TypeVar
 
 import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
+from mcp.shared.dispatcher import CallOptions, ProgressFnT
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
+    NAME_BEARING_METHODS,
+    encode_header_value,
+    mcp_param_headers,
+    x_mcp_header_map,
+)
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import TypeAdapter
 
+from mcp_actors._dispatch import WireDispatcher
 from mcp_actors.errors import (
     ConnectionFailed,
     McpActorsError,
@@ -33,12 +60,104 @@ from mcp_actors.errors import (
 )
 from mcp_actors.transports import TransportLink
 
-__all__ = ["LiveSession", "ProgressDeadline", "SessionEnded"]
+__all__ = ["LiveSession", "ProgressDeadline", "RequestStamp", "SessionEnded"]
 
 T = TypeVar("T")
 
 _END_GRACE = 10.0
 """Seconds a request that found the transport dead waits for the actor to end the session."""
+
+
+_CALL_RESULT: Final[TypeAdapter[mcp_types.CallToolResult | mcp_types.InputRequiredResult]] = TypeAdapter(
+    mcp_types.CallToolResult | mcp_types.InputRequiredResult
+)
+"""What a ``tools/call`` answers (2026-07-28 may ask for input first): validated once, here."""
+
+
+def client_capabilities(host_kwargs: Mapping[str, Any]) -> mcp_types.ClientCapabilities:
+    """The capabilities the SDK's session declares for the callbacks we give it (its rule, restated).
+
+    ``ClientSession`` declares sampling (with the given ``sampling_capabilities``),
+    elicitation (form and URL) and roots (``listChanged``) exactly when the callback is
+    given; we give only the offered ones (``HostCallbacks.session_kwargs``).
+    """
+    sampling = (
+        host_kwargs.get("sampling_capabilities") or mcp_types.SamplingCapability()
+        if host_kwargs.get("sampling_callback") is not None
+        else None
+    )
+    elicitation = (
+        mcp_types.ElicitationCapability(
+            form=mcp_types.FormElicitationCapability(), url=mcp_types.UrlElicitationCapability()
+        )
+        if host_kwargs.get("elicitation_callback") is not None
+        else None
+    )
+    roots = mcp_types.RootsCapability(list_changed=True) if host_kwargs.get("list_roots_callback") is not None else None
+    return mcp_types.ClientCapabilities(sampling=sampling, elicitation=elicitation, roots=roots)
+
+
+@attrs.frozen(kw_only=True)
+class RequestStamp:
+    """What every request of a negotiated session carries, rebuilt from public facts (issue 12).
+
+    The SDK's session stamps each request it sends: on 2026-07-28 the ``_meta`` keys of the
+    stateless revision (protocol version, client info, client capabilities, an optional
+    log level) and the ``Mcp-*`` headers (version, method, name, ``x-mcp-header`` params);
+    on the handshake revisions the protocol-version header only. Requests we send through
+    the dispatcher ourselves (``tools/call``) carry the same, built from the negotiated
+    version and what we passed to the session, never from its private members.
+
+    Attributes:
+        version: The negotiated protocol version.
+        meta: The ``_meta`` entries of a 2026-07-28 session (``None`` on a handshake revision).
+        log_level: A default ``logLevel`` entry (2026-07-28), overridable per request.
+    """
+
+    version: str
+    meta: Mapping[str, Any] | None = None
+    log_level: str | None = None
+
+    @classmethod
+    def negotiated(
+        cls,
+        session: ClientSession,
+        *,
+        client_info: mcp_types.Implementation,
+        host_kwargs: Mapping[str, Any],
+        log_level: str | None = None,
+    ) -> RequestStamp:
+        """The stamp of an initialized session (``session.protocol_version`` is set)."""
+        version = session.protocol_version
+        if version is None:
+            raise RuntimeError("the session has not negotiated a protocol version yet")
+        if version not in MODERN_PROTOCOL_VERSIONS:
+            return cls(version=version)
+        dump: dict[str, Any] = {"by_alias": True, "mode": "json", "exclude_none": True}
+        meta = {
+            PROTOCOL_VERSION_META_KEY: version,
+            CLIENT_INFO_META_KEY: client_info.model_dump(**dump),
+            CLIENT_CAPABILITIES_META_KEY: client_capabilities(host_kwargs).model_dump(**dump),
+        }
+        return cls(version=version, meta=meta, log_level=log_level)
+
+    def apply(
+        self, method: str, params: dict[str, Any], opts: CallOptions, *, param_headers: Mapping[str, str] | None = None
+    ) -> None:
+        """Stamp one outgoing request's ``params`` and ``opts`` in place (as the SDK's session does)."""
+        headers = opts.setdefault("headers", {})
+        headers[MCP_PROTOCOL_VERSION_HEADER] = self.version
+        if self.meta is None:
+            return
+        meta = params["_meta"] = {**params.get("_meta", {}), **self.meta}
+        if self.log_level is not None:
+            meta.setdefault(LOG_LEVEL_META_KEY, self.log_level)
+        headers[MCP_METHOD_HEADER] = method
+        name_key = NAME_BEARING_METHODS.get(method)
+        if name_key is not None and isinstance(name := params.get(name_key), str):
+            headers[MCP_NAME_HEADER] = encode_header_value(name)
+        if param_headers:
+            headers.update(param_headers)
 
 
 class SessionEnded(Exception):
@@ -100,8 +219,121 @@ class LiveSession:
     lost: ConnectionFailed | None = None
     offered: frozenset[str] = frozenset()
     """The host callbacks declared to the server in this session's handshake (issue 12 item 1)."""
+    tool_defs: dict[str, mcp_types.Tool] = attrs.field(factory=dict)
+    """The tools of the last complete listing on this session, by name (output schemas, header params).
+
+    Written by the connection actor only, when its fill of the tool listing completes.
+    """
+    dispatcher: WireDispatcher | None = None
+    """The session's dispatcher: the one way our own requests (``tools/call``) are sent."""
+    stamp: RequestStamp | None = None
+    """What every request we send ourselves carries (set with :attr:`dispatcher`)."""
     _requests: set[_Request] = attrs.field(factory=set, init=False)
     _ended: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _validators: dict[str, tuple[Any, Any]] = attrs.field(factory=dict, init=False)
+    _header_maps: dict[str, tuple[Any, dict[tuple[str, ...], str]]] = attrs.field(factory=dict, init=False)
+
+    async def send_raw(
+        self, method: str, params: dict[str, Any], *, on_progress: ProgressFnT | None = None
+    ) -> dict[str, Any]:
+        """Send one request through the session's dispatcher, stamped as the SDK would; the raw result.
+
+        Cancellation and timeouts are the caller's (:meth:`request`); the dispatcher sends
+        ``notifications/cancelled`` when the caller gives up.
+
+        Raises:
+            MCPError: The server's error answer, or ``CONNECTION_CLOSED``.
+        """
+        if self.dispatcher is None or self.stamp is None:
+            raise RuntimeError(f"server {self.label!r}: the session has no dispatcher of ours")
+        opts: CallOptions = {}
+        if on_progress is not None:
+            opts["on_progress"] = on_progress
+        param_headers = None
+        if self.stamp.meta is not None and method == "tools/call":
+            param_headers = self._param_headers(params.get("name"), params.get("arguments"))
+        self.stamp.apply(method, params, opts, param_headers=param_headers)
+        return await self.dispatcher.send_raw_request(method, params, opts)
+
+    async def call_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: ProgressFnT | None = None,
+        input_responses: mcp_types.InputResponses | None = None,
+        request_state: str | None = None,
+        meta: Mapping[str, Any] | None = None,
+    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        """``tools/call`` the lean way: a params dict out, the result validated once, then its output schema.
+
+        ``meta`` goes into the request's ``_meta`` (the 2026-07-28 log-level opt-in); the
+        stamp adds the revision's own keys to it.
+
+        Raises:
+            MCPError: The server's error answer, or ``CONNECTION_CLOSED``.
+            pydantic.ValidationError: The answer is not a ``CallToolResult`` (nor input required).
+            RuntimeError: The structured result breaks the tool's ``outputSchema`` (the SDK's wording).
+        """
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if meta:
+            params["_meta"] = dict(meta)
+        if input_responses is not None or request_state is not None:
+            more = mcp_types.CallToolRequestParams(
+                name=name, input_responses=input_responses, request_state=request_state
+            ).model_dump(by_alias=True, mode="json", exclude_none=True)
+            params.update({key: more[key] for key in ("inputResponses", "requestState") if key in more})
+        raw = await self.send_raw("tools/call", params, on_progress=on_progress)
+        result = _CALL_RESULT.validate_python(raw, by_name=False)
+        if isinstance(result, mcp_types.CallToolResult) and not result.is_error:
+            self.check_output(name, result)
+        return result
+
+    def check_output(self, name: str, result: mcp_types.CallToolResult) -> None:
+        """Validate ``structuredContent`` against the tool's ``outputSchema`` from :attr:`tool_defs`.
+
+        A tool this session never listed is not checked (the SDK only warns then too).
+
+        Raises:
+            RuntimeError: Structured content is missing or breaks the schema, or the schema is invalid.
+        """
+        tool = self.tool_defs.get(name)
+        schema = tool.output_schema if tool is not None else None
+        if schema is None:
+            return
+        # Lazily, as the SDK does: jsonschema is slow to import and most tools have no outputSchema.
+        from jsonschema import SchemaError  # type: ignore[import-untyped]
+        from jsonschema import exceptions as jsonschema_exceptions
+        from jsonschema.validators import validator_for  # type: ignore[import-untyped]
+        from referencing import Registry
+        from referencing.exceptions import Unresolvable
+
+        if result.structured_content is None and "structured_content" not in result.model_fields_set:
+            raise RuntimeError(f"Tool {name} has an output schema but did not return structured content")
+        cached = self._validators.get(name)
+        if cached is None or cached[0] is not schema:
+            validator_cls = validator_for(schema)
+            try:
+                validator_cls.check_schema(schema)
+            except SchemaError as exc:
+                raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from None
+            cached = self._validators[name] = (schema, validator_cls(schema, registry=Registry()))
+        try:
+            error = jsonschema_exceptions.best_match(cached[1].iter_errors(result.structured_content))
+        except Unresolvable as exc:
+            raise RuntimeError(f"Invalid schema for tool {name}: {exc}") from exc
+        if error is not None:
+            raise RuntimeError(f"Invalid structured content returned by tool {name}: {error}") from error
+
+    def _param_headers(self, name: Any, arguments: Any) -> dict[str, str] | None:
+        """``Mcp-Param-*`` headers for a 2026-07-28 ``tools/call`` (from the tool's ``x-mcp-header`` marks)."""
+        tool = self.tool_defs.get(name) if isinstance(name, str) else None
+        if tool is None or not isinstance(arguments, dict):
+            return None
+        cached = self._header_maps.get(tool.name)
+        if cached is None or cached[0] is not tool:
+            cached = self._header_maps[tool.name] = (tool, x_mcp_header_map(tool.input_schema))
+        return mcp_param_headers(cached[1], arguments) if cached[1] else None
 
     @property
     def requests_in_flight(self) -> int:
@@ -134,7 +366,7 @@ class LiveSession:
     ) -> T:
         """Run one request in the caller's task, bounded by ``timeout`` seconds.
 
-        Cancelling the caller cancels the request on the server too (the SDK sends
+        Cancelling the caller cancels the request on the server too (the dispatcher sends
         ``notifications/cancelled``); so does the timeout.
 
         Args:

@@ -20,6 +20,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 
 from mcp_actors._redact import redact_text
+from mcp_actors._wire import Wire
 from mcp_actors.errors import InvalidServerConfig
 from mcp_actors.process_tracker import ProcessIdentity
 
@@ -105,8 +106,11 @@ class TransportLink:
     """An open transport: the SDK stream pair and the signals the actor watches.
 
     Attributes:
-        read_stream: Messages (or transport exceptions) from the server, for ``ClientSession``.
-        write_stream: Messages to the server, for ``ClientSession``.
+        read_stream: Messages (or transport exceptions) from the server, for ``ClientSession``
+            (``None`` when the link offers a :attr:`wire` instead).
+        write_stream: Messages to the server, for ``ClientSession`` (``None`` with a wire).
+        wire: The link's :class:`~mcp_actors._wire.Wire`, for ``WireDispatcher`` (issue 15):
+            one write per message from the caller's task, one reader delivering to the waiter.
         dead: Set once the transport is observed dead; :attr:`death_reason` says why.
         process: The stdio server's process identity (``None`` for HTTP).
         stderr: The stdio server's stderr tail (``None`` for HTTP).
@@ -115,9 +119,10 @@ class TransportLink:
         secrets: The params' known secret values, redacted from every text the link produces.
     """
 
-    read_stream: MemoryObjectReceiveStream[SessionMessage | Exception]
-    write_stream: MemoryObjectSendStream[SessionMessage]
     label: str
+    read_stream: MemoryObjectReceiveStream[SessionMessage | Exception] | None = None
+    write_stream: MemoryObjectSendStream[SessionMessage] | None = None
+    wire: Wire | None = None
     dead: trio.Event = attrs.field(factory=trio.Event)
     exited: trio.Event = attrs.field(factory=trio.Event)
     death_reason: str | None = None

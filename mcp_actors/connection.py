@@ -50,6 +50,7 @@ connection, and one connect attempt).
 from __future__ import annotations
 
 import enum
+import functools
 import importlib.metadata
 import inspect
 import json
@@ -66,14 +67,16 @@ import trio
 from mcp import ClientSession
 from mcp.client import NotificationBinding
 from mcp.client._probe import negotiate_auto
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_actors import events
 from mcp_actors._cache import MAX_PAGES, Listing, ListingCache, ListingKind, fetch_listing, make_listing
 from mcp_actors._callbacks import HostCallbacks, fulfil_input_required
+from mcp_actors._dispatch import StreamWire, WireDispatcher
 from mcp_actors._listen import Listener
-from mcp_actors._live import LiveSession, ProgressDeadline, SessionEnded
+from mcp_actors._live import LiveSession, ProgressDeadline, RequestStamp, SessionEnded
 from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, FillListing, Reconnect
 from mcp_actors._tasks import TaskStatusWatch
 from mcp_actors.errors import (
@@ -488,7 +491,11 @@ class _ConnectionActor:
             raise
         else:
             current = live is self.cell.live and epoch == self.cell.epoch(kind)
-            listings.settle(key, make_listing(kind, live, epoch, items), publish=current)
+            listing = make_listing(kind, live, epoch, items)
+            if kind is ListingKind.TOOLS:
+                # The lean tools/call checks output schemas and header params against these.
+                live.tool_defs = dict(listing.by_name)
+            listings.settle(key, listing, publish=current)
 
     def _answer_waiters(self, outcome: LiveSession | McpActorsError) -> None:
         waiters, self._waiters = self._waiters, []
@@ -555,9 +562,10 @@ class _ConnectionActor:
                     # Host callbacks: fixed for the session's life, as its handshake declared them.
                     offered = settings.host.offers(settings) if settings.host is not None else frozenset()
                     host_kwargs = settings.host.session_kwargs(settings) if settings.host is not None else {}
+                    # One dispatcher for every transport (issue 15): the link's own wire, or its streams.
+                    dispatcher = WireDispatcher(link.wire or StreamWire(link.read_stream, link.write_stream))
                     session = ClientSession(
-                        link.read_stream,
-                        link.write_stream,
+                        dispatcher=dispatcher,
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=CLIENT_INFO,
@@ -579,7 +587,14 @@ class _ConnectionActor:
                             # 2026-07-28: server events ride one subscriptions/listen stream.
                             cell.listener = Listener(session=session, label=self.label, on_reopen=self._listen_reopened)
                         scope.deadline = math.inf
-                        run.live = LiveSession(session=session, link=link, label=self.label, offered=offered)
+                        run.live = LiveSession(
+                            session=session,
+                            link=link,
+                            label=self.label,
+                            offered=offered,
+                            dispatcher=dispatcher,
+                            stamp=RequestStamp.negotiated(session, client_info=CLIENT_INFO, host_kwargs=host_kwargs),
+                        )
                         self._connected(run.live, result)
                         await self._connected_life(run, run.live)
             except BaseException as exc:
@@ -821,6 +836,10 @@ async def _probe(session: ClientSession) -> None:
         await session.send_ping()
 
 
+async def _on_live(live_op: Callable[[LiveSession], Awaitable[T]], live: LiveSession, _session: ClientSession) -> T:
+    return await live_op(live)
+
+
 async def _handshake(session: ClientSession, negotiate: str) -> mcp_types.InitializeResult | mcp_types.DiscoverResult:
     """Negotiate the protocol revision: the handshake, or (``auto``) ``server/discover`` first."""
     if negotiate == "auto":
@@ -1024,17 +1043,25 @@ class ConnectionHandle:
     async def _request(
         self,
         what: str,
-        op: Callable[[ClientSession], Awaitable[T]],
+        op: Callable[[ClientSession], Awaitable[T]] | None = None,
         *,
+        live_op: Callable[[LiveSession], Awaitable[T]] | None = None,
         timeout: float | None = None,
         tool: str | None = None,
         die_on_timeout: bool = False,
         progress: ProgressDeadline | None = None,
     ) -> T:
-        """The one call path: get a live session, run the request on it in this task."""
+        """The one call path: get a live session, run the request on it in this task.
+
+        ``op`` gets the SDK session; ``live_op`` gets the :class:`LiveSession` (requests we
+        send through its dispatcher ourselves, ``tools/call``).
+        """
         bound = timeout if timeout is not None else self.settings.call_timeout
         while True:
             live = await self._live()
+            if live_op is not None:
+                op = functools.partial(_on_live, live_op, live)
+            assert op is not None
             try:
                 return await live.request(
                     what, op, timeout=bound, tool=tool, die_on_timeout=die_on_timeout, progress=progress
@@ -1253,7 +1280,8 @@ class ConnectionHandle:
         settings = self.settings
         if call_id is not None:
             logger.debug("server %s: call %s of %s", settings.server_name, call_id, name)
-        if _is_modern((await self._live()).session):
+        modern = _is_modern((await self._live()).session)
+        if modern:
             # 2026-07-28 has no tasks in the SDK (an extension, io.modelcontextprotocol/tasks,
             # that it does not negotiate) and its tool listings carry no execution.taskSupport.
             if as_task:
@@ -1265,13 +1293,13 @@ class ConnectionHandle:
                     tool=name,
                 )
             as_task = False
+        # The definition comes from this connection's listing (one tools/list per connection, a
+        # dictionary look-up after that): task support, output schema, header params.
+        try:
+            known = await self.tool_definition(name)
+        except ServerProtocolError:
+            known = None  # the listing failed: call plainly; the call reports its own errors
         if as_task is None:
-            # The definition comes from this connection's listing: one tools/list per connection,
-            # which the SDK would send anyway to validate structured results.
-            try:
-                known = await self.tool_definition(name)
-            except ServerProtocolError:
-                known = None  # the listing failed: call plainly; the call reports its own errors
             execution = known.execution if known is not None else None
             as_task = execution is not None and execution.task_support == "required"
         deadline = (
@@ -1288,31 +1316,30 @@ class ConnectionHandle:
                 if inspect.isawaitable(outcome):
                     await outcome
 
-        async def op(session: ClientSession) -> mcp_types.CallToolResult:
+        async def op(live: LiveSession) -> mcp_types.CallToolResult:
             async def send(
                 responses: mcp_types.InputResponses | None, state: str | None
             ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
-                return await session.call_tool(
+                return await live.call_tool(
                     name,
                     args,
-                    progress_callback=progressed,
+                    on_progress=progressed,
                     input_responses=responses,
                     request_state=state,
-                    meta=self._log_meta(session),
-                    allow_input_required=True,
+                    meta=self._log_meta(live.session),
                 )
 
             # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
             try:
-                return await fulfil_input_required(session, await send(None, None), send)
+                return await fulfil_input_required(live.session, await send(None, None), send)
             except RuntimeError as exc:
                 raise self._invalid_output(name, exc) from None
 
-        async def task_op(session: ClientSession) -> mcp_types.CallToolResult:
-            return await self._run_task(session, name, args, progressed, ids)
+        async def task_op(live: LiveSession) -> mcp_types.CallToolResult:
+            return await self._run_task(live, name, args, progressed, ids)
 
         return await self._request(
-            "tools/call", task_op if as_task else op, timeout=timeout, tool=name, progress=deadline
+            "tools/call", live_op=task_op if as_task else op, timeout=timeout, tool=name, progress=deadline
         )
 
     def _invalid_output(self, name: str, exc: Exception) -> ToolOutputInvalid:
@@ -1325,23 +1352,18 @@ class ConnectionHandle:
 
     async def _run_task(
         self,
-        session: ClientSession,
+        live: LiveSession,
         name: str,
         args: dict[str, Any],
-        progressed: Callable[[float, float | None, str | None], Awaitable[None]],
+        progressed: ProgressFnT,
         ids: dict[str, Any],
     ) -> mcp_types.CallToolResult:
         """Create the task, poll it at the server's interval, fetch its result; cancel it if abandoned."""
         label = self.settings.server_name
-        # The SDK validates a tools/call reply as CallToolResult; a task's reply is a
-        # CreateTaskResult, so it is sent a layer lower (the dispatcher the SDK uses itself).
-        opts: dict[str, Any] = {"on_progress": progressed}
-        session._stamp({"method": "tools/call", "params": {"name": name}}, opts)  # type: ignore[arg-type]
-        raw = await session._dispatcher.send_raw_request(
-            "tools/call",
-            {"name": name, "arguments": args, "task": {}},
-            opts,  # type: ignore[arg-type]
-        )
+        session = live.session
+        # A task's reply is a CreateTaskResult, not a CallToolResult: sent through our own
+        # call path (the session's dispatcher, stamped as the SDK would), no private SDK member.
+        raw = await live.send_raw("tools/call", {"name": name, "arguments": args, "task": {}}, on_progress=progressed)
         task: mcp_types.Task = mcp_types.CreateTaskResult.model_validate(raw).task
         bus = self._cell.bus
 
@@ -1381,7 +1403,7 @@ class ConnectionHandle:
             )
             if not result.is_error:
                 try:
-                    await session.validate_tool_result(name, result)
+                    live.check_output(name, result)
                 except RuntimeError as exc:
                     raise self._invalid_output(name, exc) from None
             return result

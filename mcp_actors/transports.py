@@ -2,8 +2,9 @@
 
 Every transport kind is a frozen params class (:class:`StdioParams`, :class:`HttpParams`,
 :class:`MemoryParams`) satisfying :class:`TransportParams`: its ``open(label=...)`` is an
-async context manager yielding a :class:`TransportLink`, the pair of streams an SDK
-``ClientSession`` runs on plus what the connection actor needs to fail fast —
+async context manager yielding a :class:`TransportLink` — the :class:`~mcp_actors._wire.Wire`
+(stdio: :class:`StdioWire`) or the SDK stream pair the session's dispatcher runs on — plus
+what the connection actor needs to fail fast —
 :attr:`TransportLink.dead` is set the moment the transport is seen to die (stdout EOF,
 process exit, broken stdin, HTTP stream error, HTTP status that no request can get past),
 with a human reason and, for stdio, the tail of the server's stderr. A server record maps
@@ -32,19 +33,16 @@ import shutil
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
-import anyio
 import attrs
-import mcp.types as mcp_types
+import orjson
 import psutil
+import pydantic
 import trio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.message import SessionMessage
 
 from mcp_actors import _variables
 from mcp_actors._redact import install_log_filter, registered_secrets
-from mcp_actors._transport_base import STREAM_BUFFER
 from mcp_actors._transport_base import StderrTail as StderrTail
 from mcp_actors._transport_base import TransportLink as TransportLink
 from mcp_actors._transport_base import TransportParams as TransportParams
@@ -54,6 +52,7 @@ from mcp_actors._transport_http import HttpParams as HttpParams
 from mcp_actors._transport_http import open_http_transport as open_http_transport
 from mcp_actors._transport_memory import MemoryParams as MemoryParams
 from mcp_actors._transport_memory import open_memory_transport as open_memory_transport
+from mcp_actors._wire import Deliver, WireClosed
 from mcp_actors.errors import (
     CommandNotFound,
     InvalidServerConfig,
@@ -239,74 +238,165 @@ def _merged_env(overrides: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-async def _pump_stdout(
-    stream: trio.abc.ReceiveStream,
-    link: TransportLink,
-    sink: MemoryObjectSendStream[SessionMessage | Exception],
-    limit: int,
-) -> None:
-    """Split stdout into lines and forward the JSON-RPC messages; skip and count garbage."""
-    buffer = bytearray()
-    scan_from = 0
-    try:
-        while True:
-            chunk = await stream.receive_some(_READ_CHUNK)
-            if not chunk:
-                # Usually the process is exiting: give its exit status a moment to arrive,
-                # because "killed by SIGKILL" says more than "closed its stdout".
-                with trio.move_on_after(_EXIT_STATUS_GRACE):
-                    await link.exited.wait()
-                link.die("the server closed its stdout")
-                return
-            buffer += chunk
-            while (end := buffer.find(b"\n", scan_from)) >= 0:
-                line = bytes(buffer[:end])
-                del buffer[: end + 1]
-                scan_from = 0
-                if line.strip():
-                    await _forward_line(line, link, sink)
-            scan_from = len(buffer)
-            if len(buffer) > limit:
-                link.die(f"the server sent a message larger than {limit} bytes")
-                return
-    except (
-        trio.ClosedResourceError,
-        trio.BrokenResourceError,
-        anyio.ClosedResourceError,
-        anyio.BrokenResourceError,
-    ):
-        link.die("the server's stdout closed")
+def _json_default(value: object) -> Any:
+    """What orjson cannot encode by itself: pydantic models (as the SDK dumps them) and sets."""
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(by_alias=True, mode="json", exclude_none=True)
+    if isinstance(value, set | frozenset):
+        return list(value)
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
 
 
-async def _forward_line(
-    line: bytes, link: TransportLink, sink: MemoryObjectSendStream[SessionMessage | Exception]
-) -> None:
+@attrs.define(eq=False)
+class StdioWire:
+    """A stdio server's :class:`~mcp_actors._wire.Wire`: newline-delimited JSON-RPC on its pipes.
+
+    ``send`` writes one ``orjson`` line from the caller's task: straight into the pipe when
+    nobody else is writing and the pipe has room (the usual case: no scheduler pass at all),
+    else in turn, waiting for the pipe. A line is never cut: a caller cancelled half-way
+    through its line hands the rest to the wire's own task, so the next message still
+    starts on a line of its own. ``run`` reads stdout, splits lines and delivers each
+    decoded message; a non-JSON line is skipped and counted
+    (:attr:`TransportLink.garbage_lines`), never fatal. Death is the link's: stdout EOF, a
+    broken stdin or a message over ``limit`` bytes calls :meth:`TransportLink.die`, and
+    ``run`` returns as soon as the link is dead for any reason (process exit, an unanswered
+    ping), so the dispatcher answers every waiter at once.
+    """
+
+    stdin: trio.lowlevel.FdStream
+    stdout: trio.abc.ReceiveStream
+    link: TransportLink
+    limit: int
+    _turn: trio.Semaphore = attrs.field(factory=lambda: trio.Semaphore(1), init=False)
+    """Whose turn it is to write (a semaphore, not a lock: a cut line's rest is finished by another task)."""
+    _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
+
+    async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+        """Write ``message`` as one line; ``headers`` mean nothing on stdio.
+
+        Raises:
+            WireClosed: The link is dead, or the server stopped reading its stdin (the link
+                then dies, naming the exit status when the process is exiting).
+        """
+        data = orjson.dumps(message, default=_json_default, option=orjson.OPT_APPEND_NEWLINE)
+        link = self.link
+        if link.dead.is_set():
+            raise WireClosed(link.death_reason)
+        try:
+            if self._turn.value:
+                # Nobody is writing: no checkpoint between this check and the write.
+                sent = self._write_some(data)
+                if sent == len(data):
+                    return
+                self._turn.acquire_nowait()
+            else:
+                await self._turn.acquire()
+                sent = 0
+            await self._finish(memoryview(data)[sent:], started=sent > 0)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            # A broken stdin usually means the process is exiting, and its exit status
+            # ("killed by SIGKILL") says more than the broken pipe.
+            with trio.move_on_after(_EXIT_STATUS_GRACE):
+                await link.exited.wait()
+            link.die("the server stopped reading its stdin")
+            raise WireClosed(link.death_reason) from None
+
+    def _write_some(self, data: bytes | memoryview) -> int:
+        if self.link.dead.is_set():  # the pipe may be closed (and its fd number reused) once dead
+            raise trio.ClosedResourceError("the link is dead")
+        try:
+            return os.write(self.stdin.fileno(), data)
+        except BlockingIOError:
+            return 0
+
+    async def _finish(self, rest: memoryview, *, started: bool) -> None:
+        """Write the rest of a line, holding the turn; a cancelled caller leaves it to :meth:`_complete`."""
+        handed_off = False
+        try:
+            while rest:
+                try:
+                    await trio.lowlevel.wait_writable(self.stdin.fileno())
+                except trio.Cancelled:
+                    if started and self._nursery is not None:
+                        self._nursery.start_soon(self._complete, rest)
+                        handed_off = True
+                    elif started:
+                        self.link.die("a message to the server was cut short; the stream is no longer framed")
+                    raise
+                written = self._write_some(rest)
+                started = started or written > 0
+                rest = rest[written:]
+        finally:
+            if not handed_off:
+                self._turn.release()
+
+    async def _complete(self, rest: memoryview) -> None:
+        """Finish a cut line for a caller that gave up (the turn passes on once it is written)."""
+        try:
+            while rest:
+                await trio.lowlevel.wait_writable(self.stdin.fileno())
+                rest = rest[self._write_some(rest) :]
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            self.link.die("the server stopped reading its stdin")
+        finally:
+            self._turn.release()
+
+    async def run(self, deliver: Deliver, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Read stdout and deliver every message until the link dies."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            nursery.start_soon(self._read, deliver)
+            task_status.started()
+            await self.link.dead.wait()
+            self._nursery = None
+            nursery.cancel_scope.cancel()
+
+    async def _read(self, deliver: Deliver) -> None:
+        link, stream, limit = self.link, self.stdout, self.limit
+        buffer = bytearray()
+        try:
+            while True:
+                chunk = await stream.receive_some(_READ_CHUNK)
+                if not chunk:
+                    # Usually the process is exiting: give its exit status a moment to arrive,
+                    # because "killed by SIGKILL" says more than "closed its stdout".
+                    with trio.move_on_after(_EXIT_STATUS_GRACE):
+                        await link.exited.wait()
+                    link.die("the server closed its stdout")
+                    return
+                end = chunk.rfind(b"\n")
+                if end < 0:
+                    buffer += chunk
+                else:
+                    if buffer:
+                        buffer += chunk[:end]
+                        lines: list[bytes] | list[bytearray] = buffer.split(b"\n")
+                    else:
+                        lines = chunk[:end].split(b"\n")
+                    buffer = bytearray(chunk[end + 1 :])
+                    for line in lines:
+                        if line and not line.isspace():
+                            _deliver_line(line, link, deliver)
+                if len(buffer) > limit:
+                    link.die(f"the server sent a message larger than {limit} bytes")
+                    return
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            link.die("the server's stdout closed")
+
+
+def _deliver_line(line: bytes | bytearray, link: TransportLink, deliver: Deliver) -> None:
+    """Decode one stdout line and deliver it; anything but a JSON-RPC 2.0 object is counted as garbage."""
     try:
-        message = mcp_types.jsonrpc_message_adapter.validate_json(line, by_name=False)
-    except ValueError:
+        message = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        message = None
+    if type(message) is not dict or message.get("jsonrpc") != "2.0":
         link.garbage_lines += 1
         if link.garbage_sample is None:
-            link.garbage_sample = link.redact(line[:_GARBAGE_SAMPLE_MAX].decode("utf-8", "replace"))
+            link.garbage_sample = link.redact(bytes(line[:_GARBAGE_SAMPLE_MAX]).decode("utf-8", "replace"))
         logger.warning("server %s: skipped a non-JSON line on stdout (%d bytes)", link.label, len(line))
         return
-    await sink.send(SessionMessage(message))
-
-
-async def _pump_stdin(
-    source: MemoryObjectReceiveStream[SessionMessage],
-    stream: trio.abc.SendStream,
-    link: TransportLink,
-) -> None:
-    try:
-        async for session_message in source:
-            data = session_message.message.model_dump_json(by_alias=True, exclude_unset=True)
-            await stream.send_all(data.encode() + b"\n")
-    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-        # As for stdout: a broken stdin usually means the process is exiting, and its exit
-        # status ("killed by SIGKILL") says more than the broken pipe.
-        with trio.move_on_after(_EXIT_STATUS_GRACE):
-            await link.exited.wait()
-        link.die("the server stopped reading its stdin")
+    deliver(message)
 
 
 async def _drain_stderr(stream: trio.abc.ReceiveStream, link: TransportLink, tail: StderrTail) -> None:
@@ -400,24 +490,16 @@ async def open_stdio_transport(
         create_time = 0.0
     identity = ProcessIdentity(pid=process.pid, create_time=create_time, pgid=process.pid, label=label)
     tracker.register(identity)
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
     secrets = params.secret_values()
     tail = StderrTail(secrets=secrets)
-    link = TransportLink(
-        secrets=secrets,
-        read_stream=read_stream,
-        write_stream=write_stream,
-        label=label,
-        process=identity,
-        stderr=tail,
-    )
-    link._closers.append(read_writer)
+    link = TransportLink(secrets=secrets, label=label, process=identity, stderr=tail)
+    assert process.stdout is not None and process.stdin is not None and process.stderr is not None
+    # The session's dispatcher runs the wire (its reader is stdout); the transport drains stderr
+    # and watches the exit, so a death is seen even between sessions.
+    assert isinstance(process.stdin, trio.lowlevel.FdStream)  # a pipe: written to directly (StdioWire.send)
+    link.wire = StdioWire(stdin=process.stdin, stdout=process.stdout, link=link, limit=params.max_message_bytes)
     try:
         async with trio.open_nursery() as nursery:
-            assert process.stdout is not None and process.stdin is not None and process.stderr is not None
-            nursery.start_soon(_pump_stdout, process.stdout, link, read_writer, params.max_message_bytes)
-            nursery.start_soon(_pump_stdin, write_reader, process.stdin, link)
             nursery.start_soon(_drain_stderr, process.stderr, link, tail)
             nursery.start_soon(_watch_exit, process, link)
             try:
@@ -429,8 +511,6 @@ async def open_stdio_transport(
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
-            for stream in (read_writer, read_stream, write_stream, write_reader):
-                stream.close()
             for pipe in (process.stdout, process.stderr):
                 if pipe is not None:
                     with contextlib.suppress(Exception):
