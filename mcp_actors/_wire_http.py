@@ -38,6 +38,7 @@ stream does send ``Last-Event-ID`` when it is reopened.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Mapping
@@ -74,6 +75,8 @@ _PARSE_ERROR: Final = -32700
 _GET_RETRY_SECONDS: Final = 1.0
 """Wait before reopening a GET stream the server ended, unless it sent ``retry:`` (the SDK's default)."""
 _DELETE_BOUND: Final = 2.0
+_DRAIN_SECONDS: Final = 1.0
+"""How long a request's SSE stream may stay open after its answer before we close it."""
 _MAX_REDIRECTS: Final = 5
 
 
@@ -116,10 +119,11 @@ class SseParser:
             :class:`SseTooLarge`.
     """
 
-    __slots__ = ("_buffer", "_data", "_event", "_limit", "_size", "last_id", "retry_ms")
+    __slots__ = ("_data", "_event", "_limit", "_parts", "_pending", "_size", "last_id", "retry_ms")
 
     def __init__(self, max_event_bytes: int) -> None:
-        self._buffer = b""
+        self._parts: list[bytes] = []  # an unterminated line, in pieces (a big message comes in many chunks)
+        self._pending = 0
         self._data: list[bytes] = []
         self._event = b""
         self._size = 0
@@ -133,30 +137,37 @@ class SseParser:
         Raises:
             SseTooLarge: An event outgrew ``max_event_bytes``.
         """
-        buffer = self._buffer + chunk if self._buffer else chunk
+        if b"\n" not in chunk and b"\r" not in chunk:
+            self._parts.append(chunk)
+            self._pending += len(chunk)
+            if self._pending + self._size > self._limit:
+                raise SseTooLarge(f"an SSE event exceeds {self._limit} bytes")
+            return []
+        return self._split(b"".join((*self._parts, chunk)) if self._parts else chunk, final=False)
+
+    def close(self) -> list[tuple[str, bytes]]:
+        """The end of the stream: a last unterminated line counts; an event without its empty line is dropped."""
+        if not self._parts:
+            return []
+        return self._split(b"".join(self._parts) + b"\n", final=True)
+
+    def _split(self, buffer: bytes, *, final: bool) -> list[tuple[str, bytes]]:
         if b"\r" in buffer:
             # A CR at the very end may be half of a CRLF: keep it for the next chunk.
-            hold = buffer.endswith(b"\r")
+            hold = not final and buffer.endswith(b"\r")
             if hold:
                 buffer = buffer[:-1]
             buffer = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
             if hold:
                 buffer += b"\r"
         *lines, rest = buffer.split(b"\n")
-        if len(rest) + self._size > self._limit:
-            raise SseTooLarge(f"an SSE event exceeds {self._limit} bytes")
-        self._buffer = rest
+        self._parts = [rest] if rest else []
+        self._pending = len(rest)
         events: list[tuple[str, bytes]] = []
         for line in lines:
             self._line(line, events)
-        return events
-
-    def close(self) -> list[tuple[str, bytes]]:
-        """The end of the stream: a last unterminated line counts; an event without its empty line is dropped."""
-        rest, self._buffer = self._buffer.rstrip(b"\r"), b""
-        events: list[tuple[str, bytes]] = []
-        if rest:
-            self._line(rest, events)
+        if self._pending + self._size > self._limit:
+            raise SseTooLarge(f"an SSE event exceeds {self._limit} bytes")
         return events
 
     def _line(self, line: bytes, events: list[tuple[str, bytes]]) -> None:
@@ -198,6 +209,8 @@ class HttpWire:
         max_message_bytes: Largest message accepted from the server.
         session_id: The server's session id, once the handshake answered with one.
         protocol_version: The negotiated revision, once known (sent as ``mcp-protocol-version``).
+        get_stream_open: Set once the GET stream is open (diagnostics and tests: the server
+            may send on it from then on).
     """
 
     client: httpx2.AsyncClient = attrs.field(repr=False)
@@ -206,6 +219,7 @@ class HttpWire:
     max_message_bytes: int = 256 * 1024 * 1024
     session_id: str | None = attrs.field(default=None, repr=False)
     protocol_version: str | None = None
+    get_stream_open: trio.Event = attrs.field(factory=trio.Event, repr=False)
     _deliver: Deliver | None = attrs.field(default=None, repr=False)
     _initialized: trio.Event = attrs.field(factory=trio.Event, repr=False)
     _in_flight: dict[Any, trio.CancelScope] = attrs.field(factory=dict, repr=False)
@@ -432,16 +446,31 @@ class HttpWire:
 
     async def _read_sse_answer(self, response: httpx2.Response, method: Any, rpc_id: Any, deliver: Deliver) -> None:
         parser = SseParser(self.max_message_bytes)
+        chunks = response.aiter_raw()
+        answered = False
         try:
-            async for chunk in response.aiter_raw():
+            async for chunk in chunks:
                 for event, data in parser.feed(chunk):
-                    if self._sse_message(event, data, method, rpc_id, deliver):
-                        return
-            for event, data in parser.close():
-                if self._sse_message(event, data, method, rpc_id, deliver):
+                    answered = self._sse_message(event, data, method, rpc_id, deliver) or answered
+                if answered:
+                    break
+            else:
+                for event, data in parser.close():
+                    answered = self._sse_message(event, data, method, rpc_id, deliver) or answered
+                if answered:
                     return
         except SseTooLarge as exc:
             deliver(_error(rpc_id, _INTERNAL_ERROR, f"{exc} (the limit is max_message_bytes)"))
+            return
+        if answered:
+            # The server ends the stream right after the answer: reading that end (usually
+            # already received) lets the keep-alive connection go back to the pool instead of
+            # being closed. Bounded: a server that keeps the stream open loses its connection.
+            with trio.move_on_after(_DRAIN_SECONDS), contextlib.suppress(SseTooLarge, httpx2.TransportError):
+                # A failure now is not this request's (answered): the watch saw a death if it was one.
+                async for chunk in chunks:
+                    for event, data in parser.feed(chunk):
+                        self._sse_message(event, data, None, None, deliver)
             return
         if self.link.death_reason is not None:
             raise self._closed("the HTTP response stream broke")
@@ -486,6 +515,7 @@ class HttpWire:
                         # already killed the link for the statuses that mean death).
                         logger.debug("server %s: no GET stream (%s)", self.link.label, _status_text(response))
                         return
+                    self.get_stream_open.set()
                     async for chunk in response.aiter_raw():
                         for event, data in parser.feed(chunk):
                             self._sse_message(event, data, None, None, deliver)
