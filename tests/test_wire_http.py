@@ -104,10 +104,14 @@ def modern(message: dict[str, Any]) -> dict[str, Any]:
 
 
 @contextlib.asynccontextmanager
-async def open_wire(url: str, inbox: Inbox | None = None) -> AsyncIterator[tuple[HttpWire, TransportLink, Inbox]]:
+async def open_wire(
+    url: str, inbox: Inbox | None = None, *, max_message_bytes: int = 1 << 24
+) -> AsyncIterator[tuple[HttpWire, TransportLink, Inbox]]:
     """Open the transport and run its wire with an :class:`Inbox` as ``deliver``."""
     inbox = inbox or Inbox()
-    params = HttpParams(url=url, kind="http", headers={"X-Test": "1"}, connect_timeout=10.0)
+    params = HttpParams(
+        url=url, kind="http", headers={"X-Test": "1"}, connect_timeout=10.0, max_message_bytes=max_message_bytes
+    )
     async with open_http_transport(params, label="wired") as link, trio.open_nursery() as nursery:
         wire = link.wire
         assert isinstance(wire, HttpWire)
@@ -370,6 +374,21 @@ async def test_an_answer_that_is_no_response_is_an_error_reply(answer: bytes, co
             await wire.send(request(7, "server/discover"), headers=version_headers(MODERN))
         error = inbox.response(7)["error"]
         assert error["code"] == code and text in error["message"], error
+        assert link.death_reason is None
+
+
+async def test_an_sse_message_over_the_limit_fails_its_request_only() -> None:
+    """An SSE message larger than max_message_bytes fails that request with an error naming the limit."""
+    big = json.dumps({"jsonrpc": "2.0", "id": 3, "result": {"text": "x" * 500}}).encode()
+    answer = http_answer("200 OK", b"data: " + big + b"\n\n", "text/event-stream")
+    async with (
+        scripted_server(lambda seen: answer) as url,
+        open_wire(url, max_message_bytes=200) as (wire, link, inbox),
+    ):
+        with trio.fail_after(BOUND):
+            await wire.send(request(3, "tools/list"))
+        error = inbox.response(3)["error"]
+        assert "exceeds 200 bytes" in error["message"] and "max_message_bytes" in error["message"], error
         assert link.death_reason is None
 
 
