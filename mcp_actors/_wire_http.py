@@ -372,6 +372,9 @@ class HttpWire:
                 deliver(_error(rpc_id, _INTERNAL_ERROR, "the server sent nothing on the response stream for too long"))
         except httpx2.TransportError as exc:
             raise self._closed(f"the HTTP response stream broke: {type(exc).__name__}") from exc
+        except httpx2.HTTPError as exc:  # a body that does not decode (content-encoding): this answer only
+            if rpc_id is not None:
+                deliver(_error(rpc_id, _INTERNAL_ERROR, f"the server's answer could not be read: {type(exc).__name__}"))
         finally:
             await response.aclose()
 
@@ -524,6 +527,9 @@ class HttpWire:
                 continue  # silence: reopen at once, as the SDK does
             except httpx2.TransportError:
                 return  # the watch killed the link (the network failed under the stream)
+            except httpx2.HTTPError as exc:
+                logger.warning("server %s: GET stream dropped: %s", self.link.label, type(exc).__name__)
+                return
             except SseTooLarge as exc:
                 logger.warning("server %s: GET stream dropped: %s", self.link.label, exc)
             last_id = parser.last_id or last_id
