@@ -43,6 +43,7 @@ class Inbox:
 
     messages: list[dict[str, Any]] = attrs.field(factory=list)
     on_request: Callable[[dict[str, Any]], None] | None = None
+    run_ended: trio.Event = attrs.field(factory=trio.Event)
     _changed: trio.Event = attrs.field(factory=trio.Event)
 
     def deliver(self, message: dict[str, Any]) -> None:
@@ -115,7 +116,12 @@ async def open_wire(
     async with open_http_transport(params, label="wired") as link, trio.open_nursery() as nursery:
         wire = link.wire
         assert isinstance(wire, HttpWire)
-        await nursery.start(wire.run, inbox.deliver)
+
+        async def run(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+            await wire.run(inbox.deliver, task_status=task_status)
+            inbox.run_ended.set()
+
+        await nursery.start(run)
         yield wire, link, inbox
         nursery.cancel_scope.cancel()
 
@@ -419,6 +425,8 @@ async def test_server_killed_mid_call_is_seen_at_once() -> None:
         assert trio.current_time() - killed_at < 5.0
         assert len(failures) == 1 and "HTTP" in str(failures[0]), failures
         assert link.dead.is_set() and "HTTP" in (link.death_reason or "")
+        with trio.fail_after(BOUND):
+            await inbox.run_ended.wait()  # run() ends with the link: a dispatcher fails what still waits
 
 
 async def test_close_ends_the_session_on_the_server() -> None:
