@@ -42,7 +42,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import attrs
 import httpx2
@@ -212,6 +212,10 @@ class HttpWire:
         get_stream_open: Set once the GET stream is open (diagnostics and tests: the server
             may send on it from then on).
     """
+
+    exchange_in_send: ClassVar[bool] = True
+    """``send`` returns only once a request's answer was delivered: a dispatcher must run the
+    request's timeout (the SDK's request clock) around ``send``, not only after it."""
 
     client: httpx2.AsyncClient = attrs.field(repr=False)
     url: str = attrs.field(repr=False)
