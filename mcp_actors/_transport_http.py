@@ -16,12 +16,19 @@ that sees every request, response status and response-body failure, and:
   call), instead of the SDK's generic text.
 
 Read timeouts are not deaths: a quiet GET stream times out and the SDK reopens it.
+
+Streamable HTTP no longer goes through the SDK's transport: the link carries an
+:class:`~mcp_actors._wire_http.HttpWire` (``link.wire``) on the same watched client, for
+a dispatcher of our own; the link's SDK streams are served over that wire too (an idle
+bridge that takes the wire only when a message is written to them). SSE keeps the SDK's
+transport.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,13 +37,15 @@ import attrs
 import httpx2
 import mcp.types as mcp_types
 import trio
-from anyio.streams.memory import MemoryObjectSendStream
-from mcp.shared.message import SessionMessage
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.shared.message import ClientMessageMetadata, SessionMessage
 
 from mcp_actors._redact import install_log_filter, redact_text, redact_url
 from mcp_actors._transport_base import STREAM_BUFFER, TransportLink, logger
 from mcp_actors._variables import expand
-from mcp_actors.errors import InvalidServerConfig, ServerStartFailed, UnresolvedPlaceholder
+from mcp_actors._wire import WireClosed
+from mcp_actors._wire_http import HttpWire
+from mcp_actors.errors import InvalidServerConfig, McpActorsError, ServerStartFailed, UnresolvedPlaceholder
 from mcp_actors.records import ServerType
 
 if TYPE_CHECKING:
@@ -177,6 +186,8 @@ class _HttpWatch:
     # Streamable HTTP's GET stream is optional (a 405 or a redirect just means none);
     # SSE's GET stream is the connection itself.
     optional_get: bool = True
+    # The SDK transport's relay names the status in the SDK's generic error; a wire names it itself.
+    keep_statuses: bool = True
     link: TransportLink | None = None
     statuses: dict[Any, str] = attrs.field(factory=dict)
     pending: str | None = None
@@ -231,7 +242,7 @@ class _HttpWatch:
             self.die(f"the server answered {status}: it no longer knows this session (did it restart?)")
         elif method == "initialize":
             self.die(f"the server answered the MCP handshake with {status}")
-        elif rpc_id is not None:
+        elif rpc_id is not None and self.keep_statuses:
             self.statuses[rpc_id] = status
 
 
@@ -340,24 +351,114 @@ async def _watch_auth(auth: ServerAuth, link: TransportLink) -> None:
     link.die(str(auth.failure))
 
 
-@contextlib.asynccontextmanager
-async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterator[TransportLink]:
-    """Open an SSE or streamable HTTP transport through the SDK and yield its link.
+def _bridge_deliver(read_writer: MemoryObjectSendStream[SessionMessage | Exception]) -> Any:
+    """A wire ``deliver`` that hands each message to an SDK session's read stream."""
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
 
-    Proxy settings come from the environment (``HTTP_PROXY``, ``NO_PROXY``, ...). The link
-    dies as soon as our HTTP client sees the server go (see the module docstring).
+    def deliver(message: dict[str, Any]) -> None:
+        item: SessionMessage | Exception
+        try:
+            item = SessionMessage(jsonrpc_message_adapter.validate_python(message, by_name=False))
+        except ValidationError as exc:
+            item = exc
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            read_writer.send_nowait(item)
+
+    return deliver
+
+
+async def _send_quietly(wire: HttpWire, message: dict[str, Any], headers: dict[str, str] | None) -> None:
+    """Send for the bridge: a failure ends the link (the session learns it from its read stream ending)."""
+    try:
+        await wire.send(message, headers=headers)
+    except WireClosed:
+        pass  # the link is dead already, with its reason
+    except McpActorsError as exc:  # an OAuth failure, typed: its message is the reason
+        wire.link.die(str(exc))
+    except Exception as exc:
+        wire.link.die(f"sending to the server failed: {type(exc).__name__}: {exc}")
+
+
+async def _bridge(
+    wire: HttpWire,
+    write_reader: MemoryObjectReceiveStream[SessionMessage],
+    read_writer: MemoryObjectSendStream[SessionMessage | Exception],
+) -> None:
+    """Serve the link's SDK streams over the wire, for a session without a dispatcher of its own.
+
+    Idle until the first message is written: a dispatcher that drives ``link.wire`` itself
+    never meets it. Requests are POSTed from a task each (the SDK session waits for their
+    answers on its read stream); notifications and responses in order, from here.
     """
-    from mcp.client.sse import sse_client
-    from mcp.client.streamable_http import streamable_http_client
+    try:
+        item: SessionMessage | None = await write_reader.receive()
+    except (anyio.EndOfStream, anyio.ClosedResourceError):
+        return
+    async with trio.open_nursery() as nursery:
+        await nursery.start(wire.run, _bridge_deliver(read_writer))
+        while item is not None:
+            message = item.message
+            data = message.model_dump(by_alias=True, mode="json", exclude_unset=True)
+            metadata = item.metadata
+            headers = metadata.headers if isinstance(metadata, ClientMessageMetadata) else None
+            if isinstance(message, mcp_types.JSONRPCRequest):
+                nursery.start_soon(_send_quietly, wire, data, headers)
+            else:
+                await _send_quietly(wire, data, headers)
+            try:
+                item = await write_reader.receive()
+            except (anyio.EndOfStream, anyio.ClosedResourceError):
+                item = None
+        nursery.cancel_scope.cancel()
 
-    install_log_filter()  # again: the SDK's loggers exist only once its modules are imported
-    params = params.resolved(label=label)
-    auth = _auth_for(params)
-    secrets = params.secret_values()
-    watch = _HttpWatch(label=label, secrets=secrets, optional_get=params.kind is ServerType.HTTP)
+
+@contextlib.asynccontextmanager
+async def _open_streamable_http(
+    params: HttpParams, *, label: str, auth: ServerAuth | None, secrets: tuple[str, ...]
+) -> AsyncIterator[TransportLink]:
+    """Streamable HTTP on our own wire (see :mod:`mcp_actors._wire_http`): the link carries it as ``link.wire``."""
+    watch = _HttpWatch(label=label, secrets=secrets, optional_get=True, keep_statuses=False)
+    client = _WatchedClient(
+        watch,
+        headers=dict(params.headers),
+        timeout=httpx2.Timeout(params.connect_timeout, read=params.read_timeout),
+        auth=auth,
+    )
+    # Unbounded: a wire delivers synchronously; what it delivers is bounded by what was asked.
+    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
+    streams = (read_writer, read_stream, write_stream, write_reader)
+    link = TransportLink(read_stream=read_stream, write_stream=write_stream, label=label, secrets=secrets)
+    link._closers.append(read_writer)
+    wire = HttpWire(client=client, url=params.url, link=link, max_message_bytes=params.max_message_bytes)
+    link.wire = wire
+    watch.attach(link)
+    try:
+        async with client, trio.open_nursery() as nursery:
+            nursery.start_soon(_bridge, wire, write_reader, read_writer)
+            try:
+                yield link
+            finally:
+                await wire.aclose()
+                link.die(link.death_reason or "closed by the client")
+                nursery.cancel_scope.cancel()
+    finally:
+        for stream in streams:
+            stream.close()
+
+
+@contextlib.asynccontextmanager
+async def _open_sse(
+    params: HttpParams, *, label: str, auth: ServerAuth | None, secrets: tuple[str, ...]
+) -> AsyncIterator[TransportLink]:
+    """SSE through the SDK's transport, its items relayed to the link's read stream."""
+    from mcp.client.sse import sse_client
+
+    watch = _HttpWatch(label=label, secrets=secrets, optional_get=False)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
-    async with contextlib.AsyncExitStack() as stack:
-        if params.kind is ServerType.SSE:
+    try:
+        async with contextlib.AsyncExitStack() as stack:
             try:
                 sdk_read, sdk_write = await stack.enter_async_context(
                     sse_client(
@@ -376,32 +477,47 @@ async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterato
                 if watch.pending is None:
                     raise
                 raise ServerStartFailed(f"server {label!r} failed to connect: {watch.pending}", server=label) from exc
-        else:
-            client = _WatchedClient(
-                watch,
-                headers=dict(params.headers),
-                timeout=httpx2.Timeout(params.connect_timeout, read=params.read_timeout),
-                auth=auth,
-            )
-            await stack.enter_async_context(client)
-            sdk_read, sdk_write = await stack.enter_async_context(
-                streamable_http_client(params.url, http_client=client, max_sse_event_size=params.max_message_bytes)
-            )
-        link = TransportLink(read_stream=read_stream, write_stream=sdk_write, label=label, secrets=secrets)
-        link._closers.append(read_writer)
-        watch.attach(link)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_relay_http, sdk_read, read_writer, link, watch)
+            link = TransportLink(read_stream=read_stream, write_stream=sdk_write, label=label, secrets=secrets)
+            link._closers.append(read_writer)
+            watch.attach(link)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_relay_http, sdk_read, read_writer, link, watch)
+                try:
+                    yield link
+                finally:
+                    link.die(link.death_reason or "closed by the client")
+                    nursery.cancel_scope.cancel()
+    finally:
+        read_writer.close()
+        read_stream.close()
+
+
+@contextlib.asynccontextmanager
+async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterator[TransportLink]:
+    """Open an SSE or streamable HTTP transport and yield its link.
+
+    Streamable HTTP runs on our own wire (``link.wire``, its SDK streams served over it);
+    SSE through the SDK's transport. Proxy settings come from the environment
+    (``HTTP_PROXY``, ``NO_PROXY``, ...). The link dies as soon as our HTTP client sees the
+    server go (see the module docstring).
+    """
+    install_log_filter()  # again: the SDK's loggers exist only once its modules are imported
+    params = params.resolved(label=label)
+    auth = _auth_for(params)
+    secrets = params.secret_values()
+    opener = _open_streamable_http if params.kind is ServerType.HTTP else _open_sse
+    try:
+        async with opener(params, label=label, auth=auth, secrets=secrets) as link, trio.open_nursery() as nursery:
             if auth is not None:
                 nursery.start_soon(_watch_auth, auth, link)
             try:
                 yield link
             finally:
-                link.die(link.death_reason or "closed by the client")
                 nursery.cancel_scope.cancel()
-                if auth is not None:
-                    with trio.CancelScope(shield=True):
-                        await auth.aclose()
-                    if auth.failure is not None:
-                        # The SDK swallows what its HTTP client raised; the typed reason is ours.
-                        raise auth.failure
+    finally:
+        if auth is not None:
+            with trio.CancelScope(shield=True):
+                await auth.aclose()
+            if auth.failure is not None:
+                # The SDK swallows what its HTTP client raised; the typed reason is ours.
+                raise auth.failure
