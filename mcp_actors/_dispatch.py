@@ -391,9 +391,16 @@ class WireDispatcher:
             # The SDK's request clock: a person answering an OAuth prompt during the
             # request pauses it (``waiting_on_a_person``), as on the SDK's own path.
             with request_clock(timeout) as clock:
+                # A wire whose whole exchange happens inside send (streamable HTTP) runs the clock
+                # from the start; otherwise it starts once the request is written, as the SDK's.
+                exchange = getattr(self.wire, "exchange_in_send", False)
+                if exchange:
+                    clock.start()
+                    armed = True
                 await self._send(message, headers)
-                clock.start()
-                armed = True
+                if not exchange:
+                    clock.start()
+                    armed = True
                 return await pending.wait()
         except TimeoutError:
             if not armed:

@@ -25,7 +25,6 @@ from mcp_actors.errors import InvalidServerConfig
 from mcp_actors.process_tracker import ProcessIdentity
 
 if TYPE_CHECKING:
-    from mcp_actors._wire import Wire
     from mcp_actors.records import McpServerRecord, ServerType
 
 __all__ = [
@@ -118,8 +117,6 @@ class TransportLink:
         garbage_lines: Non-JSON lines the server wrote to stdout (skipped, not fatal).
         garbage_sample: The first such line, shortened (and redacted), for error messages.
         secrets: The params' known secret values, redacted from every text the link produces.
-        wire: The transport's :class:`~mcp_actors._wire.Wire`, for a dispatcher of our own
-            (``None``: only the SDK streams). A session uses either the wire or the streams.
     """
 
     label: str
@@ -134,7 +131,6 @@ class TransportLink:
     garbage_lines: int = 0
     garbage_sample: str | None = None
     secrets: tuple[str, ...] = attrs.field(default=(), repr=False)
-    wire: Wire | None = attrs.field(default=None, repr=False)
     _closers: list[MemoryObjectSendStream[Any]] = attrs.field(factory=list)
 
     def die(self, reason: str) -> None:

@@ -10,6 +10,8 @@ dispatcher (``mcp_actors._dispatch``) can answer a waiting caller with no task h
 Stdio: ``send`` writes one encoded line to the server's stdin; ``run`` reads stdout lines.
 Streamable HTTP: ``send`` POSTs the message and delivers every message of the response
 (a JSON body or an SSE stream) before it returns; ``run`` reads the optional GET stream.
+Such a wire says so with a class attribute ``exchange_in_send = True``, so the dispatcher
+runs a request's timeout around ``send`` too, not only after it.
 """
 
 from __future__ import annotations

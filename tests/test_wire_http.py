@@ -450,7 +450,7 @@ async def test_close_ends_the_session_on_the_server() -> None:
 
 async def test_modern_has_no_session_and_a_cancel_aborts_the_post_instead_of_posting() -> None:
     """At 2026-07-28: discover gives no session; notifications/cancelled aborts its request's POST, is not POSTed."""
-    argv = fault_server_command("--transport", "streamable-http", "--hang-tool", "sleep")
+    argv = fault_server_command("--transport", "streamable-http", "--hang-tool", "sleep", "--modern")
     async with serve_http(argv) as server, open_wire(server.url) as (wire, link, inbox):
         with trio.fail_after(BOUND):
             message = modern(request("d", "server/discover"))

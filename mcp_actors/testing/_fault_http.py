@@ -9,6 +9,7 @@ Like the stdio engine it speaks the handshake era only (2024-11-05 to 2025-11-25
 ``server/discover`` probe gets ``-32601``, so a client in ``auto`` mode falls back to
 ``initialize``. Its faults (an unanswered ``ping``, ``notifications/cancelled`` on stderr,
 a hand-made result) are handshake-era mechanisms; 2026-07-28 has none of them.
+``--modern`` lets it answer ``server/discover`` too, for tests of a 2026-07-28 client.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class _FaultMiddleware:
             if ctx.method == "notifications/cancelled":
                 fault_line(f"cancelled {params.get('requestId')}")
             return await call_next(ctx)
-        if ctx.method == "server/discover":
+        if ctx.method == "server/discover" and not plan.modern:
             raise MCPError(code=types.METHOD_NOT_FOUND, message="method not found: server/discover")
         if ctx.method == "ping" and plan.no_ping:
             fault_line(f"ignoring ping {ctx.request_id}")

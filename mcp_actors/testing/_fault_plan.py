@@ -69,6 +69,8 @@ class FaultPlan:
         http_error_on_call: Answer the Nth ``tools/call`` POST with an HTTP error status
             (streamable HTTP only).
         http_error_status: That status (default 500).
+        modern: Also answer ``server/discover`` (2026-07-28; streamable HTTP only). Off by
+            default: the faults are handshake-era mechanisms (see the HTTP engine).
     """
 
     transport: Transport = "stdio"
@@ -91,6 +93,7 @@ class FaultPlan:
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
     )
     http_error_status: int = attrs.field(default=500, validator=[attrs.validators.ge(400), attrs.validators.le(599)])
+    modern: bool = False
 
     @garbage_stdout.validator
     def _check_garbage(self, attribute: attrs.Attribute[frozenset[str]], value: frozenset[str]) -> None:
@@ -248,6 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="every successful tool result is one text item of exactly BYTES bytes",
     )
     parser.add_argument(
+        "--modern",
+        action="store_true",
+        help="streamable HTTP: also answer server/discover, so a client may speak 2026-07-28",
+    )
+    parser.add_argument(
         "--no-ping",
         action="store_true",
         help="read ping requests and never answer them; write 'fault: ignoring ping <id>'",
@@ -317,6 +325,7 @@ def parse_fault_args(argv: Sequence[str] | None = None) -> FaultPlan:
             flood_notifications=args.flood_notifications,
             http_error_on_call=args.http_error_on_call,
             http_error_status=args.http_error_status,
+            modern=args.modern,
         )
     except ValueError as exc:
         parser.error(str(exc))
