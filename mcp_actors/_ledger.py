@@ -117,6 +117,11 @@ class Ledger:
                     exc.strerror or exc,
                 )
 
+    @property
+    def written(self) -> bool:
+        """Whether the file was written since it was created or last removed."""
+        return self._written
+
     def remove(self) -> None:
         """Delete the file (a clean exit that left nothing behind), if it was ever written."""
         if not self._written:

@@ -348,6 +348,9 @@ class ProcessTracker:
         self._sidecar_fd = -1
         self._atexit_armed = False
         self._closing = False
+        # Serialises start_safety_net callers without holding _lock across the sidecar's spawn.
+        self._net_lock = threading.Lock()
+        self._net_ready = False
         ProcessTracker._all.add(self)
 
     # ------------------------------------------------------------------ instance
@@ -374,7 +377,7 @@ class ProcessTracker:
 
     @property
     def reaper_pid(self) -> int | None:
-        """The PID of the reaper sidecar, or ``None`` before the first registration."""
+        """The PID of the reaper sidecar; ``None`` before the safety net starts (see :meth:`start_safety_net`)."""
         sidecar = self._sidecar
         return None if sidecar is None else sidecar.pid
 
@@ -419,6 +422,53 @@ class ProcessTracker:
         with self._lock:
             tag = self._tags.get((identity.pid, identity.create_time))
         return Target(identity.pid, identity.create_time, identity.pgid, tag)
+
+    # ------------------------------------------------------------------ safety net
+
+    def start_safety_net(self) -> None:
+        """Start the reaper sidecar and write the ledger now, before the first server is spawned.
+
+        With the sidecar running and the ledger (with this host's marker) on disk before a
+        server exists, a host that dies at any instant after a spawn — even before the
+        spawn is registered — leaves nothing behind: every server carries the marker in
+        its environment, and the sidecar kills every carrier when the host's pipe closes.
+        :func:`open_runtime <mcp_actors.runtime.open_runtime>` calls it in a worker thread
+        as the runtime starts, concurrently with the first connections; the stdio
+        transport waits for it (:meth:`wait_safety_net`) only if it is not done yet.
+
+        Blocking (a fork and exec, a small file write) and idempotent; callable from any
+        thread. Failures are logged, never raised: they weaken the net but must not stop
+        a server from starting. After :meth:`kill_all_sync` dismissed the sidecar, a new
+        call starts a new one.
+        """
+        with self._net_lock:
+            with self._lock:
+                self._check_owner()
+                if self._closing or self._net_ready:
+                    return
+                self._arm_locked()
+                if not self._ledger.written:
+                    self._write_ledger_locked()
+                needed = self._sidecar_fd < 0
+            # Spawned outside _lock: a registration from another thread never waits for a fork.
+            spawned = self._spawn_sidecar() if needed else None
+            with self._lock:
+                if spawned is not None:
+                    if self._sidecar_fd >= 0 or self._closing:
+                        _dismiss(*spawned)  # a registration started one meanwhile, or the exit hook began
+                    else:
+                        self._sidecar, self._sidecar_fd = spawned
+                        self._replay_locked()
+                self._net_ready = not self._closing
+
+    async def wait_safety_net(self) -> None:
+        """Return once :meth:`start_safety_net` has run (at once, without a checkpoint, if it has).
+
+        The stdio transport calls it before every spawn: no server may exist before the
+        sidecar does. Usually the runtime started the net in the background long before.
+        """
+        if not self._net_ready:
+            await trio.to_thread.run_sync(self.start_safety_net)
 
     # ------------------------------------------------------------------ registration
 
@@ -662,10 +712,11 @@ class ProcessTracker:
 
     # ------------------------------------------------------------------ sidecar
 
-    def _start_sidecar_locked(self) -> bool:
+    def _spawn_sidecar(self) -> tuple[subprocess.Popen[bytes], int] | None:
+        """Start a sidecar; return it and the write end of its pipe (``None``, logged, on failure)."""
         read_end, write_end = os.pipe()  # both non-inheritable: no server ever holds them
         try:
-            self._sidecar = subprocess.Popen(
+            sidecar = subprocess.Popen(
                 _sidecar_argv(self._ledger.path, self._term_grace, marker=self._marker),
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
@@ -679,12 +730,18 @@ class ProcessTracker:
                 "cannot start the reaper sidecar (%s); servers may outlive a crash of this process",
                 exc.strerror or exc,
             )
-            return False
+            return None
         finally:
             os.close(read_end)
         # Never block a registration on a sidecar that stopped reading.
         os.set_blocking(write_end, False)
-        self._sidecar_fd = write_end
+        return sidecar, write_end
+
+    def _start_sidecar_locked(self) -> bool:
+        spawned = self._spawn_sidecar()
+        if spawned is None:
+            return False
+        self._sidecar, self._sidecar_fd = spawned
         return True
 
     def _send_locked(self, line: str) -> None:
@@ -695,8 +752,11 @@ class ProcessTracker:
                 return
             except OSError:  # BrokenPipeError (it died) or BlockingIOError (it is stuck)
                 self._discard_sidecar_locked()
-        if not self._start_sidecar_locked():
-            return
+        if self._start_sidecar_locked():
+            self._replay_locked()
+
+    def _replay_locked(self) -> None:
+        """Tell a new sidecar every tracked process."""
         try:
             for key, identity in self._identities.items():
                 os.write(self._sidecar_fd, _track_line(identity, self._tags.get(key)).encode())
@@ -707,18 +767,12 @@ class ProcessTracker:
     def _discard_sidecar_locked(self) -> None:
         """Drop a broken sidecar. SIGKILL first, so that it cannot act on the closed pipe."""
         sidecar, self._sidecar = self._sidecar, None
-        if sidecar is not None:
-            try:
-                sidecar.kill()
-                sidecar.wait(_SIDECAR_EXIT_WAIT)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if self._sidecar_fd >= 0:
-            os.close(self._sidecar_fd)
-            self._sidecar_fd = -1
+        fd, self._sidecar_fd = self._sidecar_fd, -1
+        _dismiss(sidecar, fd)
 
     def _stop_sidecar_locked(self) -> None:
         """Tell the sidecar to leave without killing anything, and reap it."""
+        self._net_ready = False  # a later registration starts the net over
         sidecar, self._sidecar = self._sidecar, None
         if self._sidecar_fd >= 0:
             try:
@@ -753,6 +807,8 @@ class ProcessTracker:
         # (multiprocessing): a child holding the write end would keep the sidecar from
         # ever seeing the host die.
         self._lock = threading.Lock()
+        self._net_lock = threading.Lock()
+        self._net_ready = False
         if self._sidecar_fd >= 0:
             try:
                 os.close(self._sidecar_fd)
@@ -760,6 +816,18 @@ class ProcessTracker:
                 pass
             self._sidecar_fd = -1
         self._sidecar = None
+
+
+def _dismiss(sidecar: subprocess.Popen[bytes] | None, fd: int) -> None:
+    """End a sidecar that must not act: SIGKILL it before closing its pipe, then reap it."""
+    if sidecar is not None:
+        try:
+            sidecar.kill()
+            sidecar.wait(_SIDECAR_EXIT_WAIT)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    if fd >= 0:
+        os.close(fd)
 
 
 def _track_line(identity: ProcessIdentity, tag: str | None) -> str:

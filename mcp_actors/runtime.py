@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import attrs
 import trio
@@ -47,6 +48,7 @@ from mcp_actors._registry import (
 from mcp_actors._token_store import FileTokenStore, TokenStore
 from mcp_actors.connection import ConnectionHandle
 from mcp_actors.process_tracker import ProcessTracker
+from mcp_actors.records import ServerType
 from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 from supervisors import (
@@ -69,6 +71,8 @@ __all__ = [
     "SamplingHandler",
     "open_runtime",
 ]
+
+logger = logging.getLogger(__name__)
 
 ROOT_SPEC = SupervisorSpec(
     strategy=Strategy.REST_FOR_ONE,
@@ -108,12 +112,33 @@ class Runtime:
 
 
 async def _run_tracker(
-    tracker: ProcessTracker, sweep: bool, *, task_status: trio.TaskStatus[ProcessTracker] = trio.TASK_STATUS_IGNORED
+    tracker: ProcessTracker,
+    sweep: bool,
+    eager: bool,
+    *,
+    task_status: trio.TaskStatus[ProcessTracker] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    if sweep:
-        await trio.to_thread.run_sync(tracker.sweep_ledger)
-    task_status.started(tracker)
-    await trio.sleep_forever()
+    """The tracker's child: ready at once; the sweep and the sidecar's start run beside the connections.
+
+    Neither is on the critical path of a connection: the sweep only touches the leftovers
+    of dead hosts, and the stdio transport waits for the sidecar (which usually is up
+    long before the first spawn) before it spawns anything.
+    """
+    async with trio.open_nursery() as nursery:
+        if eager:
+            nursery.start_soon(_in_background, tracker.start_safety_net, "starting the reaper sidecar")
+        if sweep:
+            nursery.start_soon(_in_background, tracker.sweep_ledger, "sweeping the process ledger")
+        task_status.started(tracker)
+        await trio.sleep_forever()
+
+
+async def _in_background(job: Callable[[], object], what: str) -> None:
+    # A safety net that fails weakens the net; it must never restart the tree behind it.
+    try:
+        await trio.to_thread.run_sync(job)
+    except Exception:
+        logger.exception("%s failed", what)
 
 
 async def _run_connections(*, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED) -> None:
@@ -183,6 +208,9 @@ async def open_runtime(
     )
     ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
     ref.fingerprint = fingerprint
+    # Start the reaper sidecar right away when a stdio server may be spawned soon; otherwise
+    # the first spawn starts it (the stdio transport never spawns before it runs).
+    spawns_soon = any(record.is_active and record.type is ServerType.STDIO for record in first_records)
 
     async def start_registry(*, task_status: trio.TaskStatus[RegistryRef] = trio.TASK_STATUS_IGNORED) -> None:
         # Looked up at every (re)start: a restarted connections supervisor is a new object.
@@ -196,7 +224,7 @@ async def open_runtime(
         )
 
     children = [
-        ChildSpec(id="process-tracker", start=functools.partial(_run_tracker, tracker, sweep_ledger)),
+        ChildSpec(id="process-tracker", start=functools.partial(_run_tracker, tracker, sweep_ledger, spawns_soon)),
         ChildSpec(id="connections", start=_run_connections, restart=Restart.PERMANENT, shutdown=Shutdown.after(60.0)),
         ChildSpec(id="registry", start=start_registry, restart=Restart.PERMANENT, shutdown=Shutdown.after(10.0)),
     ]
