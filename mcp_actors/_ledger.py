@@ -31,7 +31,7 @@ import attrs
 from mcp_actors import _kill
 from mcp_actors._kill import Target
 
-__all__ = ["LEDGER_GLOB", "Contents", "Entry", "Ledger", "read_ledger", "sweep"]
+__all__ = ["LEDGER_GLOB", "Contents", "Entry", "Ledger", "LedgerWriter", "read_ledger", "sweep"]
 
 logger = logging.getLogger(__name__)
 
@@ -131,6 +131,68 @@ class Ledger:
             self.path.unlink(missing_ok=True)
         except OSError as exc:
             logger.warning("could not delete the process ledger %s: %s", self.path, exc.strerror or exc)
+
+
+@attrs.define(eq=False)
+class LedgerWriter:
+    """Writes a :class:`Ledger` in a thread of its own, newest state only.
+
+    A ledger write is a handful of file-system calls that usually take a fraction of a
+    millisecond, but an ``ext4`` rename over an existing file starts a write-back and can
+    stall for tens of milliseconds on a busy disk: the event loop of a host starting
+    twenty servers must not wait for that twenty times. :meth:`submit` with
+    ``wait=False`` hands the new state to a daemon thread (a burst of changes costs one
+    or two writes: only the newest state is written); ``wait=True`` writes it at once in
+    the caller's thread. Writes and :meth:`remove` are serialised, so a stale state is
+    never written after a newer one or after the removal.
+
+    The file already names the host's marker from before the first spawn (see
+    ``ProcessTracker.start_safety_net``), which is what a sweep kills by; an entry that
+    reaches the disk a moment after its spawn only adds the PID and group.
+
+    Args:
+        ledger: The file to write.
+    """
+
+    ledger: Ledger
+    _cond: threading.Condition = attrs.field(factory=threading.Condition, init=False)
+    _io: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _pending: tuple[Entry, ...] | None = attrs.field(default=None, init=False)
+    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+
+    def submit(self, entries: Iterable[Entry], *, wait: bool) -> None:
+        """Make *entries* the ledger's content: now (``wait``), or soon in the writer thread."""
+        with self._cond:
+            self._pending = tuple(entries)
+            if not wait:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="mcp-actors-ledger", daemon=True)
+                    self._thread.start()
+                self._cond.notify()
+                return
+        self.flush()
+
+    def flush(self) -> None:
+        """Return once everything submitted so far is on disk (written here if still pending)."""
+        with self._io:
+            with self._cond:
+                entries, self._pending = self._pending, None
+            if entries is not None:
+                self.ledger.write(entries)
+
+    def remove(self) -> None:
+        """Drop any pending state and delete the file (see :meth:`Ledger.remove`)."""
+        with self._io:
+            with self._cond:
+                self._pending = None
+            self.ledger.remove()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._pending is None:
+                    self._cond.wait()
+            self.flush()
 
 
 def read_ledger(path: Path) -> Contents | None:

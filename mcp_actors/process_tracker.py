@@ -339,6 +339,7 @@ class ProcessTracker:
         self._ledger = _ledger.Ledger(
             path=root / "processes" / f"host-{self._marker}.json", host=host._target(), marker=self._marker
         )
+        self._ledger_writer = _ledger.LedgerWriter(self._ledger)
         self._spawns = itertools.count(1)
         self._lock = threading.Lock()
         self._identities: dict[tuple[int, float], ProcessIdentity] = {}
@@ -448,7 +449,7 @@ class ProcessTracker:
                     return
                 self._arm_locked()
                 if not self._ledger.written:
-                    self._write_ledger_locked()
+                    self._write_ledger_locked(wait=True)  # the marker is on disk before any spawn
                 needed = self._sidecar_fd < 0
             # Spawned outside _lock: a registration from another thread never waits for a fork.
             spawned = self._spawn_sidecar() if needed else None
@@ -652,9 +653,9 @@ class ProcessTracker:
                     ", ".join(map(str, survivors)),
                 )
             if survivors or self._identities:  # stuck in the kernel, or registered meanwhile
-                self._write_ledger_locked()
+                self._write_ledger_locked(wait=True)
                 return
-            self._ledger.remove()
+            self._ledger_writer.remove()
             self._stop_sidecar_locked()
 
     def close_sync(self) -> None:
@@ -704,11 +705,22 @@ class ProcessTracker:
             )
         return killed
 
-    def _write_ledger_locked(self) -> None:
-        self._ledger.write(
+    def flush_ledger(self) -> None:
+        """Return once the ledger on disk shows every registration made so far.
+
+        Registrations made from a trio task write the ledger in a background thread (a
+        slow disk must not stall the event loop); from any other thread they write it
+        before they return. Usable from any thread; blocks on file I/O.
+        """
+        self._ledger_writer.flush()
+
+    def _write_ledger_locked(self, *, wait: bool | None = None) -> None:
+        entries = [
             _ledger.Entry(target=Target(i.pid, i.create_time, i.pgid, self._tags.get(key)), label=i.label)
             for key, i in self._identities.items()
-        )
+        ]
+        # On an event loop the write goes to the writer thread; elsewhere it is done here.
+        self._ledger_writer.submit(entries, wait=not trio.lowlevel.in_trio_run() if wait is None else wait)
 
     # ------------------------------------------------------------------ sidecar
 
@@ -807,6 +819,7 @@ class ProcessTracker:
         # (multiprocessing): a child holding the write end would keep the sidecar from
         # ever seeing the host die.
         self._lock = threading.Lock()
+        self._ledger_writer = _ledger.LedgerWriter(self._ledger)  # the parent's thread is not ours
         self._net_lock = threading.Lock()
         self._net_ready = False
         if self._sidecar_fd >= 0:
