@@ -448,8 +448,6 @@ class ProcessTracker:
                 if self._closing or self._net_ready:
                     return
                 self._arm_locked()
-                if not self._ledger.written:
-                    self._write_ledger_locked(wait=True)  # the marker is on disk before any spawn
                 needed = self._sidecar_fd < 0
             # Spawned outside _lock: a registration from another thread never waits for a fork.
             spawned = self._spawn_sidecar() if needed else None
@@ -460,6 +458,8 @@ class ProcessTracker:
                     else:
                         self._sidecar, self._sidecar_fd = spawned
                         self._replay_locked()
+                if not self._ledger.written and not self._closing:
+                    self._write_ledger_locked(wait=True)  # the marker is on disk before any spawn
                 self._net_ready = not self._closing
 
     async def wait_safety_net(self) -> None:

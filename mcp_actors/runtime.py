@@ -48,7 +48,6 @@ from mcp_actors._registry import (
 from mcp_actors._token_store import FileTokenStore, TokenStore
 from mcp_actors.connection import ConnectionHandle
 from mcp_actors.process_tracker import ProcessTracker
-from mcp_actors.records import ServerType
 from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 from supervisors import (
@@ -114,19 +113,18 @@ class Runtime:
 async def _run_tracker(
     tracker: ProcessTracker,
     sweep: bool,
-    eager: bool,
     *,
     task_status: trio.TaskStatus[ProcessTracker] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """The tracker's child: ready at once; the sweep and the sidecar's start run beside the connections.
+    """The tracker's child: ready at once; the sidecar's start and the sweep run beside the rest.
 
-    Neither is on the critical path of a connection: the sweep only touches the leftovers
-    of dead hosts, and the stdio transport waits for the sidecar (which usually is up
-    long before the first spawn) before it spawns anything.
+    Neither is on the critical path of a connection: the sidecar starts while the config
+    is read and the tree is built (the stdio transport waits for it before its first
+    spawn, which it usually has long finished by then), and the sweep only touches the
+    leftovers of dead hosts.
     """
     async with trio.open_nursery() as nursery:
-        if eager:
-            nursery.start_soon(_in_background, tracker.start_safety_net, "starting the reaper sidecar")
+        nursery.start_soon(_in_background, tracker.start_safety_net, "starting the reaper sidecar")
         if sweep:
             nursery.start_soon(_in_background, tracker.sweep_ledger, "sweeping the process ledger")
         task_status.started(tracker)
@@ -199,20 +197,13 @@ async def open_runtime(
     tracker = ProcessTracker.get_instance()
     bus = events.EventBus()
     store = store or ConfigStore(config_path)
-    # Read the config once up front so a corrupt file fails here, with its own typed
-    # error (path, line, column), rather than as a registry start failure.
-    first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
-    # The registry's first start reuses that read; a restart reads afresh.
     host = HostCallbacks(
         sampling=sampling_handler, elicitation=elicitation_handler, roots=roots, timeout=callback_timeout
     )
-    ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
-    ref.fingerprint = fingerprint
-    # Start the reaper sidecar right away when a stdio server may be spawned soon; otherwise
-    # the first spawn starts it (the stdio transport never spawns before it runs).
-    spawns_soon = any(record.is_active and record.type is ServerType.STDIO for record in first_records)
+    ref: RegistryRef | None = None
 
     async def start_registry(*, task_status: trio.TaskStatus[RegistryRef] = trio.TASK_STATUS_IGNORED) -> None:
+        assert ref is not None
         # Looked up at every (re)start: a restarted connections supervisor is a new object.
         connections: Supervisor = root.child_value("connections")
         await run_registry(
@@ -224,7 +215,6 @@ async def open_runtime(
         )
 
     children = [
-        ChildSpec(id="process-tracker", start=functools.partial(_run_tracker, tracker, sweep_ledger, spawns_soon)),
         ChildSpec(id="connections", start=_run_connections, restart=Restart.PERMANENT, shutdown=Shutdown.after(60.0)),
         ChildSpec(id="registry", start=start_registry, restart=Restart.PERMANENT, shutdown=Shutdown.after(10.0)),
     ]
@@ -232,6 +222,16 @@ async def open_runtime(
     # Started one by one once the root exists, so the registry's start can reach its sibling.
     # Every task of the tree inherits the auth settings (the HTTP transports read them).
     async with open_auth_settings(auth), open_supervisor(ROOT_SPEC, children=[], name="root") as root:
+        # The tracker first: the reaper sidecar starts while the config is read.
+        await root.start_child(
+            ChildSpec(id="process-tracker", start=functools.partial(_run_tracker, tracker, sweep_ledger))
+        )
+        # Read the config once up front so a corrupt file fails here, with its own typed
+        # error (path, line, column), rather than as a registry start failure.
+        first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
+        # The registry's first start reuses that read; a restart reads afresh.
+        ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
+        ref.fingerprint = fingerprint
         for spec in children:
             await root.start_child(spec)
         runtime = Runtime(bus=bus, tracker=tracker, root=root, service=McpService(ref))
