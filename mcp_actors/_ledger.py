@@ -1,13 +1,14 @@
 """The PID ledger: what a host has started, on disk, for the next start to clean up.
 
 One small JSON file per host (per tracker) under ``<state dir>/processes/``, rewritten
-atomically on every change: the host's own identity, its marker, and every tracked
+atomically after every change (by :class:`LedgerWriter`, off the event loop): the host's
+own identity, its marker, and every tracked
 process (PID, create_time, process group, tag, label). If host and reaper sidecar both
 die, the next start's :func:`sweep` kills what the dead host left behind — the recorded
 trees, and every process carrying the dead host's marker (an escaped grandchild, say) —
 and deletes the file only once nothing of that host is left.
 
-The file exists from a host's first registration until its clean exit (or its sidecar's
+The file exists from before a host's first spawn until its clean exit (or its sidecar's
 clean-up), even while nothing is tracked: a server that was closed may have left an
 escaped grandchild behind, and the marker in the ledger is the only way to find it.
 

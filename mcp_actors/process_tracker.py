@@ -13,7 +13,9 @@ The safety net has four layers, each catching what the one before cannot:
 
 1. ``PR_SET_PDEATHSIG`` in the child (:func:`pdeathsig_preexec`, Linux): the kernel kills
    a server the moment its parent dies. It reaches only the direct child, and only when
-   the spawning thread lives as long as the host.
+   the spawning thread lives as long as the host — so the stdio transport, which spawns
+   in trio's worker threads, does not use it (it would cost a full fork of the host per
+   server for a signal that is never armed there); layers 2-4 cover its servers.
 2. An :mod:`atexit` hook (:meth:`~ProcessTracker.close_sync`): on a normal interpreter
    exit (including an unhandled exception) it first refuses every later registration —
    a server spawned after it began is killed on the spot — then kills every tracked tree
@@ -23,11 +25,16 @@ The safety net has four layers, each catching what the one before cannot:
 3. The reaper sidecar (:mod:`mcp_actors._reaper`): a tiny process in its own session that
    holds a pipe from the host. When the host dies in any way — SIGKILL, a segfault, the
    OOM killer — the pipe reaches end-of-file and the sidecar kills every tracked tree and
-   everything carrying the host's marker.
+   everything carrying the host's marker. It runs before the first server is spawned
+   (:meth:`~ProcessTracker.start_safety_net`, which the runtime calls as it starts, off
+   the critical path), so a host that dies even between a spawn and its registration
+   leaves nothing behind: the server already carries the marker.
 4. The ledger (:mod:`mcp_actors._ledger`): one small JSON file per host under the state
    directory (``processes/`` below :func:`mcp_actors._paths.state_dir`:
    ``MCP_ACTORS_STATE_DIR``, else next to ``MCP_ACTORS_CONFIG``, else the user state
-   directory). If host and sidecar both died, the next start's
+   directory), written before the first spawn with the host's marker, then updated on
+   every registration (from an event loop, by a writer thread: a stalled disk never
+   stalls the loop). If host and sidecar both died, the next start's
    :meth:`~ProcessTracker.sweep_ledger` kills what the dead host left behind.
 """
 
@@ -478,8 +485,10 @@ class ProcessTracker:
 
         Cheap and synchronous — call it right after the spawn, before anything can fail.
         It records the process and its tag (read from its environment, see
-        :meth:`child_env`) in memory, rewrites the ledger and tells the sidecar (started on
-        the first call). Failures of the ledger or the sidecar are logged, never raised:
+        :meth:`child_env`) in memory, tells the sidecar (started here unless
+        :meth:`start_safety_net` did it before) and updates the ledger: before it returns,
+        or — called from a trio task — in the ledger's writer thread (see
+        :meth:`flush_ledger`). Failures of the ledger or the sidecar are logged, never raised:
         they weaken the safety net but must not stop a server from starting.
 
         Once the exit hook has begun (:attr:`closing`) nothing new may live: the process

@@ -3,7 +3,8 @@
 ::
 
     root supervisor            rest_for_one, intensity 3 / 60 s
-    ├─ process tracker         permanent   (sweeps the PID ledger of crashed earlier runs)
+    ├─ process tracker         permanent   (starts the reaper sidecar; sweeps the PID ledger
+    │                                       of crashed earlier runs; both in the background)
     ├─ connections supervisor  permanent   one_for_one, a slot child per active server
     └─ registry actor          permanent   records, tool cache, tool ids; last, so its
                                            crash restarts only itself
@@ -167,7 +168,8 @@ async def open_runtime(
         config_path: The config file (default: ``MCP_ACTORS_CONFIG`` or the user data dir).
         store: A store to use instead of opening ``config_path``.
         tool_cache_ttl: Seconds a server's tool list stays cached.
-        sweep_ledger: Kill leftovers of crashed earlier runs at start (PID + create_time checked).
+        sweep_ledger: Kill leftovers of crashed earlier runs at start (PID + create_time
+            checked), in the background: it never delays the first connections.
         connect_on_add: Start connecting a newly added active server in the background
             (it never blocks the add). Off, servers connect on first use only.
         config_poll_interval: Seconds between checks (one ``stat``) of the config file for
