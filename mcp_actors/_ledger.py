@@ -1,13 +1,14 @@
 """The PID ledger: what a host has started, on disk, for the next start to clean up.
 
 One small JSON file per host (per tracker) under ``<state dir>/processes/``, rewritten
-atomically on every change: the host's own identity, its marker, and every tracked
+atomically after every change (by :class:`LedgerWriter`, off the event loop): the host's
+own identity, its marker, and every tracked
 process (PID, create_time, process group, tag, label). If host and reaper sidecar both
 die, the next start's :func:`sweep` kills what the dead host left behind — the recorded
 trees, and every process carrying the dead host's marker (an escaped grandchild, say) —
 and deletes the file only once nothing of that host is left.
 
-The file exists from a host's first registration until its clean exit (or its sidecar's
+The file exists from before a host's first spawn until its clean exit (or its sidecar's
 clean-up), even while nothing is tracked: a server that was closed may have left an
 escaped grandchild behind, and the marker in the ledger is the only way to find it.
 
@@ -31,7 +32,7 @@ import attrs
 from mcp_actors import _kill
 from mcp_actors._kill import Target
 
-__all__ = ["LEDGER_GLOB", "Contents", "Entry", "Ledger", "read_ledger", "sweep"]
+__all__ = ["LEDGER_GLOB", "Contents", "Entry", "Ledger", "LedgerWriter", "read_ledger", "sweep"]
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +118,11 @@ class Ledger:
                     exc.strerror or exc,
                 )
 
+    @property
+    def written(self) -> bool:
+        """Whether the file was written since it was created or last removed."""
+        return self._written
+
     def remove(self) -> None:
         """Delete the file (a clean exit that left nothing behind), if it was ever written."""
         if not self._written:
@@ -126,6 +132,68 @@ class Ledger:
             self.path.unlink(missing_ok=True)
         except OSError as exc:
             logger.warning("could not delete the process ledger %s: %s", self.path, exc.strerror or exc)
+
+
+@attrs.define(eq=False)
+class LedgerWriter:
+    """Writes a :class:`Ledger` in a thread of its own, newest state only.
+
+    A ledger write is a handful of file-system calls that usually take a fraction of a
+    millisecond, but an ``ext4`` rename over an existing file starts a write-back and can
+    stall for tens of milliseconds on a busy disk: the event loop of a host starting
+    twenty servers must not wait for that twenty times. :meth:`submit` with
+    ``wait=False`` hands the new state to a daemon thread (a burst of changes costs one
+    or two writes: only the newest state is written); ``wait=True`` writes it at once in
+    the caller's thread. Writes and :meth:`remove` are serialised, so a stale state is
+    never written after a newer one or after the removal.
+
+    The file already names the host's marker from before the first spawn (see
+    ``ProcessTracker.start_safety_net``), which is what a sweep kills by; an entry that
+    reaches the disk a moment after its spawn only adds the PID and group.
+
+    Args:
+        ledger: The file to write.
+    """
+
+    ledger: Ledger
+    _cond: threading.Condition = attrs.field(factory=threading.Condition, init=False)
+    _io: threading.Lock = attrs.field(factory=threading.Lock, init=False)
+    _pending: tuple[Entry, ...] | None = attrs.field(default=None, init=False)
+    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+
+    def submit(self, entries: Iterable[Entry], *, wait: bool) -> None:
+        """Make *entries* the ledger's content: now (``wait``), or soon in the writer thread."""
+        with self._cond:
+            self._pending = tuple(entries)
+            if not wait:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name="mcp-actors-ledger", daemon=True)
+                    self._thread.start()
+                self._cond.notify()
+                return
+        self.flush()
+
+    def flush(self) -> None:
+        """Return once everything submitted so far is on disk (written here if still pending)."""
+        with self._io:
+            with self._cond:
+                entries, self._pending = self._pending, None
+            if entries is not None:
+                self.ledger.write(entries)
+
+    def remove(self) -> None:
+        """Drop any pending state and delete the file (see :meth:`Ledger.remove`)."""
+        with self._io:
+            with self._cond:
+                self._pending = None
+            self.ledger.remove()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while self._pending is None:
+                    self._cond.wait()
+            self.flush()
 
 
 def read_ledger(path: Path) -> Contents | None:

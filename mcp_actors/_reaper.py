@@ -1,6 +1,7 @@
 """The reaper sidecar: a tiny process that kills a crashed host's servers.
 
-The host starts it in its own session on the first registration, keeps the write end of
+The host starts it in its own session before its first server is spawned (see
+``ProcessTracker.start_safety_net``), keeps the write end of
 a pipe to the sidecar's stdin and sends one line per change::
 
     track <pid> <create_time> <pgid> [<tag>]
@@ -14,10 +15,12 @@ one kill ladder (:mod:`mcp_actors._kill`); deletes the host's ledger file once n
 the host is left; and exits. ``exit`` means a clean host shutdown that already killed
 everything: the sidecar leaves at once and kills nothing.
 
-The sidecar imports only the standard library, psutil and :mod:`mcp_actors._kill`, and the
-host starts it with ``python -I -S <this file>`` (psutil's directory passed with
-``--site``), so it never imports this package's ``__init__`` and starts in tens of
-milliseconds.
+The host starts it with ``python -I -S <this file>`` (psutil's directory passed with
+``--site``), so it never imports this package's ``__init__``. While it follows the host it
+needs nothing beyond the interpreter's built-in modules; the kill ladder
+(:mod:`mcp_actors._kill`, with psutil) is imported only when there is something to kill.
+So its start costs the machine about a quarter of the CPU it would with psutil loaded —
+and it starts exactly when the host's first servers start, on the same cores.
 """
 
 from __future__ import annotations
@@ -25,32 +28,39 @@ from __future__ import annotations
 import os
 import sys
 
-if __name__ == "__main__":  # pragma: no cover - the sidecar's start
-    # The sidecar runs with -S (no site-packages) for a fast start; the host passes the
-    # directory psutil lives in. The only import this module needs beyond the stdlib.
-    for _i, _arg in enumerate(sys.argv[:-1]):
-        if _arg == "--site":
-            sys.path.append(sys.argv[_i + 1])
-
-import importlib
-import signal
-from collections.abc import Sequence
-
 # ``typing`` is too slow an import for the sidecar; mypy treats any TYPE_CHECKING as true.
 TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from types import ModuleType
 if TYPE_CHECKING or __package__:
-    from mcp_actors import _kill
-else:  # pragma: no cover - run as a script: the package's __init__ is far too heavy
-    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-    _kill = importlib.import_module("_kill")
-
-MARKER_ENV = _kill.MARKER_ENV
-Target = _kill.Target
+    from mcp_actors._kill import MARKER_ENV, Target
 
 __all__ = ["MARKER_ENV", "SIDECAR_TAG", "Target", "main"]
 
 #: The sidecar's first argument, so it is recognisable in ``ps`` and by test guards.
 SIDECAR_TAG = "mcp_actors._reaper"
+
+#: A tracked process as the protocol names it: (pid, create_time, pgid, tag).
+_Entry = tuple[int, float, int, "str | None"]
+
+
+def _load_kill() -> ModuleType:
+    """The kill ladder, imported when the host is gone (psutil's import is most of its cost)."""
+    if __package__:
+        from mcp_actors import _kill
+
+        return _kill
+    # Run as a script (``python -I -S``): psutil from --site, _kill from this directory;
+    # the package's __init__ is far too heavy.
+    import importlib
+
+    args = sys.argv[1:]
+    for i, arg in enumerate(args[:-1]):
+        if arg == "--site":
+            sys.path.append(args[i + 1])
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+    return importlib.import_module("_kill")
 
 
 # ----------------------------------------------------------------------------- sidecar
@@ -59,7 +69,7 @@ SIDECAR_TAG = "mcp_actors._reaper"
 def _parse_args(argv: Sequence[str]) -> tuple[str | None, str | None, float]:
     ledger: str | None = None
     marker: str | None = None
-    term_grace = _kill.TERM_GRACE
+    term_grace = 1.0  # _kill.TERM_GRACE, not imported yet
     args = list(argv)
     while args:
         arg = args.pop(0)
@@ -78,15 +88,15 @@ def _parse_args(argv: Sequence[str]) -> tuple[str | None, str | None, float]:
     return ledger, marker, term_grace
 
 
-def _parse_line(line: bytes) -> tuple[str, Target | None]:
-    """One protocol line → (command, target); malformed lines come back as ("", None)."""
+def _parse_line(line: bytes) -> tuple[str, _Entry | None]:
+    """One protocol line → (command, entry); malformed lines come back as ("", None)."""
     parts = line.split()
     try:
         if len(parts) in (4, 5) and parts[0] == b"track":
             tag = parts[4].decode() if len(parts) == 5 else None
-            return "track", Target(int(parts[1]), float(parts[2]), int(parts[3]), tag)
+            return "track", (int(parts[1]), float(parts[2]), int(parts[3]), tag)
         if len(parts) == 3 and parts[0] == b"untrack":
-            return "untrack", Target(int(parts[1]), float(parts[2]), 0)
+            return "untrack", (int(parts[1]), float(parts[2]), 0, None)
         if parts == [b"exit"]:
             return "exit", None
     except ValueError:
@@ -105,24 +115,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     """
     ledger, marker, term_grace = _parse_args(sys.argv[1:] if argv is None else argv)
     # The sidecar lives in its own session, so terminal signals do not reach it; ignoring
-    # SIGINT also covers a host that forwards it to every child.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    tracked: dict[tuple[int, float], _kill.Target] = {}
+    # SIGINT also covers a host that forwards it to every child. (``_signal``: the
+    # ``signal`` module would import ``enum``, a tenth of a bare interpreter's start.)
+    import _signal  # type: ignore[import-not-found]  # (no stubs: the C half of signal)
+
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
+    tracked: dict[tuple[int, float], _Entry] = {}
     for line in sys.stdin.buffer:
-        command, target = _parse_line(line)
+        command, entry = _parse_line(line)
         if command == "exit":
             return 0
-        if target is None:
+        if entry is None:
             continue
         if command == "track":
-            tracked[target.pid, target.create_time] = target
+            tracked[entry[0], entry[1]] = entry
         else:
-            tracked.pop((target.pid, target.create_time), None)
+            tracked.pop((entry[0], entry[1]), None)
     # End of file without "exit": the host is gone.
-    _kill.kill_trees(tracked.values(), term_grace=term_grace, marker=marker, reap=False)
+    kill = _load_kill()
+    targets = [kill.Target(*entry) for entry in tracked.values()]
+    kill.kill_trees(targets, term_grace=term_grace, marker=marker, reap=False)
     # The ledger stays while anything of the host is left (stuck in the kernel, say): the
     # next start's sweep gets another chance at it.
-    if ledger is not None and not (marker is not None and _kill.marker_carriers(marker)):
+    if ledger is not None and not (marker is not None and kill.marker_carriers(marker)):
         try:
             os.unlink(ledger)
         except OSError:

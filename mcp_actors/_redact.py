@@ -195,6 +195,7 @@ _FORMATTER: Final = logging.Formatter()
 
 
 _FILTER: Final = SecretFilter()
+_loggers_seen = 0
 
 
 def install_log_filter() -> None:
@@ -204,10 +205,17 @@ def install_log_filter() -> None:
     every existing logger under those names; it is called again whenever a transport opens,
     which catches loggers created by a late import.
     """
+    global _loggers_seen
     manager = logging.Logger.manager
-    for name in list(manager.loggerDict):
+    # Loggers are never removed: an unchanged count means no logger is new since the last
+    # pass (a pass costs a scan of every logger: too much for every server's start).
+    if len(manager.loggerDict) == _loggers_seen:
+        return
+    names = list(manager.loggerDict)
+    for name in names:
         if name.split(".", 1)[0] not in _LOGGER_PREFIXES:
             continue
         logger = logging.getLogger(name)
         if _FILTER not in logger.filters:
             logger.addFilter(_FILTER)
+    _loggers_seen = len(names)

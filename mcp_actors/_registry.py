@@ -908,7 +908,16 @@ class _RegistryActor:
 
     async def serve(self, inbox: trio.MemoryReceiveChannel[RegistryMessage]) -> None:
         assert self.nursery is not None
-        async for message in inbox:
+        while True:
+            # Take what is queued without a checkpoint per message: twenty first listings
+            # must reach their servers in one pass of the event loop, not in twenty.
+            try:
+                try:
+                    message = inbox.receive_nowait()
+                except trio.WouldBlock:
+                    message = await inbox.receive()
+            except trio.EndOfChannel:
+                return
             match message:
                 case AddServers() | UpdateServer() | RemoveServer() | SyncConfig():
                     await self.mutations_send.send(message)

@@ -13,7 +13,9 @@ The safety net has four layers, each catching what the one before cannot:
 
 1. ``PR_SET_PDEATHSIG`` in the child (:func:`pdeathsig_preexec`, Linux): the kernel kills
    a server the moment its parent dies. It reaches only the direct child, and only when
-   the spawning thread lives as long as the host.
+   the spawning thread lives as long as the host — so the stdio transport, which spawns
+   in trio's worker threads, does not use it (it would cost a full fork of the host per
+   server for a signal that is never armed there); layers 2-4 cover its servers.
 2. An :mod:`atexit` hook (:meth:`~ProcessTracker.close_sync`): on a normal interpreter
    exit (including an unhandled exception) it first refuses every later registration —
    a server spawned after it began is killed on the spot — then kills every tracked tree
@@ -23,11 +25,16 @@ The safety net has four layers, each catching what the one before cannot:
 3. The reaper sidecar (:mod:`mcp_actors._reaper`): a tiny process in its own session that
    holds a pipe from the host. When the host dies in any way — SIGKILL, a segfault, the
    OOM killer — the pipe reaches end-of-file and the sidecar kills every tracked tree and
-   everything carrying the host's marker.
+   everything carrying the host's marker. It runs before the first server is spawned
+   (:meth:`~ProcessTracker.start_safety_net`, which the runtime calls as it starts, off
+   the critical path), so a host that dies even between a spawn and its registration
+   leaves nothing behind: the server already carries the marker.
 4. The ledger (:mod:`mcp_actors._ledger`): one small JSON file per host under the state
    directory (``processes/`` below :func:`mcp_actors._paths.state_dir`:
    ``MCP_ACTORS_STATE_DIR``, else next to ``MCP_ACTORS_CONFIG``, else the user state
-   directory). If host and sidecar both died, the next start's
+   directory), written before the first spawn with the host's marker, then updated on
+   every registration (from an event loop, by a writer thread: a stalled disk never
+   stalls the loop). If host and sidecar both died, the next start's
    :meth:`~ProcessTracker.sweep_ledger` kills what the dead host left behind.
 """
 
@@ -339,6 +346,7 @@ class ProcessTracker:
         self._ledger = _ledger.Ledger(
             path=root / "processes" / f"host-{self._marker}.json", host=host._target(), marker=self._marker
         )
+        self._ledger_writer = _ledger.LedgerWriter(self._ledger)
         self._spawns = itertools.count(1)
         self._lock = threading.Lock()
         self._identities: dict[tuple[int, float], ProcessIdentity] = {}
@@ -348,6 +356,9 @@ class ProcessTracker:
         self._sidecar_fd = -1
         self._atexit_armed = False
         self._closing = False
+        # Serialises start_safety_net callers without holding _lock across the sidecar's spawn.
+        self._net_lock = threading.Lock()
+        self._net_ready = False
         ProcessTracker._all.add(self)
 
     # ------------------------------------------------------------------ instance
@@ -374,7 +385,7 @@ class ProcessTracker:
 
     @property
     def reaper_pid(self) -> int | None:
-        """The PID of the reaper sidecar, or ``None`` before the first registration."""
+        """The PID of the reaper sidecar; ``None`` before the safety net starts (see :meth:`start_safety_net`)."""
         sidecar = self._sidecar
         return None if sidecar is None else sidecar.pid
 
@@ -420,6 +431,53 @@ class ProcessTracker:
             tag = self._tags.get((identity.pid, identity.create_time))
         return Target(identity.pid, identity.create_time, identity.pgid, tag)
 
+    # ------------------------------------------------------------------ safety net
+
+    def start_safety_net(self) -> None:
+        """Start the reaper sidecar and write the ledger now, before the first server is spawned.
+
+        With the sidecar running and the ledger (with this host's marker) on disk before a
+        server exists, a host that dies at any instant after a spawn — even before the
+        spawn is registered — leaves nothing behind: every server carries the marker in
+        its environment, and the sidecar kills every carrier when the host's pipe closes.
+        :func:`open_runtime <mcp_actors.runtime.open_runtime>` calls it in a worker thread
+        as the runtime starts, concurrently with the first connections; the stdio
+        transport waits for it (:meth:`wait_safety_net`) only if it is not done yet.
+
+        Blocking (a fork and exec, a small file write) and idempotent; callable from any
+        thread. Failures are logged, never raised: they weaken the net but must not stop
+        a server from starting. After :meth:`kill_all_sync` dismissed the sidecar, a new
+        call starts a new one.
+        """
+        with self._net_lock:
+            with self._lock:
+                self._check_owner()
+                if self._closing or self._net_ready:
+                    return
+                self._arm_locked()
+                needed = self._sidecar_fd < 0
+            # Spawned outside _lock: a registration from another thread never waits for a fork.
+            spawned = self._spawn_sidecar() if needed else None
+            with self._lock:
+                if spawned is not None:
+                    if self._sidecar_fd >= 0 or self._closing:
+                        _dismiss(*spawned)  # a registration started one meanwhile, or the exit hook began
+                    else:
+                        self._sidecar, self._sidecar_fd = spawned
+                        self._replay_locked()
+                if not self._ledger.written and not self._closing:
+                    self._write_ledger_locked(wait=True)  # the marker is on disk before any spawn
+                self._net_ready = not self._closing
+
+    async def wait_safety_net(self) -> None:
+        """Return once :meth:`start_safety_net` has run (at once, without a checkpoint, if it has).
+
+        The stdio transport calls it before every spawn: no server may exist before the
+        sidecar does. Usually the runtime started the net in the background long before.
+        """
+        if not self._net_ready:
+            await trio.to_thread.run_sync(self.start_safety_net)
+
     # ------------------------------------------------------------------ registration
 
     def register(self, identity: ProcessIdentity) -> None:
@@ -427,8 +485,10 @@ class ProcessTracker:
 
         Cheap and synchronous — call it right after the spawn, before anything can fail.
         It records the process and its tag (read from its environment, see
-        :meth:`child_env`) in memory, rewrites the ledger and tells the sidecar (started on
-        the first call). Failures of the ledger or the sidecar are logged, never raised:
+        :meth:`child_env`) in memory, tells the sidecar (started here unless
+        :meth:`start_safety_net` did it before) and updates the ledger: before it returns,
+        or — called from a trio task — in the ledger's writer thread (see
+        :meth:`flush_ledger`). Failures of the ledger or the sidecar are logged, never raised:
         they weaken the safety net but must not stop a server from starting.
 
         Once the exit hook has begun (:attr:`closing`) nothing new may live: the process
@@ -602,9 +662,9 @@ class ProcessTracker:
                     ", ".join(map(str, survivors)),
                 )
             if survivors or self._identities:  # stuck in the kernel, or registered meanwhile
-                self._write_ledger_locked()
+                self._write_ledger_locked(wait=True)
                 return
-            self._ledger.remove()
+            self._ledger_writer.remove()
             self._stop_sidecar_locked()
 
     def close_sync(self) -> None:
@@ -654,18 +714,30 @@ class ProcessTracker:
             )
         return killed
 
-    def _write_ledger_locked(self) -> None:
-        self._ledger.write(
+    def flush_ledger(self) -> None:
+        """Return once the ledger on disk shows every registration made so far.
+
+        Registrations made from a trio task write the ledger in a background thread (a
+        slow disk must not stall the event loop); from any other thread they write it
+        before they return. Usable from any thread; blocks on file I/O.
+        """
+        self._ledger_writer.flush()
+
+    def _write_ledger_locked(self, *, wait: bool | None = None) -> None:
+        entries = [
             _ledger.Entry(target=Target(i.pid, i.create_time, i.pgid, self._tags.get(key)), label=i.label)
             for key, i in self._identities.items()
-        )
+        ]
+        # On an event loop the write goes to the writer thread; elsewhere it is done here.
+        self._ledger_writer.submit(entries, wait=not trio.lowlevel.in_trio_run() if wait is None else wait)
 
     # ------------------------------------------------------------------ sidecar
 
-    def _start_sidecar_locked(self) -> bool:
+    def _spawn_sidecar(self) -> tuple[subprocess.Popen[bytes], int] | None:
+        """Start a sidecar; return it and the write end of its pipe (``None``, logged, on failure)."""
         read_end, write_end = os.pipe()  # both non-inheritable: no server ever holds them
         try:
-            self._sidecar = subprocess.Popen(
+            sidecar = subprocess.Popen(
                 _sidecar_argv(self._ledger.path, self._term_grace, marker=self._marker),
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
@@ -679,12 +751,18 @@ class ProcessTracker:
                 "cannot start the reaper sidecar (%s); servers may outlive a crash of this process",
                 exc.strerror or exc,
             )
-            return False
+            return None
         finally:
             os.close(read_end)
         # Never block a registration on a sidecar that stopped reading.
         os.set_blocking(write_end, False)
-        self._sidecar_fd = write_end
+        return sidecar, write_end
+
+    def _start_sidecar_locked(self) -> bool:
+        spawned = self._spawn_sidecar()
+        if spawned is None:
+            return False
+        self._sidecar, self._sidecar_fd = spawned
         return True
 
     def _send_locked(self, line: str) -> None:
@@ -695,8 +773,11 @@ class ProcessTracker:
                 return
             except OSError:  # BrokenPipeError (it died) or BlockingIOError (it is stuck)
                 self._discard_sidecar_locked()
-        if not self._start_sidecar_locked():
-            return
+        if self._start_sidecar_locked():
+            self._replay_locked()
+
+    def _replay_locked(self) -> None:
+        """Tell a new sidecar every tracked process."""
         try:
             for key, identity in self._identities.items():
                 os.write(self._sidecar_fd, _track_line(identity, self._tags.get(key)).encode())
@@ -707,18 +788,12 @@ class ProcessTracker:
     def _discard_sidecar_locked(self) -> None:
         """Drop a broken sidecar. SIGKILL first, so that it cannot act on the closed pipe."""
         sidecar, self._sidecar = self._sidecar, None
-        if sidecar is not None:
-            try:
-                sidecar.kill()
-                sidecar.wait(_SIDECAR_EXIT_WAIT)
-            except (OSError, subprocess.TimeoutExpired):
-                pass
-        if self._sidecar_fd >= 0:
-            os.close(self._sidecar_fd)
-            self._sidecar_fd = -1
+        fd, self._sidecar_fd = self._sidecar_fd, -1
+        _dismiss(sidecar, fd)
 
     def _stop_sidecar_locked(self) -> None:
         """Tell the sidecar to leave without killing anything, and reap it."""
+        self._net_ready = False  # a later registration starts the net over
         sidecar, self._sidecar = self._sidecar, None
         if self._sidecar_fd >= 0:
             try:
@@ -753,6 +828,9 @@ class ProcessTracker:
         # (multiprocessing): a child holding the write end would keep the sidecar from
         # ever seeing the host die.
         self._lock = threading.Lock()
+        self._ledger_writer = _ledger.LedgerWriter(self._ledger)  # the parent's thread is not ours
+        self._net_lock = threading.Lock()
+        self._net_ready = False
         if self._sidecar_fd >= 0:
             try:
                 os.close(self._sidecar_fd)
@@ -760,6 +838,18 @@ class ProcessTracker:
                 pass
             self._sidecar_fd = -1
         self._sidecar = None
+
+
+def _dismiss(sidecar: subprocess.Popen[bytes] | None, fd: int) -> None:
+    """End a sidecar that must not act: SIGKILL it before closing its pipe, then reap it."""
+    if sidecar is not None:
+        try:
+            sidecar.kill()
+            sidecar.wait(_SIDECAR_EXIT_WAIT)
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    if fd >= 0:
+        os.close(fd)
 
 
 def _track_line(identity: ProcessIdentity, tag: str | None) -> str:

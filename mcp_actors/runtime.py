@@ -3,7 +3,8 @@
 ::
 
     root supervisor            rest_for_one, intensity 3 / 60 s
-    ├─ process tracker         permanent   (sweeps the PID ledger of crashed earlier runs)
+    ├─ process tracker         permanent   (starts the reaper sidecar; sweeps the PID ledger
+    │                                       of crashed earlier runs; both in the background)
     ├─ connections supervisor  permanent   one_for_one, a slot child per active server
     └─ registry actor          permanent   records, tool cache, tool ids; last, so its
                                            crash restarts only itself
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import attrs
 import trio
@@ -70,6 +72,8 @@ __all__ = [
     "open_runtime",
 ]
 
+logger = logging.getLogger(__name__)
+
 ROOT_SPEC = SupervisorSpec(
     strategy=Strategy.REST_FOR_ONE,
     intensity=Intensity(max_restarts=3, period=60.0),
@@ -108,12 +112,32 @@ class Runtime:
 
 
 async def _run_tracker(
-    tracker: ProcessTracker, sweep: bool, *, task_status: trio.TaskStatus[ProcessTracker] = trio.TASK_STATUS_IGNORED
+    tracker: ProcessTracker,
+    sweep: bool,
+    *,
+    task_status: trio.TaskStatus[ProcessTracker] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    if sweep:
-        await trio.to_thread.run_sync(tracker.sweep_ledger)
-    task_status.started(tracker)
-    await trio.sleep_forever()
+    """The tracker's child: ready at once; the sidecar's start and the sweep run beside the rest.
+
+    Neither is on the critical path of a connection: the sidecar starts while the config
+    is read and the tree is built (the stdio transport waits for it before its first
+    spawn, which it usually has long finished by then), and the sweep only touches the
+    leftovers of dead hosts.
+    """
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_in_background, tracker.start_safety_net, "starting the reaper sidecar")
+        if sweep:
+            nursery.start_soon(_in_background, tracker.sweep_ledger, "sweeping the process ledger")
+        task_status.started(tracker)
+        await trio.sleep_forever()
+
+
+async def _in_background(job: Callable[[], object], what: str) -> None:
+    # A safety net that fails weakens the net; it must never restart the tree behind it.
+    try:
+        await trio.to_thread.run_sync(job)
+    except Exception:
+        logger.exception("%s failed", what)
 
 
 async def _run_connections(*, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED) -> None:
@@ -144,7 +168,8 @@ async def open_runtime(
         config_path: The config file (default: ``MCP_ACTORS_CONFIG`` or the user data dir).
         store: A store to use instead of opening ``config_path``.
         tool_cache_ttl: Seconds a server's tool list stays cached.
-        sweep_ledger: Kill leftovers of crashed earlier runs at start (PID + create_time checked).
+        sweep_ledger: Kill leftovers of crashed earlier runs at start (PID + create_time
+            checked), in the background: it never delays the first connections.
         connect_on_add: Start connecting a newly added active server in the background
             (it never blocks the add). Off, servers connect on first use only.
         config_poll_interval: Seconds between checks (one ``stat``) of the config file for
@@ -174,17 +199,13 @@ async def open_runtime(
     tracker = ProcessTracker.get_instance()
     bus = events.EventBus()
     store = store or ConfigStore(config_path)
-    # Read the config once up front so a corrupt file fails here, with its own typed
-    # error (path, line, column), rather than as a registry start failure.
-    first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
-    # The registry's first start reuses that read; a restart reads afresh.
     host = HostCallbacks(
         sampling=sampling_handler, elicitation=elicitation_handler, roots=roots, timeout=callback_timeout
     )
-    ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
-    ref.fingerprint = fingerprint
+    ref: RegistryRef | None = None
 
     async def start_registry(*, task_status: trio.TaskStatus[RegistryRef] = trio.TASK_STATUS_IGNORED) -> None:
+        assert ref is not None
         # Looked up at every (re)start: a restarted connections supervisor is a new object.
         connections: Supervisor = root.child_value("connections")
         await run_registry(
@@ -196,7 +217,6 @@ async def open_runtime(
         )
 
     children = [
-        ChildSpec(id="process-tracker", start=functools.partial(_run_tracker, tracker, sweep_ledger)),
         ChildSpec(id="connections", start=_run_connections, restart=Restart.PERMANENT, shutdown=Shutdown.after(60.0)),
         ChildSpec(id="registry", start=start_registry, restart=Restart.PERMANENT, shutdown=Shutdown.after(10.0)),
     ]
@@ -204,6 +224,16 @@ async def open_runtime(
     # Started one by one once the root exists, so the registry's start can reach its sibling.
     # Every task of the tree inherits the auth settings (the HTTP transports read them).
     async with open_auth_settings(auth), open_supervisor(ROOT_SPEC, children=[], name="root") as root:
+        # The tracker first: the reaper sidecar starts while the config is read.
+        await root.start_child(
+            ChildSpec(id="process-tracker", start=functools.partial(_run_tracker, tracker, sweep_ledger))
+        )
+        # Read the config once up front so a corrupt file fails here, with its own typed
+        # error (path, line, column), rather than as a registry start failure.
+        first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
+        # The registry's first start reuses that read; a restart reads afresh.
+        ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
+        ref.fingerprint = fingerprint
         for spec in children:
             await root.start_child(spec)
         runtime = Runtime(bus=bus, tracker=tracker, root=root, service=McpService(ref))

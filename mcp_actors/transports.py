@@ -60,7 +60,7 @@ from mcp_actors.errors import (
     ServerStartFailed,
     WorkingDirectoryNotFound,
 )
-from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec, stop_process
+from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, stop_process
 from mcp_actors.records import McpServerRecord, ServerType
 
 __all__ = [
@@ -465,7 +465,12 @@ async def open_stdio_transport(
     env = {**_merged_env(params.env), **tracker.child_env()}
     executable = resolve_command(params.command, env, server=label)
     check_cwd(params.cwd, server=label)
+    # No server may exist before the reaper sidecar does (the runtime started it long ago).
+    await tracker.wait_safety_net()
     try:
+        # No preexec_fn (the parent-death signal): trio spawns in a worker thread, where it
+        # would not be armed anyway (see pdeathsig_preexec), and a preexec_fn costs a full
+        # fork of the host (tens of ms, under the GIL) instead of a vfork.
         process = await trio.lowlevel.open_process(
             [executable, *params.args],
             stdin=subprocess.PIPE,
@@ -474,7 +479,6 @@ async def open_stdio_transport(
             env=env,
             cwd=params.cwd,
             start_new_session=True,
-            preexec_fn=pdeathsig_preexec(),
         )
     except OSError as exc:
         reason = os.strerror(exc.errno) if exc.errno else str(exc)

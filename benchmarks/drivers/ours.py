@@ -24,6 +24,9 @@ from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 
+CONNECT_TIMEOUT = 600.0
+"""Seconds a server may take to connect: the raw SDK has no such bound, so ours must not fire first."""
+
 
 class OursSession:
     """Calls go by server name through the registry facade, as a host would make them."""
@@ -55,9 +58,11 @@ class OursDriver:
                     "name": name,
                     "type": "http" if isinstance(server, str) else "stdio",
                     # A URL (the harness started an HTTP server) is a streamable-HTTP server.
-                    "config": {"url": server}
+                    # connectTimeout raised (default 30 s) so that it does not fire on a busy
+                    # machine: twenty npx servers on two loaded cores can take longer to start.
+                    "config": {"url": server, "connectTimeout": CONNECT_TIMEOUT}
                     if isinstance(server, str)
-                    else {"command": server[0], "args": server[1:]},
+                    else {"command": server[0], "args": server[1:], "connectTimeout": CONNECT_TIMEOUT},
                     "isTrusted": True,
                 }
             )

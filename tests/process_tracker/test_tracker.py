@@ -67,6 +67,7 @@ class StdinConnection:
 
 
 def ledger_pids(tracker: ProcessTracker) -> list[int]:
+    tracker.flush_ledger()  # from a trio task the ledger is written in the background
     data = json.loads(tracker.ledger_path.read_text())
     return [entry["pid"] for entry in data["processes"]]
 

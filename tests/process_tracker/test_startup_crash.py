@@ -1,0 +1,51 @@
+"""Kill-on-exit during start-up: a host SIGKILLed at the first server's spawn, while the
+runtime is still starting (the reaper sidecar and the ledger sweep run concurrently with
+the first connections), leaves no server process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pt_support import wait_gone, wait_no_carriers
+
+from mcp_actors.process_tracker import ProcessIdentity
+
+HOST = Path(__file__).with_name("startup_crash_host.py")
+STARTUP_TIMEOUT = 60.0
+SERVERS = 4
+
+
+@pytest.mark.parametrize("mode", ["in-register", "after-register"])
+def test_a_host_killed_at_its_first_spawn_leaves_no_server(tmp_path: Path, mode: str) -> None:
+    """SIGKILL right after the first spawn (before or after it is registered): every server is gone in 20 s."""
+    host = subprocess.Popen(
+        [sys.executable, str(HOST), str(tmp_path / "cfg.json"), mode, str(SERVERS)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MCP_ACTORS_STATE_DIR": str(tmp_path / "state")},
+    )
+    try:
+        assert host.stdout is not None
+        ready, _, _ = select.select([host.stdout], [], [], STARTUP_TIMEOUT)
+        line = host.stdout.readline() if ready else b""
+        host.wait(timeout=STARTUP_TIMEOUT)
+        assert line, host.stderr.read().decode(errors="replace") if host.stderr else "no report"
+        assert host.returncode == -signal.SIGKILL
+        report = json.loads(line)
+        pid, create_time = report["spawned"]
+        spawned = ProcessIdentity(pid=pid, create_time=create_time, pgid=pid, label="first server")
+        # Every server carries the host's marker: none may outlive the host (leftovers are
+        # killed by wait_no_carriers when it fails, so a failing test leaks nothing).
+        wait_no_carriers(report["marker"], timeout=20.0)
+        wait_gone([spawned], timeout=1.0)
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
