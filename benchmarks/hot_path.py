@@ -56,8 +56,7 @@ LOCAL_CONTENDERS = "floor,ours,raw,session-group"
 QUICK_CONTENDERS = "floor,ours,raw"
 """``--quick`` (CI): no installs, the guard's three."""
 NOT_ON_THE_HOT_PATH = {
-    "langchain": "not measured: its default path starts a new session (a new server process) per call,"
-    " so it has no hot path (see call_overhead for its per-call cost)",
+    "langchain": "not measured: a new session (a new server process) per call; see call_overhead",
 }
 """Peers shown as one row with the reason, never run here."""
 
