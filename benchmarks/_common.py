@@ -26,6 +26,7 @@ import attrs
 
 from benchmarks._peers import (
     BENCH_DIR,
+    CONTENDERS,
     Contender,
     DriverError,
     PeerUnavailable,
@@ -39,9 +40,11 @@ __all__ = [
     "BenchOptions",
     "Bench",
     "Metric",
+    "compare_with_baseline",
     "demo_server",
     "fault_server",
     "format_metric",
+    "load_baseline",
     "machine_info",
     "parse_options",
     "run_main",
@@ -52,6 +55,7 @@ __all__ = [
 
 RESULTS_DIR: Final = BENCH_DIR / "results"
 RAW_KEY: Final = "raw"
+FLOOR_KEY: Final = "floor"
 
 
 def demo_server() -> list[str]:
@@ -81,12 +85,15 @@ class BenchOptions:
         json_path: Where to write the JSON result (``None``: nowhere).
         rounds: Rounds per metric (``None``: the benchmark's default).
         contenders: ``all``, ``local`` or a comma-separated list of keys.
+        baseline: A saved result (this benchmark's ``--json``, or a ``benchmarks.all`` file)
+            to compare the medians with, e.g. a run on the code before a change.
     """
 
     quick: bool = False
     json_path: Path | None = None
     rounds: int | None = None
     contenders: str = "all"
+    baseline: Path | None = None
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
@@ -100,6 +107,12 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
         help="'all' (default; installs peers into benchmarks/.venvs on first use), 'local' (no peer venvs), "
         "or a comma-separated list of: ours, raw, raw-asyncio, session-group, langchain, fastmcp, openai-agents",
     )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a saved --json result (or a benchmarks.all file) to compare this run's medians with",
+    )
 
 
 def parse_options(description: str, argv: Sequence[str] | None = None) -> BenchOptions:
@@ -109,7 +122,13 @@ def parse_options(description: str, argv: Sequence[str] | None = None) -> BenchO
     args = parser.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         parser.error(f"--rounds must be >= 1, got {args.rounds}")
-    return BenchOptions(quick=args.quick, json_path=args.json_path, rounds=args.rounds, contenders=args.contenders)
+    return BenchOptions(
+        quick=args.quick,
+        json_path=args.json_path,
+        rounds=args.rounds,
+        contenders=args.contenders,
+        baseline=args.baseline,
+    )
 
 
 # --------------------------------------------------------------------------- statistics
@@ -163,9 +182,12 @@ class Metric:
                 entry["status"] = "ok"
                 entry.update(summarize(entry["values"]))
         raw = self.results.get(RAW_KEY, {}).get("median")
+        floor = self.results.get(FLOOR_KEY, {}).get("median")
         for entry in self.results.values():
             if "median" in entry and raw:
                 entry["ratio_to_raw"] = entry["median"] / raw
+            if "median" in entry and floor:
+                entry["ratio_to_floor"] = entry["median"] / floor
         ours = self.results.get("ours", {}).get("median")
         if ours is not None:
             self.results["ours"]["ours_vs"] = {
@@ -187,27 +209,34 @@ def _fmt(value: float) -> str:
     return f"{value:.3g}"
 
 
+def _ratio(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x" if 0.1 <= ratio < 100 else f"{ratio:.3g}x"
+
+
 def format_metric(metric: Metric, labels: Mapping[str, str]) -> str:
-    """A plain-text table of one metric, one row per contender."""
+    """A plain-text table of one metric, one row per contender (a "vs floor" column when the floor ran)."""
     head = f"{metric.title} [{metric.unit}, {metric.better} is better]"
-    rows = [("contender", "median", "min..max", "spread", "vs raw", "note")]
+    floor = any("ratio_to_floor" in entry for entry in metric.results.values())
+    rows: list[tuple[str, ...]] = [
+        ("contender", "median", "min..max", "spread", "vs raw", *(("vs floor",) if floor else ()), "note")
+    ]
     for key, entry in metric.results.items():
         label = labels.get(key, key)
         if "median" in entry:
-            ratio = entry.get("ratio_to_raw")
             rows.append(
                 (
                     label,
                     _fmt(entry["median"]),
                     f"{_fmt(entry['min'])}..{_fmt(entry['max'])}",
                     f"{entry['spread_pct']:.0f}%",
-                    "-" if ratio is None else f"{ratio:.2f}x" if 0.1 <= ratio < 100 else f"{ratio:.3g}x",
+                    _ratio(entry.get("ratio_to_raw")),
+                    *((_ratio(entry.get("ratio_to_floor")),) if floor else ()),
                     entry.get("note", ""),
                 )
             )
         else:
             message = "; ".join(dict.fromkeys(entry.get("errors", [])))[:90]
-            rows.append((label, entry["status"], "", "", "", message))
+            rows.append((label, entry["status"], "", "", "", *(("",) if floor else ()), message))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [head, "-" * len(head)]
     for row in rows:
@@ -263,6 +292,7 @@ class Bench:
         *,
         default_rounds: int,
         only: Sequence[str] | None = None,
+        described: Mapping[str, str] | None = None,
     ) -> None:
         self.name = name
         self.title = title
@@ -273,6 +303,8 @@ class Bench:
         if only is not None:
             chosen = [c for c in chosen if c.key in only]
         self.contenders = chosen
+        # Contenders shown as one "n/a" row with the reason, never run (and never installed).
+        self.described = {key: why for key, why in (described or {}).items() if key in {c.key for c in CONTENDERS}}
         self.metrics: list[Metric] = []
         self.params: dict[str, Any] = {}
         self.notes: list[str] = []
@@ -303,8 +335,8 @@ class Bench:
 
     @property
     def labels(self) -> dict[str, str]:
-        """Contender key → table label."""
-        return {c.key: c.label for c in self.contenders}
+        """Contender key → table label (described contenders too)."""
+        return {c.key: c.label for c in [*self.contenders, *select_contenders(",".join(self.described), quick=False)]}
 
     def measure(
         self,
@@ -363,6 +395,8 @@ class Bench:
         # Keep the table order stable: the contenders' order, whatever the rounds did.
         order = [c.key for c in self.contenders]
         metric.results = dict(sorted(metric.results.items(), key=lambda kv: order.index(kv[0])))
+        for key, why in self.described.items():
+            metric.mark(key, "n/a", why)
         return metric
 
     def report(self) -> dict[str, Any]:
@@ -384,13 +418,16 @@ class Bench:
             "machine": {**self.machine_before, "load_after": machine_info()["load"]},
             "contenders": {
                 c.key: {"label": c.label, "note": c.note, "backend": c.backend, "versions": versions.get(c.key, {})}
-                for c in self.contenders
+                for c in [*self.contenders, *select_contenders(",".join(self.described), quick=False)]
             },
             "metrics": [m.to_json() for m in self.metrics],
         }
         print(f"\n== {self.title} ==")
         print(f"goal: {self.goal}")
-        print(f"machine: {self.machine_before['cpus']} cpus, {self.machine_before['load']}; rounds: {self.rounds}")
+        print(
+            f"machine: {self.machine_before['cpus']} cpus; before: {self.machine_before['load']};"
+            f" after: {document['machine']['load_after']}; rounds: {self.rounds}"
+        )
         for metric in self.metrics:
             print()
             print(format_metric(metric, self.labels))
@@ -398,11 +435,74 @@ class Bench:
             print(f"note: {note}")
         for verdict in self.verdicts:
             print(f"goal check: {verdict}")
+        if self.options.baseline is not None:
+            document["baseline"] = {"path": str(self.options.baseline)}
+            try:
+                lines = compare_with_baseline(document, load_baseline(self.options.baseline, self.name))
+            except (OSError, ValueError) as exc:
+                lines = [f"not compared: {exc}"]
+            document["baseline"]["comparison"] = lines
+            for line in lines:
+                print(f"vs baseline: {line}")
         sys.stdout.flush()
         if self.options.json_path is not None:
             write_json(self.options.json_path, document)
         shutil.rmtree(self._state, ignore_errors=True)
         return document
+
+
+BASELINE_TOLERANCE: Final = 0.05
+"""A median within 5 % of the baseline's is "not worse" (a change smaller than that is noise)."""
+
+
+def load_baseline(path: Path, name: str) -> dict[str, Any]:
+    """Benchmark ``name``'s document from a saved result: its own ``--json``, or a ``benchmarks.all`` file.
+
+    Raises:
+        OSError: The file cannot be read.
+        ValueError: Not JSON, or it holds no result of ``name``.
+    """
+    try:
+        document = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not JSON: {exc}") from None
+    if isinstance(document, dict) and document.get("benchmark") == name:
+        return document
+    found = document.get("benchmarks", {}).get(name) if isinstance(document, dict) else None
+    if not isinstance(found, dict) or "metrics" not in found:
+        raise ValueError(f"{path} holds no result of benchmark {name!r}")
+    return found
+
+
+def compare_with_baseline(now: Mapping[str, Any], then: Mapping[str, Any]) -> list[str]:
+    """One line per metric both runs have: ours' median then and now, and the same for the raw SDK.
+
+    The raw SDK's change says how much of ours' change is the machine (its load, its
+    neighbours) rather than the code; ``ours/raw`` then and now is the comparison that
+    survives a different load.
+    """
+    before = {m["key"]: m for m in then.get("metrics", [])}
+    lines = []
+    for metric in now.get("metrics", []):
+        old = before.get(metric["key"])
+        if old is None:
+            continue
+        higher = metric.get("better") == "higher"
+        parts = []
+        for key in ("ours", RAW_KEY):
+            a = old["results"].get(key, {}).get("median")
+            b = metric["results"].get(key, {}).get("median")
+            if a and b is not None:
+                worse = b < a * (1 - BASELINE_TOLERANCE) if higher else b > a * (1 + BASELINE_TOLERANCE)
+                verdict = ", worse" if worse else ""
+                parts.append(f"{key} {_fmt(a)} -> {_fmt(b)} {metric['unit']} ({b / a:.2f}x{verdict})")
+        a_ratio = old["results"].get("ours", {}).get("ratio_to_raw")
+        b_ratio = metric["results"].get("ours", {}).get("ratio_to_raw")
+        if a_ratio is not None and b_ratio is not None:
+            parts.append(f"ours/raw {a_ratio:.2f}x -> {b_ratio:.2f}x")
+        if parts:
+            lines.append(f"{metric['key']}: " + "; ".join(parts))
+    return lines
 
 
 CORE: Final = ("ours", RAW_KEY)

@@ -44,7 +44,7 @@ BENCHMARKS: Final = (
 
 QUICK_TIMEOUT: Final = 180.0
 FULL_TIMEOUT: Final = 3 * 3600.0
-OWN_OPTIONS: Final = frozenset({"--contenders", "--rounds"})
+OWN_OPTIONS: Final = frozenset({"--contenders", "--rounds", "--baseline"})
 """Options only our own benchmarks take; ``conversion`` gets ``--quick`` and ``--json`` only."""
 
 
@@ -59,6 +59,8 @@ def _run_one(name: str, args: argparse.Namespace, out_dir: Path) -> dict[str, An
         command += ["--contenders", args.contenders]
         if args.rounds is not None:
             command += ["--rounds", str(args.rounds)]
+        if args.baseline is not None:
+            command += ["--baseline", str(args.baseline)]
     timeout = QUICK_TIMEOUT if args.quick else FULL_TIMEOUT
     started = time.monotonic()
     try:

@@ -140,7 +140,8 @@ class EventBusStatistics:
     Attributes:
         subscribers: Live subscriptions; each emit costs one buffer append per subscriber.
         max_subscribers: The bound on live subscriptions.
-        emitted: Events emitted so far.
+        emitted: Events emitted so far (not those an emitter skipped because nobody
+            listened, see :attr:`EventBus.has_subscribers`).
     """
 
     subscribers: int
@@ -267,6 +268,17 @@ class EventBus:
         self._refs[key] = weakref.ref(sub, lambda _ref: self._forget(key))
         self._fanout = tuple(self._refs.values())
         return sub
+
+    @property
+    def has_subscribers(self) -> bool:
+        """Whether an event emitted now would reach anyone.
+
+        An emitter on a hot path (one ``tool:called`` per tool call) tests this first and
+        builds nothing when nobody listens: an event no subscriber can see costs an attrs
+        value, a clock read and a payload dict for nothing. Such a skipped event takes no
+        ``seq`` and is not counted in :attr:`EventBusStatistics.emitted`.
+        """
+        return bool(self._fanout)
 
     def emit(self, type: EventType | str, **data: Any) -> Event:
         """Deliver an event to every live subscriber without blocking.

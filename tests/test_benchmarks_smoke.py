@@ -145,3 +145,12 @@ def test_quick_suite_leaves_no_server_behind(
             for key in ("ours", "raw"):
                 for extra in metric["results"].get(key, {}).get("extra", []):
                     assert extra.get("leftover_processes", 0) == 0, (name, metric["key"], key, extra)
+
+
+def test_quick_hot_path_prints_its_guard(quick_run: QuickRun) -> None:
+    """The quick hot path measures the floor too and notes the guard line: mcp-actors vs raw SDK and floor."""
+    _, document = quick_run
+    hot = document["benchmarks"]["hot_path"]
+    assert all(m["results"]["floor"]["status"] == "ok" for m in hot["metrics"])
+    [guard] = [n for n in hot["notes"] if n.startswith("regression guard")]
+    assert "x raw" in guard and "x floor" in guard and "CPU/call" in guard

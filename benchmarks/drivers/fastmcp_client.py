@@ -3,7 +3,8 @@
 One client for all servers, as fastmcp documents multi-server use: with two or more
 servers it mounts them on an in-process proxy and prefixes tool names with the server's
 key (``s3_echo``); with one server it talks to it directly. A call is
-``client.call_tool(name, args)`` (a tool error raises).
+``client.call_tool(name, args)`` (a tool error raises). A URL (a streamable-HTTP server
+the harness started) is configured as ``{"url": ..., "transport": "http"}``.
 """
 
 from __future__ import annotations
@@ -43,13 +44,16 @@ class FastmcpSession:
 
 
 class FastmcpDriver:
-    def prepare(self, servers: list[list[str]]) -> None:
+    def prepare(self, servers: list[Any]) -> None:
         self.config = {
-            "mcpServers": {f"s{i}": {"command": argv[0], "args": argv[1:]} for i, argv in enumerate(servers)}
+            "mcpServers": {
+                f"s{i}": {"url": s, "transport": "http"} if isinstance(s, str) else {"command": s[0], "args": s[1:]}
+                for i, s in enumerate(servers)
+            }
         }
 
     @contextlib.asynccontextmanager
-    async def open(self, servers: list[list[str]]) -> AsyncIterator[FastmcpSession]:
+    async def open(self, servers: list[Any]) -> AsyncIterator[FastmcpSession]:
         async with Client(self.config) as client:
             yield FastmcpSession(client, len(servers))
 

@@ -5,7 +5,8 @@ the manager (``connect_in_parallel=True``), as an agent's ``mcp_servers`` would 
 defaults are raised so that the benchmark measures speed rather than time-outs on a busy
 two-core machine: the manager's connect timeout (10 s: twenty demo servers take longer
 to import the SDK) and the session read timeout (5 s: a queue of 100 calls can wait
-longer). A call is ``server.call_tool(name, args)``.
+longer). A call is ``server.call_tool(name, args)``. A URL (a streamable-HTTP server the
+harness started) gets an ``MCPServerStreamableHttp`` with the same settings.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import _harness
-from agents.mcp import MCPServerManager, MCPServerStdio
+from agents.mcp import MCPServerManager, MCPServerStdio, MCPServerStreamableHttp
 
 
 class AgentsSession:
-    def __init__(self, servers: list[MCPServerStdio]) -> None:
+    def __init__(self, servers: list[Any]) -> None:
         self.servers = servers
 
     async def call(self, server: int, tool: str, arguments: dict[str, Any]) -> None:
@@ -32,19 +33,21 @@ class AgentsSession:
 
 
 class AgentsDriver:
-    def prepare(self, servers: list[list[str]]) -> None:
-        self.servers = [
-            MCPServerStdio(
-                {"command": argv[0], "args": argv[1:]},
+    def prepare(self, servers: list[Any]) -> None:
+        self.servers: list[Any] = [
+            MCPServerStreamableHttp({"url": s}, cache_tools_list=True, name=f"s{i}", client_session_timeout_seconds=60)
+            if isinstance(s, str)
+            else MCPServerStdio(
+                {"command": s[0], "args": s[1:]},
                 cache_tools_list=True,
                 name=f"s{i}",
                 client_session_timeout_seconds=60,
             )
-            for i, argv in enumerate(servers)
+            for i, s in enumerate(servers)
         ]
 
     @contextlib.asynccontextmanager
-    async def open(self, servers: list[list[str]]) -> AsyncIterator[AgentsSession]:
+    async def open(self, servers: list[Any]) -> AsyncIterator[AgentsSession]:
         manager = MCPServerManager(
             self.servers,
             connect_in_parallel=True,

@@ -3,6 +3,8 @@
 Servers are connected one after another with ``connect_to_server``, as the SDK documents
 it; identical servers expose identical tool names, so a ``component_name_hook`` prefixes
 each with the server's index (``s3_echo``). A call is ``group.call_tool(name, args)``.
+A URL (a streamable-HTTP server the harness started) is connected with
+``StreamableHttpParameters``.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any
 
 import _harness
 from mcp import StdioServerParameters
-from mcp.client.session_group import ClientSessionGroup
+from mcp.client.session_group import ClientSessionGroup, StreamableHttpParameters
 
 
 class GroupSession:
@@ -37,11 +39,14 @@ class GroupSession:
 
 
 class GroupDriver:
-    def prepare(self, servers: list[list[str]]) -> None:
-        self.params = [StdioServerParameters(command=argv[0], args=argv[1:]) for argv in servers]
+    def prepare(self, servers: list[Any]) -> None:
+        self.params: list[Any] = [
+            StreamableHttpParameters(url=s) if isinstance(s, str) else StdioServerParameters(command=s[0], args=s[1:])
+            for s in servers
+        ]
 
     @contextlib.asynccontextmanager
-    async def open(self, servers: list[list[str]]) -> AsyncIterator[GroupSession]:
+    async def open(self, servers: list[Any]) -> AsyncIterator[GroupSession]:
         current = [0]
         group = ClientSessionGroup(component_name_hook=lambda name, _info: f"s{current[0]}_{name}")
         async with group:
