@@ -93,7 +93,7 @@ async def test_prompt_and_resource_reach_the_handlers_answered_and_declined(
             mode["answer"] = False
             declined = await svc.get_prompt("srv", ASKING_PROMPT, {"team": "ops"})
             assert prompt_text(declined) == "The user answered decline: introduce nobody to the ops team."
-            with pytest.raises(ServerProtocolError, match="'srv'.*resources/read.*the user turned sampling off"):
+            with pytest.raises(ServerProtocolError, match=r"'srv'.*resources/read.*the user turned sampling off"):
                 await svc.read_resource("srv", "demo://model-says/trio")
 
 
@@ -101,8 +101,70 @@ async def test_prompt_and_resource_without_handlers_are_refused(tmp_path: Path, 
     """With no handler the server's question is refused the protocol's way; the error names the server and method."""
     with trio.fail_after(BOUND):
         async with asking_service(tmp_path, transport, protocol) as svc:
-            with pytest.raises(ServerProtocolError, match="'srv'.*prompts/get.*Elicitation not supported"):
+            with pytest.raises(ServerProtocolError, match=r"'srv'.*prompts/get.*Elicitation not supported"):
                 await svc.get_prompt("srv", ASKING_PROMPT, {"team": "ops"})
-            with pytest.raises(ServerProtocolError, match="'srv'.*resources/read.*Sampling not supported"):
+            with pytest.raises(ServerProtocolError, match=r"'srv'.*resources/read.*Sampling not supported"):
                 await svc.read_resource("srv", "demo://model-says/trio")
             assert negotiated(svc, "srv") == NEGOTIATED[protocol]
+
+
+async def test_a_server_that_keeps_asking_is_stopped_after_the_round_cap(autojump_clock: trio.abc.Clock) -> None:
+    """prompts/get, resources/read and tools/call give up after 10 InputRequiredResult rounds with a typed error."""
+    from mcp.server.mcpserver import MCPServer
+
+    from mcp_actors import events
+    from mcp_actors._callbacks import INPUT_REQUIRED_MAX_ROUNDS, HostCallbacks
+    from mcp_actors.connection import ConnectionSettings, open_connection
+    from mcp_actors.errors import ToolCallFailed
+    from mcp_actors.transports import MemoryParams
+
+    answered = 0
+
+    async def elicit(server_id: str, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        nonlocal answered
+        answered += 1
+        return mcp_types.ElicitResult(action="accept", content={})
+
+    def again() -> mcp_types.InputRequiredResult:
+        params = mcp_types.ElicitRequestFormParams(
+            message="again?", requested_schema={"type": "object", "properties": {}}
+        )
+        return mcp_types.InputRequiredResult(input_requests={"again": mcp_types.ElicitRequest(params=params)})
+
+    def insistent() -> MCPServer[object]:
+        server: MCPServer[object] = MCPServer("insistent")
+
+        @server.prompt(name="nag")
+        async def nag() -> mcp_types.InputRequiredResult:
+            return again()
+
+        @server.resource("mem://nag/{n}", name="nag")
+        async def nag_resource(n: str) -> mcp_types.InputRequiredResult:
+            return again()
+
+        @server.tool(name="nag")
+        async def nag_tool() -> mcp_types.InputRequiredResult:
+            return again()
+
+        return server
+
+    settings = ConnectionSettings(
+        server_id="id-nag",
+        server_name="nag",
+        transport=MemoryParams(server=insistent),
+        ping_interval=0,
+        host=HostCallbacks(elicitation=elicit),
+    )
+    handle, start = open_connection(settings, events.EventBus())
+    async with trio.open_nursery() as nursery:
+        await nursery.start(start)
+        try:
+            with pytest.raises(ServerProtocolError, match=r"'nag': prompts/get still asked for input after 10 rounds"):
+                await handle.get_prompt("nag")
+            with pytest.raises(ServerProtocolError, match=r"'nag': resources/read still asked for input after 10"):
+                await handle.read_resource("mem://nag/1")
+            with pytest.raises(ToolCallFailed, match=r"tool 'nag' still asked for input after 10 rounds"):
+                await handle.call_tool("nag", {})
+        finally:
+            await handle.aclose()
+    assert answered == 3 * INPUT_REQUIRED_MAX_ROUNDS
