@@ -64,9 +64,12 @@ async def test_discover_shows_templates(tmp_path: Path) -> None:
     config = tmp_path / "cfg.json"
     rc, out, _ = await cli(config, "discover", "demo", "--json")
     assert rc == 0
-    assert [t["uriTemplate"] for t in json.loads(out)["resourceTemplates"]] == ["demo://note/{name}"]
+    assert [t["uriTemplate"] for t in json.loads(out)["resourceTemplates"]] == [
+        "demo://model-says/{topic}",
+        "demo://note/{name}",
+    ]
     rc, out, _ = await cli(config, "discover", "demo")
-    assert rc == 0 and "Resource templates (1)" in out
+    assert rc == 0 and "Resource templates (2)" in out
 
 
 def test_call_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
