@@ -5,8 +5,9 @@ Up to 2025-11-25 a server pushes ``notifications/*/list_changed`` and
 the latter. At 2026-07-28 neither exists on its own: the client opens a
 ``subscriptions/listen`` request whose response *is* the event stream, naming what it wants
 (the three list_changed kinds and a set of resource URIs). mcp-actors keeps exactly one such
-stream per connection (two for the moment of a filter change), owned by a :class:`Listener` that the connection actor starts when a
-2026-07-28 session connects and that dies with the session:
+stream per connection (two for the moment of a filter change), owned by a :class:`Listener`
+that the connection actor starts when a 2026-07-28 session connects and that dies with the
+session:
 
 * it asks for every list_changed kind the server declares (``listChanged`` in its
   capabilities) and for the URIs subscribed through :meth:`Listener.subscribe`; with nothing
@@ -213,9 +214,9 @@ class Listener:
                 await self._changed.wait()
                 failures, lost = 0, False
                 continue
-            # Lost or closed by the server: open it again after a backoff, then invalidate.
-            if current is not None:
-                current.close()
+            # Lost or closed by the server: open it again after a backoff, then invalidate. An
+            # older stream still open (the new filter's stream failed to open) keeps delivering.
+            if current is not None and current.ended.is_set():
                 current = None
             lost = True
             if trio.current_time() - started >= _STEADY_AFTER:
