@@ -47,6 +47,7 @@ __all__ = [
     "DEFAULT_CALLBACK_TIMEOUT",
     "ElicitationHandler",
     "HostCallbacks",
+    "INPUT_REQUIRED_MAX_ROUNDS",
     "RootsSource",
     "SamplingHandler",
     "complete_elicitation",

@@ -19,6 +19,9 @@ answered as JSON text, so a test or a user sees exactly what crossed the wire:
                                negotiated revision wants: a server-to-client request up to
                                2025-11-25, an ``InputRequiredResult`` at 2026-07-28 (SEP-2322)
 ``ask_model_resolved(prompt)`` sampling, asked the same revision-dependent way
+prompt ``introduce``           asks the user's name (form elicitation) before it renders
+``demo://model-says/{topic}``  a resource template whose read samples the host's model about
+                               ``topic`` and returns the model's text
 =============================  ===================================================================
 
 Each tool asks the way the negotiated revision wants: a server-to-client request up to
@@ -47,7 +50,14 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
-__all__ = ["ASK_USER_SCHEMA", "CALLBACK_TOOL_NAMES", "CONSENT_URL", "add_callback_tools"]
+__all__ = [
+    "ASKING_PROMPT",
+    "ASK_USER_SCHEMA",
+    "CALLBACK_TOOL_NAMES",
+    "CONSENT_URL",
+    "SAMPLED_TEMPLATE",
+    "add_callback_tools",
+]
 
 # The handshake-era requests below are deprecated at 2026-07-28 but are what those revisions
 # speak; this module uses them on purpose, so their warning is noise here (and only here).
@@ -65,6 +75,18 @@ CALLBACK_TOOL_NAMES: Final = frozenset(
     }
 )
 """The tools :func:`add_callback_tools` registers."""
+
+ASKING_PROMPT: Final = "introduce"
+"""A prompt that asks the user's name (form elicitation) before it renders."""
+
+SAMPLED_TEMPLATE: Final = "demo://model-says/{topic}"
+"""A resource template whose read samples the host's model about ``topic``."""
+
+_NAME_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {"name": {"type": "string", "title": "Name", "minLength": 1}},
+    "required": ["name"],
+}
 
 CONSENT_URL: Final = "https://example.com/mcp-actors-demo/consent"
 """The page ``ask_user_url`` asks the user to open."""
@@ -145,7 +167,7 @@ def _ask(key: str, request: types.InputRequest) -> types.InputRequiredResult:
 
 
 def add_callback_tools(server: MCPServer[Any]) -> None:
-    """Register the host-callback tools on ``server`` (one call from the demo server)."""
+    """Register the host-callback tools, prompt and resource template on ``server`` (one call from the demo server)."""
     roots_changes = 0
     roots_changed = anyio.Event()
 
@@ -240,3 +262,36 @@ def add_callback_tools(server: MCPServer[Any]) -> None:
         if isinstance(answer, AcceptedElicitation):
             return json.dumps({"action": "accept", "content": answer.data.model_dump()})
         return json.dumps({"action": answer.action})
+
+    # ------------------------------------------------------------------ a prompt and a resource that ask
+
+    @server.prompt(name=ASKING_PROMPT, description="Introduce the user to a team; asks the user's name first.")
+    async def introduce(
+        ctx: Context, team: Annotated[str, Field(description="The team to introduce the user to.")]
+    ) -> str | types.InputRequiredResult:
+        message = f"Who should be introduced to {team}?"
+        if _modern(ctx):
+            answer = _answer(ctx, "name")
+            if not isinstance(answer, types.ElicitResult):
+                params = types.ElicitRequestFormParams(message=message, requested_schema=_NAME_SCHEMA)
+                return _ask("name", types.ElicitRequest(params=params))
+            result = answer
+        else:
+            result = await ctx.session.elicit_form(message, _NAME_SCHEMA, related_request_id=ctx.request_id)
+        if result.action == "accept" and result.content:
+            return f"Please introduce {result.content['name']} to the {team} team."
+        return f"The user answered {result.action}: introduce nobody to the {team} team."
+
+    @server.resource(SAMPLED_TEMPLATE, name="model-says", description="What the host's model says about a topic.")
+    async def model_says(topic: str, ctx: Context) -> str | types.InputRequiredResult:
+        text = f"Say one sentence about {topic}."
+        messages = [types.SamplingMessage(role="user", content=types.TextContent(type="text", text=text))]
+        if _modern(ctx):
+            answer = _answer(ctx, "sample")
+            if not isinstance(answer, types.CreateMessageResult | types.CreateMessageResultWithTools):
+                params = types.CreateMessageRequestParams(messages=messages, max_tokens=200)
+                return _ask("sample", types.CreateMessageRequest(params=params))
+            result: types.CreateMessageResult | types.CreateMessageResultWithTools = answer
+        else:
+            result = await ctx.session.create_message(messages, max_tokens=200, related_request_id=ctx.request_id)
+        return " ".join(block["text"] for block in _sampled(result)["content"] if block.get("type") == "text")

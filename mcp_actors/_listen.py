@@ -5,15 +5,19 @@ Up to 2025-11-25 a server pushes ``notifications/*/list_changed`` and
 the latter. At 2026-07-28 neither exists on its own: the client opens a
 ``subscriptions/listen`` request whose response *is* the event stream, naming what it wants
 (the three list_changed kinds and a set of resource URIs). mcp-actors keeps exactly one such
-stream per connection, owned by a :class:`Listener` that the connection actor starts when a
-2026-07-28 session connects and that dies with the session:
+stream per connection (two for the moment of a filter change), owned by a :class:`Listener`
+that the connection actor starts when a 2026-07-28 session connects and that dies with the
+session:
 
 * it asks for every list_changed kind the server declares (``listChanged`` in its
   capabilities) and for the URIs subscribed through :meth:`Listener.subscribe`; with nothing
   to ask for, no stream is opened;
-* a change of the URI set re-listens (the new filter replaces the old stream), and
+* a change of the URI set re-listens: the stream with the new filter is opened *beside* the
+  old one, and the old one is closed only once the new one is acknowledged, so an event sent
+  during the switch still arrives (on the old stream; at worst twice, never not at all).
   :meth:`Listener.subscribe` returns only once the server acknowledged a filter containing
-  the URI, so an update that follows cannot be missed;
+  the URI, so an update that follows cannot be missed. Should the old stream have dropped
+  before the new one was in place, ``on_reopen`` runs as after a loss;
 * the events themselves are frames the SDK also hands to the session's ``message_handler``,
   where the connection actor handles them exactly as on the handshake revisions (cache
   epochs, ``tools:changed``, ``resources:changed``, ``resource:updated``); the listener only
@@ -39,7 +43,7 @@ from typing import Final
 import attrs
 import trio
 from mcp import ClientSession
-from mcp.client.subscriptions import Subscription, SubscriptionLost, listen
+from mcp.client.subscriptions import SubscriptionLost, listen
 from mcp.shared.exceptions import MCPError
 
 from mcp_actors.errors import ServerProtocolError
@@ -152,9 +156,19 @@ class Listener:
         }
 
     async def run(self) -> None:
-        """Keep one stream open for the session's life (cancelled with it); never raises on a loss."""
+        """Keep one stream open for the session's life (cancelled with it); never raises on a loss.
+
+        A new filter is opened *beside* the old stream, which is closed only once the new one
+        is acknowledged: an event sent in between still arrives on the old one (both reach
+        the session's message handler, so at worst an event is seen twice, never missed).
+        """
+        async with trio.open_nursery() as nursery:
+            await self._run(nursery)
+
+    async def _run(self, nursery: trio.Nursery) -> None:
         failures = 0
         lost = False
+        current: _Stream | None = None
         flags = self._flags()
         while True:
             self._changed = trio.Event()
@@ -162,20 +176,48 @@ class Listener:
             uris = tuple(self._uris)
             if not any(flags.values()) and not uris:
                 # Nothing to listen for: the (empty) filter is trivially in place.
+                if current is not None:
+                    current.close()
+                    current = None
                 self._acked = generation
                 self._settle()
                 await self._changed.wait()
                 continue
             started = trio.current_time()
-            outcome = await self._one_stream(flags, uris, generation, reopened=lost)
-            if outcome == "changed":
-                failures, lost = 0, False
-                continue
-            if outcome == "refused":
+            stream = _Stream(listener=self, flags=flags, uris=uris)
+            outcome = await nursery.start(stream.run)
+            if outcome is None:
+                # The new filter is in place: only now may the old stream go.
+                gap = current is not None and current.ended.is_set()
+                if current is not None:
+                    current.close()
+                current = stream
+                self.opened += 1
+                self._honored = stream.honored
+                self._acked = generation
+                self._settle()
+                if lost or gap:
+                    self.on_reopen()  # the old stream ended before this one was in place: no replay
+                lost = False
+                await _wait_any(self._changed, stream.ended)
+                if not stream.ended.is_set():
+                    failures = 0
+                    continue  # a new filter is wanted; this stream stays open until it is acknowledged
+                outcome = stream.outcome
+            elif outcome == "refused":
+                if self._acked < generation:
+                    self._refused = stream.refused
+                    self._settle()
+                if current is not None:
+                    current.close()
+                    current = None
                 await self._changed.wait()
                 failures, lost = 0, False
                 continue
-            # Lost or closed by the server: open it again after a backoff, then invalidate.
+            # Lost or closed by the server: open it again after a backoff, then invalidate. An
+            # older stream still open (the new filter's stream failed to open) keeps delivering.
+            if current is not None and current.ended.is_set():
+                current = None
             lost = True
             if trio.current_time() - started >= _STEADY_AFTER:
                 failures = 0
@@ -185,59 +227,76 @@ class Listener:
             with trio.move_on_after(delay):
                 await self._changed.wait()  # a new filter is wanted: no reason to wait longer
 
-    async def _one_stream(
-        self, flags: dict[str, bool], uris: tuple[str, ...], generation: int, *, reopened: bool
-    ) -> str:
-        """Open a stream, drain it until the filter changes or it ends; returns why it ended."""
-        try:
-            async with contextlib.AsyncExitStack() as stack:
-                with trio.fail_after(LISTEN_ACK_BOUND):
-                    sub = await stack.enter_async_context(
-                        listen(
-                            self.session,
-                            tools_list_changed=flags["tools"],
-                            resources_list_changed=flags["resources"],
-                            prompts_list_changed=flags["prompts"],
-                            resource_subscriptions=uris,
-                        )
-                    )
-                self.opened += 1
-                self._honored = frozenset(sub.honored.resource_subscriptions or ())
-                self._acked = generation
-                self._settle()
-                if reopened:
-                    self.on_reopen()
-                return await self._drain(sub)
-        except MCPError as exc:
-            logger.info("server %s: subscriptions/listen refused: %s", self.label, exc.error.message)
-            if self._acked < generation:
-                self._refused = exc.error.message
-                self._settle()
-                return "refused"
-            return "lost"
-        except (SubscriptionLost, trio.TooSlowError) as exc:
-            logger.debug("server %s: subscriptions/listen stream lost: %s", self.label, exc)
-            return "lost"
-        except Exception as exc:  # the SDK or the transport choked: never let it take the connection down
-            logger.warning("server %s: subscriptions/listen failed: %s: %s", self.label, type(exc).__name__, exc)
-            return "lost"
 
-    async def _drain(self, sub: Subscription) -> str:
-        """Read the stream until it ends or the filter changes (the session's message handler sees its events)."""
-        outcome = "closed by the server"
-        async with trio.open_nursery() as nursery:
+async def _wait_any(*waits: trio.Event) -> None:
+    """Return as soon as one of ``waits`` is set."""
+    async with trio.open_nursery() as nursery:
 
-            async def read() -> None:
-                nonlocal outcome
-                try:
-                    async for _ in sub:
-                        pass
-                except SubscriptionLost:
-                    outcome = "lost"
-                nursery.cancel_scope.cancel()
-
-            nursery.start_soon(read)
-            await self._changed.wait()
-            outcome = "changed"
+        async def wait(event: trio.Event) -> None:
+            await event.wait()
             nursery.cancel_scope.cancel()
-        return outcome
+
+        for event in waits:
+            nursery.start_soon(wait, event)
+
+
+@attrs.define(eq=False)
+class _Stream:
+    """One ``subscriptions/listen`` stream, run as its own task until it ends or :meth:`close`.
+
+    :meth:`run` reports through ``task_status.started`` how the opening went: ``None`` once
+    acknowledged (the stream then keeps being drained), or why it failed (``"refused"``,
+    with the server's words in :attr:`refused`, or ``"lost"``). After an acknowledgment,
+    :attr:`ended` is set when it ends on its own, with the reason in :attr:`outcome`.
+    """
+
+    listener: Listener
+    flags: dict[str, bool]
+    uris: tuple[str, ...]
+    honored: frozenset[str] = attrs.field(default=frozenset(), init=False)
+    refused: str | None = attrs.field(default=None, init=False)
+    outcome: str = attrs.field(default="closed by the server", init=False)
+    ended: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _scope: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
+
+    def close(self) -> None:
+        """End the stream (its request is cancelled; the server sees the client go)."""
+        self._scope.cancel()
+
+    async def run(self, *, task_status: trio.TaskStatus[str | None] = trio.TASK_STATUS_IGNORED) -> None:
+        label = self.listener.label
+        acked = False
+        with self._scope:
+            try:
+                async with contextlib.AsyncExitStack() as stack:
+                    with trio.fail_after(LISTEN_ACK_BOUND):
+                        sub = await stack.enter_async_context(
+                            listen(
+                                self.listener.session,
+                                tools_list_changed=self.flags["tools"],
+                                resources_list_changed=self.flags["resources"],
+                                prompts_list_changed=self.flags["prompts"],
+                                resource_subscriptions=self.uris,
+                            )
+                        )
+                    self.honored = frozenset(sub.honored.resource_subscriptions or ())
+                    acked = True
+                    task_status.started(None)
+                    async for _ in sub:
+                        pass  # the session's message handler sees the events; this keeps the stream drained
+            except MCPError as exc:
+                logger.info("server %s: subscriptions/listen refused: %s", label, exc.error.message)
+                self.outcome = "lost" if acked else "refused"
+                if not acked:
+                    self.refused = exc.error.message
+            except (SubscriptionLost, trio.TooSlowError) as exc:
+                logger.debug("server %s: subscriptions/listen stream lost: %s", label, exc)
+                self.outcome = "lost"
+            except Exception as exc:  # the SDK or the transport choked: never let it take the connection down
+                logger.warning("server %s: subscriptions/listen failed: %s: %s", label, type(exc).__name__, exc)
+                self.outcome = "lost"
+        if self._scope.cancelled_caught:
+            self.outcome = "closed"
+        self.ended.set()
+        if not acked:
+            task_status.started(self.outcome)

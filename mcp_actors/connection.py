@@ -66,6 +66,7 @@ import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
 from mcp.client import NotificationBinding
+from mcp.client._input_required import InputRequiredRoundsExceededError
 from mcp.client._probe import negotiate_auto
 from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.exceptions import MCPError
@@ -73,7 +74,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_actors import events
 from mcp_actors._cache import MAX_PAGES, Listing, ListingCache, ListingKind, fetch_listing, make_listing
-from mcp_actors._callbacks import HostCallbacks, fulfil_input_required
+from mcp_actors._callbacks import INPUT_REQUIRED_MAX_ROUNDS, HostCallbacks, fulfil_input_required
 from mcp_actors._dispatch import StreamWire, WireDispatcher
 from mcp_actors._listen import Listener
 from mcp_actors._live import LiveSession, ProgressDeadline, RequestStamp, SessionEnded
@@ -1116,10 +1117,27 @@ class ConnectionHandle:
         return meta  # type: ignore[return-value]  # RequestParamsMeta is a TypedDict with extra items
 
     async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> mcp_types.GetPromptResult:
-        """One prompt rendered with its arguments (``prompts/get``)."""
+        """One prompt rendered with its arguments (``prompts/get``).
+
+        At 2026-07-28 a server may answer with an ``InputRequiredResult`` (it asks the user or
+        the model before rendering): fulfilled through the host callbacks and retried, exactly
+        as for ``tools/call``.
+        """
 
         async def op(session: ClientSession) -> mcp_types.GetPromptResult:
-            return await session.get_prompt(name, arguments, meta=self._log_meta(session))
+            async def send(
+                responses: mcp_types.InputResponses | None, state: str | None
+            ) -> mcp_types.GetPromptResult | mcp_types.InputRequiredResult:
+                return await session.get_prompt(
+                    name,
+                    arguments,
+                    input_responses=responses,
+                    request_state=state,
+                    meta=self._log_meta(session),
+                    allow_input_required=True,
+                )
+
+            return await self._fulfilled(session, "prompts/get", send)
 
         return await self._request("prompts/get", op)
 
@@ -1139,12 +1157,51 @@ class ConnectionHandle:
         return listing.items
 
     async def read_resource(self, uri: str) -> mcp_types.ReadResourceResult:
-        """Read one resource (text or blob contents)."""
+        """Read one resource (text or blob contents).
+
+        At 2026-07-28 a server may answer with an ``InputRequiredResult`` (a template that
+        asks before it produces the resource): fulfilled through the host callbacks and
+        retried, exactly as for ``tools/call``.
+        """
 
         async def op(session: ClientSession) -> mcp_types.ReadResourceResult:
-            return await session.read_resource(uri, meta=self._log_meta(session))
+            async def send(
+                responses: mcp_types.InputResponses | None, state: str | None
+            ) -> mcp_types.ReadResourceResult | mcp_types.InputRequiredResult:
+                return await session.read_resource(
+                    uri,
+                    input_responses=responses,
+                    request_state=state,
+                    meta=self._log_meta(session),
+                    allow_input_required=True,
+                )
+
+            return await self._fulfilled(session, "resources/read", send)
 
         return await self._request("resources/read", op)
+
+    async def _fulfilled(
+        self,
+        session: ClientSession,
+        what: str,
+        send: Callable[[mcp_types.InputResponses | None, str | None], Awaitable[T | mcp_types.InputRequiredResult]],
+    ) -> T:
+        """Send a request that may answer ``InputRequiredResult`` (SEP-2322), and fulfil it until it is final.
+
+        One home for the rule (the one ``tools/call`` follows): the host callbacks answer the
+        embedded requests, a refusal is raised at once (``MCPError``, reported by the call path
+        as the server's error), and a server that keeps asking past
+        :data:`~mcp_actors._callbacks.INPUT_REQUIRED_MAX_ROUNDS` rounds is a protocol error.
+        """
+        try:
+            return await fulfil_input_required(session, await send(None, None), send)
+        except InputRequiredRoundsExceededError:
+            raise ServerProtocolError(
+                f"server {self.settings.server_name!r}: {what} still asked for input after"
+                f" {INPUT_REQUIRED_MAX_ROUNDS} rounds (InputRequiredResult); the server is at fault: report it"
+                " to its authors",
+                server=self.settings.server_name,
+            ) from None
 
     def _listener(self, session: ClientSession) -> Listener | None:
         """The session's listen-stream owner when it speaks 2026-07-28, else ``None``."""
@@ -1332,6 +1389,14 @@ class ConnectionHandle:
             # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
             try:
                 return await fulfil_input_required(live.session, await send(None, None), send)
+            except InputRequiredRoundsExceededError:
+                raise ToolCallFailed(
+                    f"server {settings.server_name!r}: tool {name!r} still asked for input after"
+                    f" {INPUT_REQUIRED_MAX_ROUNDS} rounds (InputRequiredResult); the server is at fault: report it"
+                    " to its authors",
+                    server=settings.server_name,
+                    tool=name,
+                ) from None
             except RuntimeError as exc:
                 raise self._invalid_output(name, exc) from None
 

@@ -59,14 +59,28 @@ async def test_prompts_list_and_get(tmp_path: Path) -> None:
     assert rc == 2 and "--arg expects KEY=VALUE" in err
 
 
+async def test_prompt_and_resource_that_ask_the_host(tmp_path: Path) -> None:
+    """Not on a terminal, a prompt's question is declined and a resource's sampling refused, each said on stderr."""
+    config = tmp_path / "cfg.json"
+    rc, out, err = await cli(config, "prompts", "get", "demo", "introduce", "--arg", "team=ops")
+    assert (rc, out) == (0, "[user] The user answered decline: introduce nobody to the ops team.\n")
+    assert "declined a server's question" in err
+    rc, out, err = await cli(config, "resources", "read", "demo", "demo://model-says/trio")
+    assert rc != 0 and out == "" and "Traceback" not in err
+    assert "server 'demo': resources/read failed: the mcp-actors command line has no language" in err
+
+
 async def test_discover_shows_templates(tmp_path: Path) -> None:
     """discover lists resource templates, in its table and in --json."""
     config = tmp_path / "cfg.json"
     rc, out, _ = await cli(config, "discover", "demo", "--json")
     assert rc == 0
-    assert [t["uriTemplate"] for t in json.loads(out)["resourceTemplates"]] == ["demo://note/{name}"]
+    assert [t["uriTemplate"] for t in json.loads(out)["resourceTemplates"]] == [
+        "demo://model-says/{topic}",
+        "demo://note/{name}",
+    ]
     rc, out, _ = await cli(config, "discover", "demo")
-    assert rc == 0 and "Resource templates (1)" in out
+    assert rc == 0 and "Resource templates (2)" in out
 
 
 def test_call_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:

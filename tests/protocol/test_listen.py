@@ -6,9 +6,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import trio
+import trio.testing
 
 from mcp_actors import events
 from mcp_actors._demo_features import COUNTER_URI
+from mcp_actors._listen import LISTEN_ACK_BOUND
 from mcp_actors.connection import ConnectionHandle, ConnectionSettings, open_connection
 from mcp_actors.demo_server import create_demo_server
 from mcp_actors.errors import ServerProtocolError
@@ -112,3 +114,65 @@ async def test_subscribe_on_a_server_without_listen_is_a_typed_error(autojump_cl
             assert (await handle.read_resource("mem://one")).contents[0].text == "1"  # type: ignore[union-attr]
         finally:
             await handle.aclose()
+
+
+async def test_an_update_while_relistening_reaches_the_host(autojump_clock: trio.abc.Clock) -> None:
+    """An update sent while a new filter awaits its ack arrives on the old stream, kept open until that ack."""
+    from mcp.server.lowlevel.server import HandlerEntry
+
+    gate, entered, arm = trio.Event(), trio.Event(), {"on": False}
+
+    def slow_ack() -> object:
+        """The demo server, whose next subscriptions/listen waits for the gate before it acknowledges."""
+        server = create_demo_server()
+        lowlevel = server._lowlevel_server
+        entry = lowlevel._request_handlers["subscriptions/listen"]
+
+        async def listen(ctx: object, params: object) -> object:
+            if arm["on"]:
+                arm["on"] = False
+                entered.set()
+                await gate.wait()
+            return await entry.handler(ctx, params)  # type: ignore[arg-type]
+
+        lowlevel._request_handlers["subscriptions/listen"] = HandlerEntry(entry.params_type, listen)
+        return server
+
+    bus = events.EventBus()
+    sub = bus.subscribe()
+    settings = ConnectionSettings(
+        server_id="id-gap", server_name="gap", transport=MemoryParams(server=slow_ack), ping_interval=0
+    )
+    handle, start = open_connection(settings, bus)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(start)
+        try:
+            await handle.subscribe_resource(COUNTER_URI)  # a stream in place, carrying the counter
+            arm["on"] = True
+            subscribed = trio.Event()
+
+            async def subscribe_more() -> None:
+                await handle.subscribe_resource("demo://readme")
+                subscribed.set()
+
+            nursery.start_soon(subscribe_more)
+            await entered.wait()  # the new filter is asked for, not yet acknowledged: the window
+            seen: list[tuple[events.EventType, object]] = []
+
+            async def collect() -> None:
+                async for event in sub:
+                    seen.append((event.type, event.data.get("uri")))
+
+            nursery.start_soon(collect)
+            await handle.call_tool("bump_counter")  # resources/updated of the counter, now: only a listen stream has it
+            await trio.testing.wait_all_tasks_blocked()
+            gate.set()
+            with trio.fail_after(LISTEN_ACK_BOUND):
+                await subscribed.wait()
+            await trio.testing.wait_all_tasks_blocked()
+            assert (events.RESOURCE_UPDATED, COUNTER_URI) in seen
+            listener = handle._cell.listener
+            assert listener is not None and listener.uris == (COUNTER_URI, "demo://readme")
+        finally:
+            await handle.aclose()
+            nursery.cancel_scope.cancel()

@@ -9,6 +9,7 @@ from typing import Any
 import mcp.types as mcp_types
 import pytest
 
+from mcp_actors._demo_callbacks import SAMPLED_TEMPLATE
 from mcp_actors._demo_features import COUNTER_URI, NOTE_TEMPLATE, TASK_TOOL
 from mcp_actors.errors import ToolCallFailed
 from mcp_actors.portal import start_portal
@@ -37,7 +38,7 @@ def test_sync_facade_offers_every_feature(tmp_path: Path, protocol: str) -> None
         svc = portal.sync_service()
         svc.add(demo_input(protocol=protocol))
         assert COUNTER_URI in {str(r.uri) for r in svc.list_resources("srv")}
-        assert [t.uri_template for t in svc.list_resource_templates("srv")] == [NOTE_TEMPLATE]
+        assert [t.uri_template for t in svc.list_resource_templates("srv")] == [SAMPLED_TEMPLATE, NOTE_TEMPLATE]
         assert svc.read_resource("srv", "demo://note/beta").contents[0].text == "note beta"  # type: ignore[union-attr]
         svc.subscribe_resource("srv", COUNTER_URI)
         svc.unsubscribe_resource("srv", COUNTER_URI)
@@ -70,7 +71,8 @@ def test_asyncio_facade_offers_every_feature(tmp_path: Path) -> None:
                 on_loop.append(asyncio.get_running_loop() is loop)
 
             await svc.add(demo_input())
-            assert [t.uri_template for t in await svc.list_resource_templates("srv")] == [NOTE_TEMPLATE]
+            templates = await svc.list_resource_templates("srv")
+            assert [t.uri_template for t in templates] == [SAMPLED_TEMPLATE, NOTE_TEMPLATE]
             assert (await svc.read_resource("srv", COUNTER_URI)).contents[0].text == "0"  # type: ignore[union-attr]
             await svc.subscribe_resource("srv", COUNTER_URI)
             await svc.unsubscribe_resource("srv", COUNTER_URI)

@@ -11,6 +11,7 @@ import trio
 from protocol_bed import BOUND, NEGOTIATED, demo_service, negotiated, next_event, text_of
 
 from mcp_actors import events
+from mcp_actors._demo_callbacks import SAMPLED_TEMPLATE
 from mcp_actors._demo_features import COUNTER_URI, EXTRA_RESOURCE_URI, NOTE_TEMPLATE, TASK_TOOL
 from mcp_actors.adapters import flatten_result
 from mcp_actors.errors import ServerProtocolError, ToolCallFailed, ToolCallTimeout, ToolOutputInvalid
@@ -25,7 +26,7 @@ async def test_resources_templates_read_and_discover(tmp_path: Path, transport: 
             uris = {str(r.uri) for r in await svc.list_resources("srv")}
             assert {"demo://readme", COUNTER_URI, "demo://pixel.png"} <= uris
             templates = await svc.list_resource_templates("srv")
-            assert [t.uri_template for t in templates] == [NOTE_TEMPLATE]
+            assert [t.uri_template for t in templates] == [SAMPLED_TEMPLATE, NOTE_TEMPLATE]
             text = await svc.read_resource("srv", "demo://note/alpha")
             assert isinstance(text.contents[0], mcp_types.TextResourceContents)
             assert text.contents[0].text == "note alpha"
@@ -33,7 +34,7 @@ async def test_resources_templates_read_and_discover(tmp_path: Path, transport: 
             assert isinstance(blob.contents[0], mcp_types.BlobResourceContents)
             assert blob.contents[0].mime_type == "image/png"
             found = await svc.discover("srv")
-            assert [t.uri_template for t in found.resource_templates] == [NOTE_TEMPLATE]
+            assert [t.uri_template for t in found.resource_templates] == [SAMPLED_TEMPLATE, NOTE_TEMPLATE]
             assert not found.errors
             with pytest.raises(ServerProtocolError, match="resources/read"):
                 await svc.read_resource("srv", "demo://nothing-here")

@@ -19,7 +19,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_actors import demo_server
-from mcp_actors._demo_callbacks import CALLBACK_TOOL_NAMES
+from mcp_actors._demo_callbacks import ASKING_PROMPT, CALLBACK_TOOL_NAMES
 from mcp_actors.demo_server import EXTRA_TOOL_NAME, README_URI
 from mcp_actors.testing import demo_server_command, serve_http
 from mcp_actors.testing._announce import parse_announce
@@ -102,7 +102,7 @@ async def check_listing(session: ClientSession) -> None:
     assert tools["add"].input_schema["properties"]["a"]["type"] == "number"
     assert tools["big"].input_schema["properties"]["n"]["type"] == "integer"
     prompts = {p.name: p for p in (await session.list_prompts()).prompts}
-    assert set(prompts) == {"greeting", "compose"}
+    assert set(prompts) == {"greeting", "compose", ASKING_PROMPT}
     prompt = prompts["greeting"]
     assert prompt.name == "greeting" and [a.name for a in prompt.arguments or []] == ["name"]
     rendered = await session.get_prompt("greeting", {"name": "Ada"})
