@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,44 @@ async def test_bad_cwd_opens_the_circuit_after_one_attempt(tmp_path: Path, kind:
         with trio.fail_after(30), pytest.raises(ConnectionFailed, match=r"no-such-dir|plain-file"):
             await rt.service.call_tool("badcwd", "echo", {"text": "x"})
         assert rt.service.status("badcwd").restarts == 0
+
+
+async def test_a_burst_of_spawns_runs_a_few_at_a_time() -> None:
+    """Twenty servers started at once spawn a few at a time: every spawning thread keeps a malloc arena."""
+    from mcp_actors.transports import StdioParams, open_stdio_transport
+
+    params = StdioParams(command=sys.executable, args=("-c", "import sys; sys.stdin.read()"))
+    spawning = 0
+    most = 0
+    real_popen = __import__("subprocess").Popen
+
+    class CountingPopen(real_popen):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            nonlocal spawning, most
+            spawning += 1
+            most = max(most, spawning)
+            try:
+                time.sleep(0.05)  # a slow spawn: a burst piles up unless spawns are limited
+                super().__init__(*args, **kwargs)
+            finally:
+                spawning -= 1
+
+    started = 0
+    all_started = trio.Event()
+
+    async def one(i: int) -> None:
+        nonlocal started
+        async with open_stdio_transport(params, label=f"burst-{i}"):
+            started += 1
+            if started == 20:
+                all_started.set()
+            await all_started.wait()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("subprocess.Popen", CountingPopen)
+        with trio.fail_after(120):
+            async with trio.open_nursery() as nursery:
+                for i in range(20):
+                    nursery.start_soon(one, i)
+    assert started == 20
+    assert 1 <= most <= 4, most
