@@ -69,6 +69,8 @@ class FaultPlan:
         http_error_on_call: Answer the Nth ``tools/call`` POST with an HTTP error status
             (streamable HTTP only).
         http_error_status: That status (default 500).
+        protocol_version: Answer ``initialize`` with this revision whatever the client asks
+            (a server that knows only it); ``None``: the client's, when known.
         modern: Also answer ``server/discover`` (2026-07-28; streamable HTTP only). Off by
             default: the faults are handshake-era mechanisms (see the HTTP engine).
     """
@@ -94,6 +96,12 @@ class FaultPlan:
     )
     http_error_status: int = attrs.field(default=500, validator=[attrs.validators.ge(400), attrs.validators.le(599)])
     modern: bool = False
+    protocol_version: str | None = attrs.field(
+        default=None,
+        validator=attrs.validators.optional(
+            attrs.validators.in_(("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"))
+        ),
+    )
 
     @garbage_stdout.validator
     def _check_garbage(self, attribute: attrs.Attribute[frozenset[str]], value: frozenset[str]) -> None:
@@ -251,6 +259,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="every successful tool result is one text item of exactly BYTES bytes",
     )
     parser.add_argument(
+        "--protocol-version",
+        metavar="VERSION",
+        help="answer initialize with this handshake revision whatever the client asks (2024-11-05 .. 2025-11-25)",
+    )
+    parser.add_argument(
         "--modern",
         action="store_true",
         help="streamable HTTP: also answer server/discover, so a client may speak 2026-07-28",
@@ -326,6 +339,7 @@ def parse_fault_args(argv: Sequence[str] | None = None) -> FaultPlan:
             http_error_on_call=args.http_error_on_call,
             http_error_status=args.http_error_status,
             modern=args.modern,
+            protocol_version=args.protocol_version,
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -278,6 +278,8 @@ class _StdioFaultServer:
     async def initialize(self, request_id: Any, params: dict[str, Any]) -> None:
         requested = params.get("protocolVersion")
         version = requested if requested in HANDSHAKE_VERSIONS else LATEST_VERSION
+        if self.plan.protocol_version is not None:
+            version = self.plan.protocol_version  # a server that knows only this revision
         await self.reply(
             request_id,
             {
