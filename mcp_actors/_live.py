@@ -48,7 +48,7 @@ from mcp_types import (
     PROTOCOL_VERSION_META_KEY,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from mcp_actors._dispatch import WireDispatcher
 from mcp_actors.errors import (
@@ -68,10 +68,28 @@ _END_GRACE = 10.0
 """Seconds a request that found the transport dead waits for the actor to end the session."""
 
 
+_PLAIN_RESULT: Final = mcp_types.CallToolResult.__pydantic_validator__
 _CALL_RESULT: Final[TypeAdapter[mcp_types.CallToolResult | mcp_types.InputRequiredResult]] = TypeAdapter(
     mcp_types.CallToolResult | mcp_types.InputRequiredResult
 )
 """What a ``tools/call`` answers (2026-07-28 may ask for input first): validated once, here."""
+
+
+def _call_result(raw: dict[str, Any]) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+    """Validate a ``tools/call`` answer once: as a ``CallToolResult`` unless it asks for input.
+
+    The union's validator tries both models (9 us against 5.5 us for one, measured); an
+    answer that does not say ``input_required`` is almost always a plain result, and the
+    union decides only what that first try refuses (its error then names both models).
+    """
+    if raw.get("resultType", "complete") == "complete":
+        try:
+            plain: mcp_types.CallToolResult = _PLAIN_RESULT.validate_python(raw, by_name=False)
+        except ValidationError:
+            pass
+        else:
+            return plain
+    return _CALL_RESULT.validate_python(raw, by_name=False)
 
 
 def client_capabilities(host_kwargs: Mapping[str, Any]) -> mcp_types.ClientCapabilities:
@@ -284,7 +302,7 @@ class LiveSession:
             ).model_dump(by_alias=True, mode="json", exclude_none=True)
             params.update({key: more[key] for key in ("inputResponses", "requestState") if key in more})
         raw = await self.send_raw("tools/call", params, on_progress=on_progress)
-        result = _CALL_RESULT.validate_python(raw, by_name=False)
+        result = _call_result(raw)
         if isinstance(result, mcp_types.CallToolResult) and not result.is_error:
             self.check_output(name, result)
         return result

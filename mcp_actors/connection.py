@@ -1286,15 +1286,22 @@ class ConnectionHandle:
         A definition listed on this connection is used even after ``tools/list_changed``;
         only an unknown name on a changed list lists again (one request for every caller).
         """
+        found, tool = self._listed_tool(name)
+        if found:
+            return tool
+        listing = await self._listing(ListingKind.TOOLS, max_age=math.inf)
+        return listing.by_name.get(name)
+
+    def _listed_tool(self, name: str) -> tuple[bool, mcp_types.Tool | None]:
+        """``(True, definition or None)`` when the live listing answers for ``name``, else ``(False, None)``."""
         cell = self._cell
         live = cell.live
         listing = cell.listings.published.get(ListingKind.TOOLS)
         if live is not None and listing is not None and listing.live is live:
             tool: mcp_types.Tool | None = listing.by_name.get(name)
             if tool is not None or listing.epoch == cell.status.tools_epoch:
-                return tool
-        listing = await self._listing(ListingKind.TOOLS, max_age=math.inf)
-        return listing.by_name.get(name)
+                return True, tool
+        return False, None
 
     async def call_tool(
         self,
@@ -1337,8 +1344,8 @@ class ConnectionHandle:
         settings = self.settings
         if call_id is not None:
             logger.debug("server %s: call %s of %s", settings.server_name, call_id, name)
-        modern = _is_modern((await self._live()).session)
-        if modern:
+        live = self._cell.live or await self._live()
+        if _is_modern(live.session):
             # 2026-07-28 has no tasks in the SDK (an extension, io.modelcontextprotocol/tasks,
             # that it does not negotiate) and its tool listings carry no execution.taskSupport.
             if as_task:
@@ -1352,10 +1359,12 @@ class ConnectionHandle:
             as_task = False
         # The definition comes from this connection's listing (one tools/list per connection, a
         # dictionary look-up after that): task support, output schema, header params.
-        try:
-            known = await self.tool_definition(name)
-        except ServerProtocolError:
-            known = None  # the listing failed: call plainly; the call reports its own errors
+        found, known = self._listed_tool(name)
+        if not found:
+            try:
+                known = await self.tool_definition(name)
+            except ServerProtocolError:
+                known = None  # the listing failed: call plainly; the call reports its own errors
         if as_task is None:
             execution = known.execution if known is not None else None
             as_task = execution is not None and execution.task_support == "required"
@@ -1363,15 +1372,20 @@ class ConnectionHandle:
             ProgressDeadline(max_total=settings.max_total_timeout) if settings.reset_timeout_on_progress else None
         )
         ids = {"serverId": settings.server_id, "serverName": settings.server_name, "toolName": name, "callId": call_id}
+        progressed: ProgressFnT | None = None
+        bus = self._cell.bus
+        # Progress is asked for (a progressToken) only when something can see it: the caller's
+        # callback, a deadline that progress pushes back, or a subscriber to tool:progress.
+        if on_progress is not None or deadline is not None or bus.has_subscribers:
 
-        async def progressed(progress: float, total: float | None, message: str | None) -> None:
-            if deadline is not None:
-                deadline.touch()
-            self._cell.bus.emit(events.TOOL_PROGRESS, **ids, progress=progress, total=total, message=message)
-            if on_progress is not None:
-                outcome = on_progress(progress, total, message)
-                if inspect.isawaitable(outcome):
-                    await outcome
+            async def progressed(progress: float, total: float | None, message: str | None) -> None:
+                if deadline is not None:
+                    deadline.touch()
+                bus.emit(events.TOOL_PROGRESS, **ids, progress=progress, total=total, message=message)
+                if on_progress is not None:
+                    outcome = on_progress(progress, total, message)
+                    if inspect.isawaitable(outcome):
+                        await outcome
 
         async def op(live: LiveSession) -> mcp_types.CallToolResult:
             async def send(
@@ -1388,7 +1402,10 @@ class ConnectionHandle:
 
             # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
             try:
-                return await fulfil_input_required(live.session, await send(None, None), send)
+                first = await send(None, None)
+                if not isinstance(first, mcp_types.InputRequiredResult):
+                    return first
+                return await fulfil_input_required(live.session, first, send)
             except InputRequiredRoundsExceededError:
                 raise ToolCallFailed(
                     f"server {settings.server_name!r}: tool {name!r} still asked for input after"
@@ -1420,7 +1437,7 @@ class ConnectionHandle:
         live: LiveSession,
         name: str,
         args: dict[str, Any],
-        progressed: ProgressFnT,
+        progressed: ProgressFnT | None,
         ids: dict[str, Any],
     ) -> mcp_types.CallToolResult:
         """Create the task, poll it at the server's interval, fetch its result; cancel it if abandoned."""

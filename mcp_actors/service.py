@@ -20,7 +20,8 @@ import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any
+from logging import DEBUG
+from typing import Any, Final
 
 import attrs
 import mcp.types as mcp_types
@@ -70,6 +71,8 @@ __all__ = [
 ]
 
 logger = logging.getLogger("mcp_actors.service")
+_CALL_LOG: Final = logging.getLogger("mcp_actors.connection")
+"""Where a call's id is logged (at DEBUG) when it starts: the connection's logger."""
 
 
 @attrs.frozen(kw_only=True)
@@ -487,7 +490,9 @@ class McpService:
 
         Emits ``tool:called`` with the duration and success (built only while someone is
         subscribed), and ``tool:progress`` for every
-        progress notification (also given to ``on_progress(progress, total, message)``). A
+        progress notification (also given to ``on_progress(progress, total, message)``).
+        Progress is asked of the server only when something can see it: ``on_progress``, a
+        subscriber at the call's start, or the server's ``resetTimeoutOnProgress``. A
         tool whose ``execution.taskSupport`` is ``required`` runs as a task (created, polled
         at the server's interval, its result fetched, cancelled if the caller gives up);
         ``as_task=True`` does so for an ``optional`` one too, emitting ``task:status``.
@@ -505,14 +510,20 @@ class McpService:
         await trio.lowlevel.checkpoint_if_cancelled()
         record, handle = await self._active(server)
         check_tool_enabled(record, tool_name)
-        call_id = call_id or _new_call_id()
+        bus = self._registry.bus
+        if call_id is None and (self._approver is not None or bus.has_subscribers or _CALL_LOG.isEnabledFor(DEBUG)):
+            call_id = _new_call_id()  # an id only when something can see it (an approver, events, the call log)
         args = dict(arguments or {})
         if self._approver is not None and not (
             record.is_trusted and tool_name not in record.disabled_auto_approve_tools
         ):
             verdict = self._approver(
                 ApprovalRequest(
-                    server_id=record.id, server_name=record.name, tool_name=tool_name, arguments=args, call_id=call_id
+                    server_id=record.id,
+                    server_name=record.name,
+                    tool_name=tool_name,
+                    arguments=args,
+                    call_id=call_id or _new_call_id(),
                 )
             )
             if inspect.isawaitable(verdict):
@@ -532,7 +543,6 @@ class McpService:
             success = not result.is_error
             return result
         finally:
-            bus = self._registry.bus
             # Built only for a listener: nobody can ever see an event emitted to no one.
             if bus.has_subscribers:
                 bus.emit(
@@ -540,7 +550,7 @@ class McpService:
                     serverId=record.id,
                     serverName=record.name,
                     toolName=tool_name,
-                    callId=call_id,
+                    callId=call_id or _new_call_id(),
                     duration=time.perf_counter() - start,
                     success=success,
                 )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from testkit import drain, runtime_at, text_of
@@ -75,3 +76,30 @@ async def test_lookup_errors_unchanged(tmp_path: Path, servers_in_memory: InMemo
         with pytest.raises(ServerInactive, match="demo"):
             await rt.service.call_tool("demo", "echo", {"text": "x"})
     assert servers_in_memory.starts.get("demo", 0) == 0
+
+
+async def test_progress_is_asked_for_only_when_something_can_see_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No callback and no subscriber: no progressToken goes out; a subscriber or a callback asks and gets progress."""
+    from mcp_actors._dispatch import WireDispatcher
+
+    tokens: list[object] = []
+    send = WireDispatcher.send_raw_request
+
+    async def watched(self: WireDispatcher, method: str, params: Any, opts: Any = None) -> dict[str, Any]:
+        if method == "tools/call":
+            tokens.append((opts or {}).get("on_progress") is not None)
+        return await send(self, method, params, opts)
+
+    monkeypatch.setattr(WireDispatcher, "send_raw_request", watched)
+    async with runtime_at(tmp_path) as rt:
+        await rt.service.list_server_tools("demo")
+        await rt.service.call_tool("demo", "sleep", {"seconds": 0.01})
+        seen: list[float] = []
+        await rt.service.call_tool("demo", "sleep", {"seconds": 0.01}, on_progress=lambda p, t, m: seen.append(p))
+        with rt.service.subscribe() as sub:
+            await rt.service.call_tool("demo", "sleep", {"seconds": 0.01})
+            progress = [e for e in drain(sub) if e.type == events.TOOL_PROGRESS]
+    assert tokens == [False, True, True]
+    assert len(seen) == 10 and len(progress) == 10, (seen, progress)
