@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final, Protocol, TypeVar, overload, runtime_checkable
 
@@ -16,6 +15,7 @@ import attrs
 import mcp.types as mcp_types
 import trio
 
+from mcp_actors._call_ids import new_call_id
 from mcp_actors.connection import ConnectionState, ConnectionStatus
 from mcp_actors.errors import McpActorsError, ToolCallTimeout
 
@@ -206,7 +206,7 @@ async def _call(target: _Target, params: Mapping[str, Any] | None) -> mcp_types.
     """
     arguments = _check_params(params, target.name)
     deadline = trio.current_time() + target.timeout
-    call_id = uuid.uuid4().hex[:16]
+    call_id = new_call_id()
     connected = True
     try:
         with trio.move_on_at(deadline):

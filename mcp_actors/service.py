@@ -15,9 +15,7 @@ from __future__ import annotations
 import builtins
 import difflib
 import inspect
-import itertools
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from logging import DEBUG
@@ -29,6 +27,7 @@ import trio
 import trio.lowlevel
 
 from mcp_actors import events
+from mcp_actors._call_ids import new_call_id
 from mcp_actors._callbacks import RootsSource
 from mcp_actors._registry import (
     AddServers,
@@ -141,18 +140,6 @@ def _close_tool_ids(tool_id: str, known: builtins.list[str]) -> builtins.list[st
     if same_server:
         return [same_server[n] for n in difflib.get_close_matches(tail, list(same_server), n=3, cutoff=0.6)]
     return difflib.get_close_matches(tool_id, known, n=3, cutoff=0.8)
-
-
-# Call ids name a call in logs and events; nothing needs them to be unguessable, so a
-# counter after a per-process random prefix (16 hex digits, as the ids were) replaces the
-# uuid4() per call that docs/performance.md measured on the hot path.
-_CALL_ID_PREFIX = os.urandom(4).hex()
-_call_ids = itertools.count(1)
-
-
-def _new_call_id() -> str:
-    """A fresh id for a call whose caller gave none: unique in this process, cheap."""
-    return f"{_CALL_ID_PREFIX}{next(_call_ids) & 0xFFFFFFFF:08x}"
 
 
 class McpService:
@@ -512,7 +499,7 @@ class McpService:
         check_tool_enabled(record, tool_name)
         bus = self._registry.bus
         if call_id is None and (self._approver is not None or bus.has_subscribers or _CALL_LOG.isEnabledFor(DEBUG)):
-            call_id = _new_call_id()  # an id only when something can see it (an approver, events, the call log)
+            call_id = new_call_id()  # an id only when something can see it (an approver, events, the call log)
         args = dict(arguments or {})
         if self._approver is not None and not (
             record.is_trusted and tool_name not in record.disabled_auto_approve_tools
@@ -523,7 +510,7 @@ class McpService:
                     server_name=record.name,
                     tool_name=tool_name,
                     arguments=args,
-                    call_id=call_id or _new_call_id(),
+                    call_id=call_id or new_call_id(),
                 )
             )
             if inspect.isawaitable(verdict):
@@ -550,7 +537,7 @@ class McpService:
                     serverId=record.id,
                     serverName=record.name,
                     toolName=tool_name,
-                    callId=call_id or _new_call_id(),
+                    callId=call_id or new_call_id(),
                     duration=time.perf_counter() - start,
                     success=success,
                 )

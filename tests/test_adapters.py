@@ -12,6 +12,7 @@ import math
 import os
 import re
 import signal
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -194,10 +195,17 @@ async def test_adapter_arguments_are_checked_for_shape_only(tmp_path: Path, serv
         assert await McpToolAdapter(echo.mcp_tool, service, timeout=5).execute({"text": "ok"}) == "ok"
 
 
-async def test_each_execute_has_its_own_call_id(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
-    """Every execute generates a fresh call id, which the registry reports in its tool:called event."""
+async def test_each_execute_has_its_own_call_id(
+    tmp_path: Path, servers_in_memory: InMemoryServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every execute draws a fresh call id from the counter (no uuid4), which tool:called reports."""
+
+    def no_uuid() -> uuid.UUID:
+        raise AssertionError("uuid4() on the call path")
+
     async with service_with(tmp_path, stdio_entry("ids", fault_server_command())) as service:
         echo = (await adapters_of(service, "ids"))["echo"]
+        monkeypatch.setattr(uuid, "uuid4", no_uuid)
         with service.subscribe() as subscription:
             for text in ("a", "b"):
                 assert await echo.execute({"text": text}) == text
