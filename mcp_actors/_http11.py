@@ -603,7 +603,7 @@ class Response:
             self.close()
             raise
 
-    def _decode(self, decoders: list[zlib._Decompress], data: bytes) -> bytes:
+    def _decode(self, decoders: list[zlib._Decompress | _Deflate], data: bytes) -> bytes:
         try:
             for decoder in decoders:
                 data = decoder.decompress(data)
@@ -697,11 +697,31 @@ class Response:
                 )
 
 
-def _decoder(encoding: str, method: str, url: Url) -> zlib._Decompress:
+class _Deflate:
+    """``deflate`` as servers send it: zlib-wrapped (the standard) or raw (common); tried in that order."""
+
+    def __init__(self) -> None:
+        self._inner = zlib.decompressobj()
+        self._first = True
+
+    def decompress(self, data: bytes) -> bytes:
+        if self._first:
+            self._first = False
+            try:
+                return self._inner.decompress(data)
+            except zlib.error:
+                self._inner = zlib.decompressobj(-zlib.MAX_WBITS)
+        return self._inner.decompress(data)
+
+    def flush(self) -> bytes:
+        return self._inner.flush()
+
+
+def _decoder(encoding: str, method: str, url: Url) -> zlib._Decompress | _Deflate:
     if encoding in ("gzip", "x-gzip"):
         return zlib.decompressobj(zlib.MAX_WBITS | 16)
     if encoding == "deflate":
-        return zlib.decompressobj(zlib.MAX_WBITS | 32)  # zlib or gzip header, auto-detected
+        return _Deflate()
     raise DecodingError(
         f"the answer to {method} {url.shown()} is in content-encoding {encoding!r}, which is not supported"
         " (gzip and deflate are)"
