@@ -44,6 +44,7 @@ and where (method, origin), never a header value.
 from __future__ import annotations
 
 import base64
+import re
 import ssl
 import urllib.parse
 import zlib
@@ -74,7 +75,6 @@ _MAX_IDLE: Final = 64
 """Idle keep-alive connections kept per origin; more are closed as they come back."""
 _MAX_CHUNK_LINE: Final = 4096
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
-_FORBIDDEN: Final = ("\r", "\n", "\0")
 
 
 class HttpError(Exception):
@@ -152,7 +152,7 @@ class Url:
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
-        if any(c in target for c in (" ", *_FORBIDDEN)):
+        if any(c in target for c in " \r\n\0"):
             target = urllib.parse.quote(target, safe="/?&=%:@!$'()*+,;~[]-._")
         userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
         return cls(scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme], target, userinfo)
@@ -184,22 +184,25 @@ class Url:
 # ---------------------------------------------------------------------- headers
 
 
-def _check_header(name: str, value: str) -> None:
-    if not name or any(c in name for c in (*_FORBIDDEN, ":", " ", "\t")):
-        raise InvalidRequest(f"header name {name!r} is not valid")
-    if any(c in value for c in _FORBIDDEN):
-        raise InvalidRequest(f"header {name!r} has a line break (CR or LF) or NUL in its value; remove it")
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""A header name (RFC 9110's ``token``)."""
+_BREAK: Final = re.compile(r"[\r\n\0]")
 
 
 def encode_headers(headers: Iterable[tuple[str, str]]) -> bytes:
-    """Validate and encode header lines (``name: value\\r\\n`` each), once.
+    """Validate and encode header lines (``name: value\\r\\n`` each).
 
     Raises:
-        InvalidRequest: A name or value is not allowed (names the header, not its value).
+        InvalidRequest: A name is not a token, or a value has CR, LF or NUL (names the
+            header, never its value).
     """
     lines = []
+    token, breaks = _TOKEN.fullmatch, _BREAK.search
     for name, value in headers:
-        _check_header(name, value)
+        if token(name) is None:
+            raise InvalidRequest(f"header name {name!r} is not valid")
+        if breaks(value) is not None:
+            raise InvalidRequest(f"header {name!r} has a line break (CR or LF) or NUL in its value; remove it")
         lines.append(f"{name}: {value}\r\n")
     return "".join(lines).encode()
 
@@ -228,34 +231,44 @@ class Headers:
 # ---------------------------------------------------------------------- connections
 
 
-def _closed_stream(stream: trio.abc.Stream) -> None:
-    """Close ``stream``'s socket now, synchronously (safe in ``finally`` and under cancellation)."""
-    inner: object = stream
-    while isinstance(inner, trio.SSLStream):
-        inner = inner.transport_stream
-    if isinstance(inner, trio.SocketStream):
-        inner.socket.close()
-
-
 @attrs.define(eq=False, slots=True)
 class _Connection:
-    """One keep-alive connection: its stream, the socket under it, and bytes read but not used yet."""
+    """One keep-alive connection: the socket, the TLS stream over it (https), bytes read but not used yet.
 
-    stream: trio.abc.Stream
-    socket: trio.socket.SocketType | None
+    Plain TCP goes straight to the trio socket (``send``/``recv``): a ``SocketStream`` adds a
+    conflict detector and a context manager per operation, and one task uses a connection
+    at a time anyway.
+    """
+
+    socket: trio.socket.SocketType
+    tls: trio.SSLStream[trio.SocketStream] | None = None
     buffer: bytearray = attrs.field(factory=bytearray)
     closed: bool = False
 
     def close(self) -> None:
+        """Close the socket now, synchronously (safe in ``finally`` and under cancellation)."""
         if not self.closed:
             self.closed = True
-            _closed_stream(self.stream)
+            self.socket.close()
 
     def stale(self) -> bool:
         """An idle connection that has something to read was closed by the server (or is out of step)."""
-        if self.buffer:
-            return True
-        return self.socket is not None and self.socket.is_readable()
+        return bool(self.buffer) or self.socket.is_readable()
+
+    async def send_all(self, data: bytes) -> None:
+        if self.tls is not None:
+            await self.tls.send_all(data)
+            return
+        sent = await self.socket.send(data)
+        if sent < len(data):
+            view = memoryview(data)
+            while sent < len(data):
+                sent += await self.socket.send(view[sent:])
+
+    async def receive(self) -> bytes:
+        if self.tls is not None:
+            return bytes(await self.tls.receive_some(_CHUNK))  # no copy: it is bytes already
+        return await self.socket.recv(_CHUNK)
 
 
 @attrs.define(eq=False)
@@ -297,12 +310,14 @@ class _Pool:
             except OSError as exc:
                 where = f"the proxy {hop.shown()}" if proxy is not None else url.shown()
                 raise ConnectFailed(f"connecting to {where} failed: {exc.strerror or exc}") from None
-            stream: trio.abc.Stream = tcp
+            tls = None
             try:
                 if proxy is not None and url.scheme == "https":
                     await self._tunnel(tcp)
                 if url.scheme == "https":
-                    stream = trio.SSLStream(tcp, client.ssl_context(), server_hostname=url.host, https_compatible=True)
+                    stream = tls = trio.SSLStream(
+                        tcp, client.ssl_context(), server_hostname=url.host, https_compatible=True
+                    )
                     try:
                         await stream.do_handshake()
                     except trio.BrokenResourceError as exc:
@@ -314,7 +329,7 @@ class _Pool:
             except BaseException:
                 tcp.socket.close()
                 raise
-            return _Connection(stream, tcp.socket)
+            return _Connection(tcp.socket, tls)
         assert scope.cancelled_caught
         raise HttpTimeout(
             f"connecting to {(proxy or url).shown()} took longer than {client.connect_timeout:g} s", phase="connect"
@@ -326,14 +341,14 @@ class _Pool:
         host = f"[{self.url.host}]" if ":" in self.url.host else self.url.host
         authority = f"{host}:{self.url.port}"
         head = f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n".encode() + _proxy_auth(self.proxy) + b"\r\n"
-        connection = _Connection(tcp, tcp.socket)
+        connection = _Connection(tcp.socket)
         try:
-            await tcp.send_all(head)
+            await connection.send_all(head)
             status, reason, _, _ = await _read_head(connection, self.client.read_timeout, "CONNECT", self.proxy)
         except NetworkError as exc:
             raise ConnectFailed(f"the proxy {self.proxy.shown()} failed: {exc}") from None
-        except trio.BrokenResourceError as exc:
-            raise ConnectFailed(f"the proxy {self.proxy.shown()} closed the connection: {exc}") from None
+        except OSError as exc:
+            raise ConnectFailed(f"the proxy {self.proxy.shown()} closed the connection: {_why(exc)}") from None
         if not 200 <= status < 300:
             answer = f"HTTP {status} {reason}".rstrip()
             raise ConnectFailed(f"the proxy {self.proxy.shown()} refused the tunnel to {self.url.shown()}: {answer}")
@@ -349,11 +364,17 @@ def _proxy_auth(proxy: Url) -> bytes:
     return b"Proxy-Authorization: Basic " + base64.b64encode(token) + b"\r\n"
 
 
-async def _receive(connection: _Connection, timeout: float, method: str, url: Url) -> bytes:
-    """One read, bounded by ``timeout`` of silence; ``b""`` at the end of the stream."""
+async def _receive(connection: _Connection, timeout: float | None, method: str, url: Url) -> bytes:
+    """One read, bounded by ``timeout`` of silence (None: the caller's scope bounds it); ``b""`` at the end."""
+    if timeout is None:
+        try:
+            return await connection.receive()
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+            connection.close()
+            raise NetworkError(f"reading the answer to {method} {url.shown()} failed: {_why(exc)}") from None
     with trio.move_on_after(timeout):
         try:
-            return bytes(await connection.stream.receive_some(_CHUNK))  # no copy: it is bytes already
+            return await connection.receive()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             connection.close()
             raise NetworkError(f"reading the answer to {method} {url.shown()} failed: {_why(exc)}") from None
@@ -375,19 +396,22 @@ class _EmptyReply(NetworkError):
 
 
 def _head_end(buffer: bytearray) -> tuple[int, int]:
-    """Where the head ends in ``buffer`` and where the body starts, or ``(-1, -1)``."""
+    """Where the head ends in ``buffer`` and where the body starts, or ``(-1, -1)`` (CRLF, or bare LF lines)."""
     end = buffer.find(b"\r\n\r\n")
     if end >= 0:
-        bare = buffer.find(b"\n\n", 0, end)
-        return (bare, bare + 2) if bare >= 0 else (end, end + 4)
+        return end, end + 4
     bare = buffer.find(b"\n\n")
     return (bare, bare + 2) if bare >= 0 else (-1, -1)
 
 
 async def _read_head(
-    connection: _Connection, timeout: float, method: str, url: Url
+    connection: _Connection, timeout: float, method: str, url: Url, scope: trio.CancelScope | None = None
 ) -> tuple[int, str, str, list[tuple[str, str]]]:
-    """Read one response head (1xx heads skipped): status, reason, version, headers (names lower case)."""
+    """Read one response head (1xx heads skipped): status, reason, version, headers (names lower case).
+
+    With ``scope`` (the caller's, around the whole exchange), its deadline is moved on by
+    ``timeout`` whenever bytes come, instead of a scope per read.
+    """
     buffer = connection.buffer
     while True:
         end, start = _head_end(buffer)
@@ -397,7 +421,11 @@ async def _read_head(
                 raise ProtocolError(
                     f"the answer to {method} {url.shown()} has a head larger than {MAX_HEAD_BYTES} bytes"
                 )
-            data = await _receive(connection, timeout, method, url)
+            if scope is None:
+                data = await _receive(connection, timeout, method, url)
+            else:
+                data = await _receive(connection, None, method, url)
+                scope.deadline = trio.current_time() + timeout
             if not data:
                 connection.close()
                 if not buffer:
@@ -410,7 +438,8 @@ async def _read_head(
         if end > MAX_HEAD_BYTES:
             connection.close()
             raise ProtocolError(f"the answer to {method} {url.shown()} has a head larger than {MAX_HEAD_BYTES} bytes")
-        lines = bytes(buffer[:end]).decode("latin-1").splitlines()
+        head = buffer[:end].decode("latin-1")
+        lines = head.split("\r\n") if start - end == 4 else head.splitlines()
         del buffer[:start]
         version, _, rest = lines[0].partition(" ")
         code, _, reason = rest.partition(" ")
@@ -845,30 +874,41 @@ class HttpClient:
             reused = connection is not None
             if connection is None:
                 connection = await pool.connect()
+            # One scope for the exchange: the write bounded by the connect timeout, then each
+            # wait for the head by the read timeout (its deadline moved on as bytes come).
+            scope = trio.CancelScope(deadline=trio.current_time() + self.connect_timeout)
+            reading = False
             try:
-                try:
-                    with trio.move_on_after(self.connect_timeout) as scope:
-                        await connection.stream.send_all(data)
-                    if scope.cancelled_caught:
-                        raise HttpTimeout(
-                            f"writing {method} {url.shown()} took longer than {self.connect_timeout:g} s",
-                            phase="write",
+                with scope:
+                    try:
+                        await connection.send_all(data)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                        connection.close()
+                        if reused and attempt == 0:
+                            continue  # a keep-alive connection the server had closed: nothing was processed
+                        raise NetworkError(f"sending {method} {url.shown()} failed: {_why(exc)}") from None
+                    scope.deadline = trio.current_time() + self.read_timeout
+                    reading = True
+                    try:
+                        status, reason, version, fields = await _read_head(
+                            connection, self.read_timeout, method, url, scope
                         )
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-                    connection.close()
-                    if reused and attempt == 0:
-                        continue  # a keep-alive connection the server had closed: nothing was processed
-                    raise NetworkError(f"sending {method} {url.shown()} failed: {_why(exc)}") from None
-                try:
-                    status, reason, version, fields = await _read_head(connection, self.read_timeout, method, url)
-                except _EmptyReply:
-                    if reused and attempt == 0:
-                        continue  # the end came before any byte of an answer: the server dropped it unread
-                    raise
-                return Response(pool, connection, method, url, status, reason, version, fields)
+                    except _EmptyReply:
+                        if reused and attempt == 0:
+                            continue  # the end came before any byte of an answer: the server dropped it unread
+                        raise
+                    return Response(pool, connection, method, url, status, reason, version, fields)
             except BaseException:
                 connection.close()
                 raise
+            connection.close()  # the scope ran out
+            if reading:
+                raise HttpTimeout(
+                    f"the server sent nothing for {self.read_timeout:g} s ({method} {url.shown()})", phase="read"
+                )
+            raise HttpTimeout(
+                f"writing {method} {url.shown()} took longer than {self.connect_timeout:g} s", phase="write"
+            )
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def aclose(self) -> None:

@@ -356,10 +356,11 @@ class _WatchedHttp:
     async def send(self, method: str, url: Url, headers: Mapping[str, str], body: bytes = b"") -> Response:
         """Send (through the OAuth flow when there is one); tell the watch what happened."""
         try:
-            if self.auth is None:
+            auth = self.auth
+            if auth is None:
                 response = await self.http.send(method, url, headers, body)
             else:
-                response = await self._send_authorized(method, url, headers, body)
+                response = await self._send_with_auth(auth, method, url, headers, body)
         except (NetworkError, ProtocolError) as exc:
             self.watch.failed(method, str(url), exc, streaming=False)
             raise
@@ -374,6 +375,29 @@ class _WatchedHttp:
         """A response body failed under the wire: a death unless it was silence or an undecodable body."""
         if not isinstance(exc, HttpTimeout | DecodingError):
             self.watch.failed(response.method, str(response.url), exc, streaming=True)
+
+    async def _send_with_auth(
+        self, auth: ServerAuth, method: str, url: Url, headers: Mapping[str, str], body: bytes
+    ) -> Response:
+        """The OAuth flow's own first step without its httpx objects, while nothing needs the flow.
+
+        ``ServerAuth.async_auth_flow`` starts by sending the request with the fresh token it
+        holds (or bare, when the store has none) and stops there unless the server challenges
+        (401, or 403 for more scope). That step is done here with our own values; only a
+        challenge, or a token to load or renew, runs the flow itself (which sends the request
+        again: a challenged request was not processed).
+        """
+        token = auth.access_token()
+        if token is not None or auth._without_tokens():
+            sent = headers if token is None else {**headers, "Authorization": f"Bearer {token}"}
+            response = await self.http.send(method, url, sent, body)
+            if response.status not in (401, 403):
+                return response
+            try:
+                await response.aread()  # small: the connection goes back to the pool
+            finally:
+                response.close()
+        return await self._send_authorized(method, url, headers, body)
 
     async def _send_authorized(self, method: str, url: Url, headers: Mapping[str, str], body: bytes) -> Response:
         """Drive ``ServerAuth.async_auth_flow``: each request it yields goes out here, its answer goes back."""
