@@ -1,27 +1,30 @@
-"""SSE and streamable HTTP through the SDK, with death and HTTP status seen by us.
+"""SSE and streamable HTTP, with death and HTTP status seen by us.
 
 The SDK's HTTP client transports absorb failures: a server killed mid-call ends the
 call's response stream, and the SDK answers that one request "connection closed" and
 carries on, so nothing tells the session the server is gone until the next request
 fails; a 401, a redirect or a 500 becomes "Server returned an error response" or a
-closed stream. We give the SDK an ``httpx`` client of our own (:class:`_WatchedClient`)
-that sees every request, response status and response-body failure, and:
+closed stream. Both our transports report every request, response status and
+response-body failure to one watch (:class:`_HttpWatch`), which:
 
 * kills the link at once (``link.die(reason)``) when the network fails under a request
-  or a response stream (connection refused or reset, peer closed mid-body), when the
-  server wants authorization (401/403), when it redirects somewhere the SDK does not
-  follow, when it forgot our session (404 with a session id), and when it answers the
-  handshake with any error status;
+  or a response stream (connection refused or reset, peer closed mid-body, a TLS
+  handshake refused), when the server wants authorization (401/403), when it redirects
+  somewhere we do not follow, when it forgot our session (404 with a session id), and
+  when it answers the handshake with any error status;
 * names the HTTP status in the JSON-RPC error a later failing request gets (500 on one
   call), instead of the SDK's generic text.
 
-Read timeouts are not deaths: a quiet GET stream times out and the SDK reopens it.
+Read timeouts are not deaths: a quiet GET stream times out and is reopened.
 
-Streamable HTTP no longer goes through the SDK's transport: the link carries an
-:class:`~mcp_actors._wire_http.HttpWire` (``link.wire``) on the same watched client, for
-a dispatcher of our own; the link's SDK streams are served over that wire too (an idle
-bridge that takes the wire only when a message is written to them). SSE keeps the SDK's
-transport.
+**Streamable HTTP** does not use the SDK's transport nor httpx: the link carries an
+:class:`~mcp_actors._wire_http.HttpWire` (``link.wire``) for our dispatcher, on our own
+HTTP/1.1 client (:mod:`mcp_actors._http11`) wrapped by :class:`_WatchedHttp` (the watch,
+the record's headers, and the OAuth flow of :class:`~mcp_actors._oauth.ServerAuth` driven
+request by request when the server has OAuth). The link's SDK streams are served over that
+wire too (an idle bridge that takes the wire only when a message is written to them).
+**SSE** (legacy) keeps the SDK's transport on an httpx client of ours
+(:class:`_WatchedClient`) that reports to the same watch.
 """
 
 from __future__ import annotations
