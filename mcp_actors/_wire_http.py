@@ -7,10 +7,11 @@ POST. :class:`HttpWire` does the exchange in the caller's own task instead, on o
 HTTP/1.1 client (:mod:`mcp_actors._http11`: keep-alive pool, TLS, proxies), wrapped by the
 transport (:class:`HttpSender`, built in :mod:`mcp_actors._transport_http`: its OAuth,
 headers, redaction and death detection). :meth:`HttpWire.send` POSTs the JSON body
-(``orjson``) and hands every message of the answer to ``deliver`` as it arrives: a JSON body as one message, an SSE body parsed incrementally (``event``,
-``data``, ``id``, ``retry``) until the response to the request has come, then the stream
-is closed. :meth:`HttpWire.run` reads the optional GET stream for server-initiated
-messages once the handshake is done.
+(``orjson``) and hands every message of the answer to ``deliver`` as it arrives: a JSON
+body as one message, an SSE body parsed incrementally (``event``, ``data``, ``id``,
+``retry``) until the response to the request has come, then the stream is closed.
+:meth:`HttpWire.run` reads the optional GET stream for server-initiated messages once the
+handshake is done.
 
 The rules are the SDK's (``mcp/client/streamable_http.py``), status by status:
 
