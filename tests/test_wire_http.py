@@ -33,6 +33,7 @@ from mcp_actors._transport_base import TransportLink
 from mcp_actors._transport_http import HttpParams, open_http_transport
 from mcp_actors._wire import WireClosed
 from mcp_actors._wire_http import HttpWire
+from mcp_actors.errors import ServerMisconfigured
 from mcp_actors.testing import demo_server_command, fault_server_command, serve_http
 
 BOUND = 30  # generous: every wait here takes well under a second on an idle machine
@@ -574,3 +575,12 @@ async def test_the_wire_goes_through_the_environment_proxy(monkeypatch: pytest.M
             assert link.death_reason is None
         assert inbox.response(1)["result"]["content"][0]["text"] == "proxied"
         assert seen.lines and all(line == f"POST {url} HTTP/1.1" for line in seen.lines), seen.lines
+
+
+async def test_a_header_with_a_line_break_is_a_misconfiguration_naming_the_header() -> None:
+    """config.headers with CR/LF in a value: opening fails with ServerMisconfigured naming the header, not the value."""
+    params = HttpParams(url="http://127.0.0.1:9/mcp", kind="http", headers={"X-Api-Key": "s3cret\r\nX-Evil: 1"})
+    with pytest.raises(ServerMisconfigured, match="'X-Api-Key'") as info:
+        async with open_http_transport(params, label="bad-header"):
+            pass
+    assert "s3cret" not in str(info.value) and "bad-header" in str(info.value)
