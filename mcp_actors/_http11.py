@@ -44,6 +44,8 @@ and where (method, origin), never a header value.
 from __future__ import annotations
 
 import base64
+import contextlib
+import os
 import re
 import ssl
 import urllib.parse
@@ -74,6 +76,8 @@ _CHUNK: Final = 65536
 _MAX_IDLE: Final = 64
 """Idle keep-alive connections kept per origin; more are closed as they come back."""
 _MAX_CHUNK_LINE: Final = 4096
+_FRESH: Final = 1.0
+"""Seconds a pooled connection is taken without asking the socket whether the server closed it."""
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 
 
@@ -235,15 +239,18 @@ class Headers:
 class _Connection:
     """One keep-alive connection: the socket, the TLS stream over it (https), bytes read but not used yet.
 
-    Plain TCP goes straight to the trio socket (``send``/``recv``): a ``SocketStream`` adds a
-    conflict detector and a context manager per operation, and one task uses a connection
-    at a time anyway.
+    Plain TCP goes straight to the socket's file descriptor (trio made it non-blocking): a
+    write is one ``os.write`` from the caller's task when the socket has room (no scheduler
+    pass), a read parks once in ``wait_readable`` and reads what came. trio's ``SocketStream``
+    costs a context manager, a conflict detector and two scheduler passes per read; one task
+    uses a connection at a time, so none of that is needed.
     """
 
     socket: trio.socket.SocketType
     tls: trio.SSLStream[trio.SocketStream] | None = None
     buffer: bytearray = attrs.field(factory=bytearray)
     closed: bool = False
+    idle_since: float = 0.0
 
     def close(self) -> None:
         """Close the socket now, synchronously (safe in ``finally`` and under cancellation)."""
@@ -251,24 +258,40 @@ class _Connection:
             self.closed = True
             self.socket.close()
 
-    def stale(self) -> bool:
-        """An idle connection that has something to read was closed by the server (or is out of step)."""
-        return bool(self.buffer) or self.socket.is_readable()
+    def stale(self, now: float) -> bool:
+        """An idle connection that has something to read was closed by the server (or is out of step).
+
+        Looked at (a ``poll`` system call) only after :data:`_FRESH` seconds of idleness: no
+        server closes a keep-alive connection sooner, and one that does anyway is caught by
+        the retry rule (the end of stream before any byte of the answer).
+        """
+        if self.buffer:
+            return True
+        return now - self.idle_since > _FRESH and self.socket.is_readable()
 
     async def send_all(self, data: bytes) -> None:
         if self.tls is not None:
             await self.tls.send_all(data)
             return
-        sent = await self.socket.send(data)
+        fd = self.socket.fileno()
+        try:
+            sent = os.write(fd, data)
+        except BlockingIOError:
+            sent = 0
         if sent < len(data):
             view = memoryview(data)
             while sent < len(data):
-                sent += await self.socket.send(view[sent:])
+                await trio.lowlevel.wait_writable(self.socket)
+                with contextlib.suppress(BlockingIOError):
+                    sent += os.write(fd, view[sent:])
 
     async def receive(self) -> bytes:
         if self.tls is not None:
             return bytes(await self.tls.receive_some(_CHUNK))  # no copy: it is bytes already
-        return await self.socket.recv(_CHUNK)
+        while True:
+            await trio.lowlevel.wait_readable(self.socket)
+            with contextlib.suppress(BlockingIOError):  # a spurious wake-up: wait again
+                return os.read(self.socket.fileno(), _CHUNK)
 
 
 @attrs.define(eq=False)
@@ -282,9 +305,12 @@ class _Pool:
 
     def take(self) -> _Connection | None:
         idle = self.idle
+        if not idle:
+            return None
+        now = trio.current_time()
         while idle:
             connection = idle.pop()
-            if not connection.stale():
+            if not connection.stale(now):
                 return connection
             connection.close()
         return None
@@ -293,6 +319,7 @@ class _Pool:
         if connection.closed or self.client.closed or len(self.idle) >= _MAX_IDLE:
             connection.close()
         else:
+            connection.idle_since = trio.current_time()
             self.idle.append(connection)
 
     def close(self) -> None:
@@ -421,10 +448,13 @@ async def _read_head(
                 raise ProtocolError(
                     f"the answer to {method} {url.shown()} has a head larger than {MAX_HEAD_BYTES} bytes"
                 )
-            if scope is None:
-                data = await _receive(connection, timeout, method, url)
-            else:
-                data = await _receive(connection, None, method, url)
+            try:
+                data = await _receive(connection, None if scope is not None else timeout, method, url)
+            except NetworkError as exc:
+                if not buffer:  # reset before a byte of the answer: as the end of stream there
+                    raise _EmptyReply(str(exc)) from None
+                raise
+            if scope is not None:
                 scope.deadline = trio.current_time() + timeout
             if not data:
                 connection.close()

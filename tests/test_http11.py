@@ -24,6 +24,7 @@ import trio.testing
 import trustme
 
 from mcp_actors._http11 import (
+    _FRESH,
     MAX_HEAD_BYTES,
     ConnectFailed,
     DecodingError,
@@ -75,6 +76,25 @@ class Peer:
             rest += await self.stream.receive_some(65536)
         self.buffer = bytearray(rest[length:])
         return Request(lines[0], headers, rest[:length])
+
+    async def read_response(self) -> bytes:
+        """The next content-length response on this connection, as raw bytes (a proxy's upstream side)."""
+        while b"\r\n\r\n" not in self.buffer:
+            chunk = await self.stream.receive_some(65536)
+            if not chunk:
+                raise AssertionError("the upstream server closed the connection")
+            self.buffer += chunk
+        end = self.buffer.index(b"\r\n\r\n") + 4
+        length = 0
+        for line in bytes(self.buffer[:end]).split(b"\r\n"):
+            key, _, value = line.partition(b":")
+            if key.strip().lower() == b"content-length":
+                length = int(value)
+        while len(self.buffer) < end + length:
+            self.buffer += await self.stream.receive_some(65536)
+        response = bytes(self.buffer[: end + length])
+        del self.buffer[: end + length]
+        return response
 
     async def send(self, data: bytes) -> None:
         await self.stream.send_all(data)
@@ -292,8 +312,8 @@ async def test_a_response_closed_early_closes_its_connection() -> None:
         client.close()
 
 
-async def test_an_idle_connection_the_server_closed_is_not_used() -> None:
-    """A pooled connection the server closed while idle is noticed before use; the request goes on a new one."""
+async def test_an_idle_connection_the_server_closed_is_not_used(mock_clock: trio.testing.MockClock) -> None:
+    """A pooled connection idle for a while that the server closed is noticed before use; a new one is opened."""
     closed = trio.Event()
 
     async def handler(peer: Peer, server: Server) -> None:
@@ -309,6 +329,9 @@ async def test_an_idle_connection_the_server_closed_is_not_used() -> None:
         await fetch(client, server.url)
         with trio.fail_after(BOUND):
             await closed.wait()
+        mock_clock.jump(_FRESH + 1)  # idle long enough to be looked at before use
+        [pool] = client._pools.values()
+        assert pool.idle[0].stale(trio.current_time())
         assert (await fetch(client, server.url))[1] == b"once"
         assert server.accepts == 2 and len(server.requests) == 2
         client.close()
@@ -577,31 +600,38 @@ async def _pipe(source: trio.abc.Stream, sink: trio.abc.Stream) -> None:
 
 
 def proxy_handler(seen: ProxySeen) -> Handler:
-    """A forwarding proxy: absolute-form requests are forwarded (origin form); CONNECT opens a tunnel."""
+    """A forwarding proxy: absolute-form requests are forwarded in origin form, one by one; CONNECT opens a tunnel."""
 
     async def handler(peer: Peer, server: Server) -> None:
         request = await peer.read_request()
         if request is None:
             return
-        seen.lines.append(request.line)
-        seen.authorization.append(request.headers.get("proxy-authorization", ""))
         method, target, _ = request.line.split(" ")
         if method == "CONNECT":
+            seen.lines.append(request.line)
+            seen.authorization.append(request.headers.get("proxy-authorization", ""))
             host, _, port = target.rpartition(":")
             upstream = await trio.open_tcp_stream(host, int(port))
             await peer.send(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        else:
-            url = Url.parse(target)
-            upstream = await trio.open_tcp_stream(url.host, url.port)
-            head = [f"{method} {url.target} HTTP/1.1"]
-            head += [f"{k}: {v}" for k, v in request.headers.items() if k != "proxy-authorization"]
-            await upstream.send_all(("\r\n".join(head) + "\r\n\r\n").encode() + request.body)
-        async with upstream, trio.open_nursery() as nursery:
-            if peer.buffer:
-                await upstream.send_all(bytes(peer.buffer))
-            nursery.start_soon(_pipe, peer.stream, upstream)
-            await _pipe(upstream, peer.stream)
-            nursery.cancel_scope.cancel()
+            async with upstream, trio.open_nursery() as nursery:
+                if peer.buffer:
+                    await upstream.send_all(bytes(peer.buffer))
+                nursery.start_soon(_pipe, peer.stream, upstream)
+                await _pipe(upstream, peer.stream)
+                nursery.cancel_scope.cancel()
+            return
+        url = Url.parse(target)
+        async with await trio.open_tcp_stream(url.host, url.port) as upstream:
+            origin = Peer(upstream)
+            while request is not None:
+                seen.lines.append(request.line)
+                seen.authorization.append(request.headers.get("proxy-authorization", ""))
+                method, target, _ = request.line.split(" ")
+                head = [f"{method} {Url.parse(target).target} HTTP/1.1"]
+                head += [f"{k}: {v}" for k, v in request.headers.items() if k != "proxy-authorization"]
+                await origin.send(("\r\n".join(head) + "\r\n\r\n").encode() + request.body)
+                await peer.send(await origin.read_response())
+                request = await peer.read_request()
 
     return handler
 
