@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import logging
 import math
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
@@ -60,7 +61,7 @@ from mcp_actors._redact import install_log_filter, redact_text, redact_url
 from mcp_actors._transport_base import STREAM_BUFFER, TransportLink, logger
 from mcp_actors._variables import expand
 from mcp_actors._wire import WireClosed
-from mcp_actors._wire_http import HttpWire, redirect_within_origin
+from mcp_actors._wire_http import HttpWire, _status_text, redirect_within_origin
 from mcp_actors.errors import (
     InvalidServerConfig,
     McpActorsError,
@@ -194,7 +195,7 @@ def _rpc_of(method: str, content: bytes | None) -> tuple[Any, str | None]:
 
 @attrs.define(eq=False)
 class _HttpWatch:
-    """What our httpx client saw, and the link it kills when the server is gone.
+    """What our HTTP client saw, and the link it kills when the server is gone.
 
     ``statuses`` maps a JSON-RPC request id to the error status its POST got, for the relay
     to name; ``pending`` is a death reason seen before the link existed (the SSE stream is
@@ -368,6 +369,9 @@ class _WatchedHttp:
             self.watch.failed(method, str(url), exc, streaming=False)
             raise
         code = response.status
+        if logger.isEnabledFor(logging.DEBUG):  # httpx's request line, at DEBUG (it is one per call)
+            shown = redact_text(redact_url(str(url)), self.watch.secrets)
+            logger.debug("server %s: HTTP Request: %s %s %s", self.watch.label, method, shown, _status_text(response))
         if code >= 300:
             location = response.headers.get("location")
             followed = redirect_within_origin(method, url, code, location) is not None
