@@ -76,6 +76,8 @@ _CHUNK: Final = 65536
 _MAX_IDLE: Final = 64
 """Idle keep-alive connections kept per origin; more are closed as they come back."""
 _MAX_CHUNK_LINE: Final = 4096
+_HEADER_CACHE: Final = 64
+"""Encoded header sets kept per client (a wire uses a handful)."""
 _FRESH: Final = 1.0
 """Seconds a pooled connection is taken without asking the socket whether the server closed it."""
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
@@ -269,21 +271,26 @@ class _Connection:
             return True
         return now - self.idle_since > _FRESH and self.socket.is_readable()
 
-    async def send_all(self, data: bytes) -> None:
+    async def send_all(self, data: bytes, timeout: float) -> bool:
+        """Write ``data``; False when the socket stayed full for ``timeout`` seconds (nothing more is sent)."""
         if self.tls is not None:
-            await self.tls.send_all(data)
-            return
+            with trio.move_on_after(timeout):
+                await self.tls.send_all(data)
+                return True
+            return False
         fd = self.socket.fileno()
         try:
             sent = os.write(fd, data)
         except BlockingIOError:
             sent = 0
-        if sent < len(data):
+        if sent < len(data):  # the socket is full: wait for room, bounded (the usual request fits at once)
             view = memoryview(data)
-            while sent < len(data):
-                await trio.lowlevel.wait_writable(self.socket)
-                with contextlib.suppress(BlockingIOError):
-                    sent += os.write(fd, view[sent:])
+            with trio.move_on_after(timeout):
+                while sent < len(data):
+                    await trio.lowlevel.wait_writable(self.socket)
+                    with contextlib.suppress(BlockingIOError):
+                        sent += os.write(fd, view[sent:])
+        return sent == len(data)
 
     async def receive(self) -> bytes:
         if self.tls is not None:
@@ -370,7 +377,8 @@ class _Pool:
         head = f"CONNECT {authority} HTTP/1.1\r\nHost: {authority}\r\n".encode() + _proxy_auth(self.proxy) + b"\r\n"
         connection = _Connection(tcp.socket)
         try:
-            await connection.send_all(head)
+            if not await connection.send_all(head, self.client.connect_timeout):
+                raise ConnectFailed(f"the proxy {self.proxy.shown()} took no request for too long")
             status, reason, _, _ = await _read_head(connection, self.client.read_timeout, "CONNECT", self.proxy)
         except NetworkError as exc:
             raise ConnectFailed(f"the proxy {self.proxy.shown()} failed: {exc}") from None
@@ -454,8 +462,6 @@ async def _read_head(
                 if not buffer:  # reset before a byte of the answer: as the end of stream there
                     raise _EmptyReply(str(exc)) from None
                 raise
-            if scope is not None:
-                scope.deadline = trio.current_time() + timeout
             if not data:
                 connection.close()
                 if not buffer:
@@ -465,6 +471,8 @@ async def _read_head(
                 )
             buffer += data
             end, start = _head_end(buffer)
+            if end < 0 and scope is not None:
+                scope.deadline = trio.current_time() + timeout  # silence is counted from the last bytes
         if end > MAX_HEAD_BYTES:
             connection.close()
             raise ProtocolError(f"the answer to {method} {url.shown()} has a head larger than {MAX_HEAD_BYTES} bytes")
@@ -835,6 +843,7 @@ class HttpClient:
     _encoded: bytes = attrs.field(init=False, repr=False)
     _pools: dict[tuple[str, str, int], _Pool] = attrs.field(init=False, factory=dict, repr=False)
     _ssl: ssl.SSLContext | None = attrs.field(init=False, default=None, repr=False)
+    _header_cache: dict[tuple[tuple[str, str], ...], bytes] = attrs.field(init=False, factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._encoded = encode_headers(self.headers.items())
@@ -896,7 +905,17 @@ class HttpClient:
         head = f"{method} {target} HTTP/1.1\r\nHost: {url.authority}\r\n"
         if body or method not in ("GET", "HEAD"):
             head += f"Content-Length: {len(body)}\r\n"
-        extra = encode_headers(headers.items()) if headers else b""
+        extra = b""
+        if headers:
+            # A wire sends the same few header sets again and again: validated and encoded once each.
+            key = tuple(headers.items())
+            cached = self._header_cache.get(key)
+            if cached is None:
+                cached = encode_headers(key)
+                if len(self._header_cache) >= _HEADER_CACHE:
+                    self._header_cache.clear()
+                self._header_cache[key] = cached
+            extra = cached
         proxy_auth = _proxy_auth(pool.proxy) if pool.proxy is not None and url.scheme == "http" else b""
         data = b"".join((head.encode(), self._encoded, extra, proxy_auth, b"\r\n", body))
         for attempt in (0, 1):
@@ -904,21 +923,24 @@ class HttpClient:
             reused = connection is not None
             if connection is None:
                 connection = await pool.connect()
-            # One scope for the exchange: the write bounded by the connect timeout, then each
-            # wait for the head by the read timeout (its deadline moved on as bytes come).
-            scope = trio.CancelScope(deadline=trio.current_time() + self.connect_timeout)
-            reading = False
+            # One scope for the exchange, set once: the wait for the head, bounded by the read
+            # timeout (moved on only when a head comes in pieces). The write is bounded by the
+            # connect timeout only when it has to wait for room (it almost never does).
+            scope = trio.CancelScope(deadline=trio.current_time() + self.read_timeout)
             try:
                 with scope:
                     try:
-                        await connection.send_all(data)
+                        written = await connection.send_all(data, self.connect_timeout)
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                         connection.close()
                         if reused and attempt == 0:
                             continue  # a keep-alive connection the server had closed: nothing was processed
                         raise NetworkError(f"sending {method} {url.shown()} failed: {_why(exc)}") from None
-                    scope.deadline = trio.current_time() + self.read_timeout
-                    reading = True
+                    if not written:
+                        raise HttpTimeout(
+                            f"writing {method} {url.shown()} took longer than {self.connect_timeout:g} s",
+                            phase="write",
+                        )
                     try:
                         status, reason, version, fields = await _read_head(
                             connection, self.read_timeout, method, url, scope
@@ -932,12 +954,8 @@ class HttpClient:
                 connection.close()
                 raise
             connection.close()  # the scope ran out
-            if reading:
-                raise HttpTimeout(
-                    f"the server sent nothing for {self.read_timeout:g} s ({method} {url.shown()})", phase="read"
-                )
             raise HttpTimeout(
-                f"writing {method} {url.shown()} took longer than {self.connect_timeout:g} s", phase="write"
+                f"the server sent nothing for {self.read_timeout:g} s ({method} {url.shown()})", phase="read"
             )
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -707,3 +707,22 @@ async def test_a_proxy_refusing_the_tunnel_is_connect_failed(monkeypatch: pytest
         ):
             await fetch(client, "https://127.0.0.1:1/mcp")
         client.close()
+
+
+async def test_connect_timeout_is_typed(mock_clock: trio.testing.MockClock) -> None:
+    """A server that accepts but never completes the TLS handshake: HttpTimeout (phase connect) at the bound."""
+    mock_clock.autojump_threshold = 0.1  # real seconds of idleness: the loopback connect itself is never cut short
+    hold = trio.Event()
+
+    async def silent(peer: Peer, server: Server) -> None:
+        await hold.wait()
+
+    async with serve(silent) as server:
+        client = HttpClient(connect_timeout=12.0)
+        start = trio.current_time()
+        with pytest.raises(HttpTimeout, match=r"connecting to https://127\.0\.0\.1:\d+ took longer than 12 s") as info:
+            await client.send("GET", Url.parse(server.url.replace("http://", "https://")))
+        assert info.value.phase == "connect"
+        assert trio.current_time() - start == pytest.approx(12.0)
+        hold.set()
+        client.close()
