@@ -76,6 +76,7 @@ _CHUNK: Final = 65536
 _MAX_IDLE: Final = 64
 """Idle keep-alive connections kept per origin; more are closed as they come back."""
 _MAX_CHUNK_LINE: Final = 4096
+_USER_AGENT: Final = "mcp-actors"
 _HEADER_CACHE: Final = 64
 """Encoded header sets kept per client (a wire uses a handful)."""
 _FRESH: Final = 1.0
@@ -823,7 +824,8 @@ class HttpClient:
     """The connections of one MCP link: a pool per origin, default headers, timeouts, TLS, proxies.
 
     Args:
-        headers: Sent with every request (validated here, once).
+        headers: Sent with every request (validated here, once); a request's own header of
+            the same name (any case) replaces one. ``User-Agent: mcp-actors`` unless given.
         connect_timeout: Bound for opening a connection (and a TLS handshake, a proxy tunnel)
             and for writing one request, in seconds.
         read_timeout: Bound for silence while a response is read, in seconds.
@@ -840,13 +842,33 @@ class HttpClient:
     trust_env: bool = True
     verify: ssl.SSLContext | None = attrs.field(default=None, repr=False)
     closed: bool = False
-    _encoded: bytes = attrs.field(init=False, repr=False)
+    _defaults: dict[str, tuple[str, str]] = attrs.field(init=False, repr=False)
     _pools: dict[tuple[str, str, int], _Pool] = attrs.field(init=False, factory=dict, repr=False)
     _ssl: ssl.SSLContext | None = attrs.field(init=False, default=None, repr=False)
     _header_cache: dict[tuple[tuple[str, str], ...], bytes] = attrs.field(init=False, factory=dict, repr=False)
 
     def __attrs_post_init__(self) -> None:
-        self._encoded = encode_headers(self.headers.items())
+        encode_headers(self.headers.items())  # refused at once when a default header is not allowed
+        defaults = {"user-agent": ("User-Agent", _USER_AGENT)}
+        defaults.update((name.lower(), (name, value)) for name, value in self.headers.items())
+        self._defaults = defaults
+
+    def _header_block(self, headers: Mapping[str, str] | None) -> bytes:
+        """The encoded header lines of one request: the defaults, each replaced by a request header of its name.
+
+        A wire sends the same few header sets again and again: each is merged, validated and
+        encoded once, then taken from a small cache.
+        """
+        key = tuple(headers.items()) if headers else ()
+        block = self._header_cache.get(key)
+        if block is None:
+            given = {name.lower() for name, _ in key}
+            kept = [pair for lower, pair in self._defaults.items() if lower not in given]
+            block = encode_headers([*kept, *key])
+            if len(self._header_cache) >= _HEADER_CACHE:
+                self._header_cache.clear()
+            self._header_cache[key] = block
+        return block
 
     def ssl_context(self) -> ssl.SSLContext:
         """The TLS context (httpx's default, built once on first use, ALPN http/1.1)."""
@@ -905,19 +927,9 @@ class HttpClient:
         head = f"{method} {target} HTTP/1.1\r\nHost: {url.authority}\r\n"
         if body or method not in ("GET", "HEAD"):
             head += f"Content-Length: {len(body)}\r\n"
-        extra = b""
-        if headers:
-            # A wire sends the same few header sets again and again: validated and encoded once each.
-            key = tuple(headers.items())
-            cached = self._header_cache.get(key)
-            if cached is None:
-                cached = encode_headers(key)
-                if len(self._header_cache) >= _HEADER_CACHE:
-                    self._header_cache.clear()
-                self._header_cache[key] = cached
-            extra = cached
+        block = self._header_block(headers)
         proxy_auth = _proxy_auth(pool.proxy) if pool.proxy is not None and url.scheme == "http" else b""
-        data = b"".join((head.encode(), self._encoded, extra, proxy_auth, b"\r\n", body))
+        data = b"".join((head.encode(), block, proxy_auth, b"\r\n", body))
         for attempt in (0, 1):
             connection = pool.take()
             reused = connection is not None

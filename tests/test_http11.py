@@ -46,6 +46,8 @@ class Request:
     line: str
     headers: dict[str, str]
     body: bytes
+    names: list[str] = attrs.field(factory=list)
+    """Every header line's name, lower case, in order (repeats kept)."""
 
 
 @attrs.define(eq=False)
@@ -75,7 +77,8 @@ class Peer:
         while len(rest) < length:
             rest += await self.stream.receive_some(65536)
         self.buffer = bytearray(rest[length:])
-        return Request(lines[0], headers, rest[:length])
+        names = [line.partition(":")[0].strip().lower() for line in lines[1:]]
+        return Request(lines[0], headers, rest[:length], names)
 
     async def read_response(self) -> bytes:
         """The next content-length response on this connection, as raw bytes (a proxy's upstream side)."""
@@ -175,6 +178,20 @@ async def test_content_length_body_and_request_head() -> None:
         assert request.headers["content-length"] == "7" and request.body == b'{"a":1}'
         assert request.headers["x-default"] == "d" and request.headers["x_one"] == "1"
         assert "accept-encoding" not in request.headers
+        client.close()
+
+
+async def test_a_request_header_replaces_a_default_of_the_same_name() -> None:
+    """A request header replaces the client's default of that name (any case), one line each; a default User-Agent."""
+    async with serve(keep_answering(lambda r: answer(b""))) as server:
+        client = HttpClient(headers={"Accept": "text/plain", "X-Keep": "k"})
+        await fetch(client, server.url, accept="application/json")
+        await fetch(client, server.url)
+        first, second = server.requests
+        assert first.headers["accept"] == "application/json" and first.headers["x-keep"] == "k"
+        assert first.names.count("accept") == 1 and second.names.count("accept") == 1
+        assert second.headers["accept"] == "text/plain"
+        assert first.headers["user-agent"] == "mcp-actors"
         client.close()
 
 
