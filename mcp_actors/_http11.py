@@ -57,6 +57,7 @@ import attrs
 import trio
 
 __all__ = [
+    "MAX_CONNECTIONS",
     "MAX_HEAD_BYTES",
     "ConnectFailed",
     "DecodingError",
@@ -73,8 +74,10 @@ __all__ = [
 MAX_HEAD_BYTES: Final = 64 * 1024
 """Largest response head (status line and headers, or a chunked body's trailers) accepted."""
 _CHUNK: Final = 65536
-_MAX_IDLE: Final = 64
-"""Idle keep-alive connections kept per origin; more are closed as they come back."""
+MAX_CONNECTIONS: Final = 100
+"""Connections per origin, as httpx's default limit: a request beyond waits for one to come back."""
+_MAX_IDLE: Final = MAX_CONNECTIONS
+"""Idle keep-alive connections kept per origin."""
 _MAX_CHUNK_LINE: Final = 4096
 _USER_AGENT: Final = "mcp-actors"
 _HEADER_CACHE: Final = 64
@@ -100,7 +103,7 @@ class HttpTimeout(HttpError):
     """Nothing happened for too long.
 
     Attributes:
-        phase: ``"connect"``, ``"write"`` or ``"read"``.
+        phase: ``"connect"``, ``"write"``, ``"read"`` or ``"pool"`` (every connection busy).
     """
 
     def __init__(self, message: str, *, phase: str) -> None:
@@ -251,6 +254,7 @@ class _Connection:
 
     socket: trio.socket.SocketType
     tls: trio.SSLStream[trio.SocketStream] | None = None
+    pool: _Pool | None = None
     buffer: bytearray = attrs.field(factory=bytearray)
     closed: bool = False
     idle_since: float = 0.0
@@ -260,6 +264,8 @@ class _Connection:
         if not self.closed:
             self.closed = True
             self.socket.close()
+            if self.pool is not None:
+                self.pool.released()
 
     def stale(self, now: float) -> bool:
         """An idle connection that has something to read was closed by the server (or is out of step).
@@ -310,6 +316,44 @@ class _Pool:
     url: Url
     proxy: Url | None
     idle: list[_Connection] = attrs.field(factory=list)
+    open_count: int = 0
+    """Connections open or being opened (at most :data:`MAX_CONNECTIONS`)."""
+    _room: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+
+    def released(self) -> None:
+        self.open_count -= 1
+        self._room.unpark()
+
+    async def acquire(self) -> tuple[_Connection, bool]:
+        """An idle connection (True: reused) or a new one; at the limit, wait (bounded) for one to come back.
+
+        Raises:
+            HttpTimeout: No connection came free within the connect timeout (phase ``"pool"``).
+        """
+        connection = self.take()
+        if connection is not None:
+            return connection, True
+        if self.open_count >= MAX_CONNECTIONS:
+            with trio.move_on_after(self.client.connect_timeout):
+                while self.open_count >= MAX_CONNECTIONS and not self.idle:
+                    await self._room.park()
+            connection = self.take()
+            if connection is not None:
+                return connection, True
+            if self.open_count >= MAX_CONNECTIONS:
+                raise HttpTimeout(
+                    f"all {MAX_CONNECTIONS} connections to {self.url.shown()} stayed busy for"
+                    f" {self.client.connect_timeout:g} s",
+                    phase="pool",
+                )
+        self.open_count += 1
+        try:
+            connection = await self.connect()
+        except BaseException:
+            self.released()
+            raise
+        connection.pool = self
+        return connection, False
 
     def take(self) -> _Connection | None:
         idle = self.idle
@@ -329,6 +373,7 @@ class _Pool:
         else:
             connection.idle_since = trio.current_time()
             self.idle.append(connection)
+            self._room.unpark()  # a request waiting at the limit takes this one
 
     def close(self) -> None:
         while self.idle:
@@ -931,10 +976,7 @@ class HttpClient:
         proxy_auth = _proxy_auth(pool.proxy) if pool.proxy is not None and url.scheme == "http" else b""
         data = b"".join((head.encode(), block, proxy_auth, b"\r\n", body))
         for attempt in (0, 1):
-            connection = pool.take()
-            reused = connection is not None
-            if connection is None:
-                connection = await pool.connect()
+            connection, reused = await pool.acquire()
             # One scope for the exchange, set once: the wait for the head, bounded by the read
             # timeout (moved on only when a head comes in pieces). The write is bounded by the
             # connect timeout only when it has to wait for room (it almost never does).

@@ -25,6 +25,7 @@ import trustme
 
 from mcp_actors._http11 import (
     _FRESH,
+    MAX_CONNECTIONS,
     MAX_HEAD_BYTES,
     ConnectFailed,
     DecodingError,
@@ -302,6 +303,39 @@ async def test_keep_alive_reuses_one_connection() -> None:
         await fetch(client, server.url)
         assert server.accepts == 1 and len(server.requests) == 2
         assert client.statistics() == {server.url.removesuffix("/mcp"): 1}
+        client.close()
+
+
+async def test_requests_beyond_the_connection_limit_wait_for_a_connection() -> None:
+    """With MAX_CONNECTIONS requests in flight, one more waits and then reuses a connection: no extra one is opened."""
+    release = trio.Event()
+    waiting = trio.Event()
+
+    async def handler(peer: Peer, server: Server) -> None:
+        while (request := await peer.read_request()) is not None:
+            server.requests.append(request)
+            if len(server.requests) == MAX_CONNECTIONS:
+                waiting.set()
+            await release.wait()
+            await peer.send(answer(b"ok"))
+
+    async with serve(handler) as server:
+        client = HttpClient()
+        bodies: list[bytes] = []
+
+        async def one() -> None:
+            bodies.append((await fetch(client, server.url))[1])
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(MAX_CONNECTIONS + 1):
+                nursery.start_soon(one)
+            with trio.fail_after(BOUND):
+                await waiting.wait()
+                await trio.testing.wait_all_tasks_blocked()
+            assert server.accepts == MAX_CONNECTIONS and len(server.requests) == MAX_CONNECTIONS
+            release.set()
+        assert bodies == [b"ok"] * (MAX_CONNECTIONS + 1)
+        assert server.accepts == MAX_CONNECTIONS
         client.close()
 
 
