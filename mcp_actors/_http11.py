@@ -1,21 +1,23 @@
-"""A small HTTP/1.1 client on trio streams: what the streamable-HTTP wire sends everything through.
+"""A small HTTP/1.1 client on trio sockets: what the streamable-HTTP wire sends everything through.
 
 Why our own: an ``httpx`` POST costs ~1 ms of CPU on this machine (``httpcore``'s pool,
 ``h11``, ``anyio`` and a stack of context managers), ten times the whole rest of a call
 (docs/performance.md, "The hot path"). This module does what the MCP wire needs and no
 more, in the caller's own task:
 
-* **One pool per origin** (scheme, host, port) of keep-alive connections. A request takes
-  an idle connection or opens one; a response read to its end puts its connection back; a
-  response closed early, an error, ``connection: close`` or HTTP/1.0 closes it. An idle
-  connection the server closed is noticed before use (the socket is readable), and when the
-  server closes one anyway under a request, that request is retried once on a fresh
-  connection, but only when it is safe: the send failed, or the connection was reused and
-  the end of stream came before a single byte of the status line (the server cannot have
-  answered, so it did not process it; a POST is never resent once anything came back).
-* **Requests** are written with one ``send_all``: the request line, ``Host``,
-  ``Content-Length``, the client's default headers (validated and encoded once) and the
-  request's own; a header name or value with CR, LF or NUL is refused
+* **One pool per origin** (scheme, host, port) of keep-alive connections, at most
+  :data:`MAX_CONNECTIONS` (httpx's limit; a request beyond waits for one, bounded). A
+  request takes an idle connection or opens one; a response read to its end puts its
+  connection back; a response closed early, an error, ``connection: close`` or HTTP/1.0
+  closes it. An idle connection the server closed is noticed before use (after a second
+  of idleness the socket is asked whether it is readable), and when the server closes one
+  anyway under a request, that request is retried once on a fresh connection, but only
+  when it is safe: the send failed, or the connection was reused and the end of stream (or
+  a reset) came before a single byte of the status line (the server did not answer, so it
+  did not process it; a POST is never resent once anything came back).
+* **Requests** are written at once: the request line, ``Host``, ``Content-Length``, the
+  client's default headers with the request's own over them (each header set validated
+  and encoded once, then cached); a header name or value with CR, LF or NUL is refused
   (:class:`InvalidRequest`, naming the header, never its value). No ``accept-encoding``
   is sent; a compressed answer anyway is decoded (gzip, deflate) or refused
   (:class:`DecodingError`).
@@ -27,6 +29,9 @@ more, in the caller's own task:
 * **Timeouts** are typed (:class:`HttpTimeout`, with the phase): connect, write (both the
   connect timeout) and read (silence on a response, the read timeout). A timeout is not a
   network failure: the caller decides what it means.
+* **Cost**: plain TCP goes straight to the socket (one ``os.write`` from the caller's task,
+  one park in ``wait_readable`` per read), one cancel scope per exchange: about what the
+  hand-written floor client spends (docs/performance.md).
 * **TLS** (``https://``) through :class:`trio.SSLStream` with the SSL context httpx would
   build (``httpx2.create_ssl_context()``: ``SSL_CERT_FILE``, ``SSL_CERT_DIR``, the system's
   store), the host as ``server_hostname``, ALPN ``http/1.1``.
