@@ -8,7 +8,9 @@ the contenders one after the other, in rotating order over ``--rounds`` rounds:
   counter for ids; ``send`` has delivered the answer when it returns);
 * ``wire+session``: the SDK's ``ClientSession`` on the wire's SDK streams (the bridge in
   :mod:`mcp_actors._transport_http`): what a connection costs until it runs on our dispatcher;
-* ``sdk``: the SDK's ``ClientSession`` on its own ``streamable_http_client``.
+* ``sdk``: the SDK's ``ClientSession`` on its own ``streamable_http_client``;
+* ``ours``: the whole of mcp-actors, ``open_runtime()`` and ``McpService.call_tool`` (what
+  ``hot_path`` measures as mcp-actors), with a private config and state directory.
 
 Per contender: CPU per sequential call (``time.process_time()`` / calls: the server is another
 process), median wall latency, and calls/s with ``--inflight`` calls in flight (and CPU per call
@@ -119,7 +121,39 @@ async def _sdk(url: str) -> AsyncIterator[Call]:
         yield call
 
 
-CONTENDERS = {"floor": _floor, "wire": _wire, "wire+session": _wire_session, "sdk": _sdk}
+@contextlib.asynccontextmanager
+async def _ours(url: str) -> AsyncIterator[Call]:
+    import tempfile
+    from pathlib import Path
+
+    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors.runtime import open_runtime
+    from mcp_actors.store import ConfigStore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        previous = os.environ.get("MCP_ACTORS_STATE_DIR")
+        os.environ["MCP_ACTORS_STATE_DIR"] = tmp
+        try:
+            path = Path(tmp) / "config.json"
+            record = {"id": new_server_id(), "name": "bench", "type": "http", "config": {"url": url}, "isTrusted": True}
+            ConfigStore(path).save([record_from_json_dict(record)])
+            async with open_runtime(path, connect_on_add=False) as runtime:
+                service = runtime.service
+
+                async def call() -> None:
+                    result = await service.call_tool("bench", "echo", ARGS)
+                    if result.is_error:
+                        raise RuntimeError("tool error")
+
+                yield call
+        finally:
+            if previous is None:
+                os.environ.pop("MCP_ACTORS_STATE_DIR", None)
+            else:
+                os.environ["MCP_ACTORS_STATE_DIR"] = previous
+
+
+CONTENDERS = {"floor": _floor, "wire": _wire, "wire+session": _wire_session, "sdk": _sdk, "ours": _ours}
 
 
 async def _measure(opener: Any, url: str, calls: int, inflight: int) -> dict[str, float]:

@@ -1,35 +1,41 @@
-"""SSE and streamable HTTP through the SDK, with death and HTTP status seen by us.
+"""SSE and streamable HTTP, with death and HTTP status seen by us.
 
 The SDK's HTTP client transports absorb failures: a server killed mid-call ends the
 call's response stream, and the SDK answers that one request "connection closed" and
 carries on, so nothing tells the session the server is gone until the next request
 fails; a 401, a redirect or a 500 becomes "Server returned an error response" or a
-closed stream. We give the SDK an ``httpx`` client of our own (:class:`_WatchedClient`)
-that sees every request, response status and response-body failure, and:
+closed stream. Both our transports report every request, response status and
+response-body failure to one watch (:class:`_HttpWatch`), which:
 
 * kills the link at once (``link.die(reason)``) when the network fails under a request
-  or a response stream (connection refused or reset, peer closed mid-body), when the
-  server wants authorization (401/403), when it redirects somewhere the SDK does not
-  follow, when it forgot our session (404 with a session id), and when it answers the
-  handshake with any error status;
+  or a response stream (connection refused or reset, peer closed mid-body, a TLS
+  handshake refused), when the server wants authorization (401/403), when it redirects
+  somewhere we do not follow, when it forgot our session (404 with a session id), and
+  when it answers the handshake with any error status;
 * names the HTTP status in the JSON-RPC error a later failing request gets (500 on one
   call), instead of the SDK's generic text.
 
-Read timeouts are not deaths: a quiet GET stream times out and the SDK reopens it.
+Read timeouts are not deaths: a quiet GET stream times out and is reopened.
 
-Streamable HTTP no longer goes through the SDK's transport: the link carries an
-:class:`~mcp_actors._wire_http.HttpWire` (``link.wire``) on the same watched client, for
-a dispatcher of our own; the link's SDK streams are served over that wire too (an idle
-bridge that takes the wire only when a message is written to them). SSE keeps the SDK's
-transport.
+**Streamable HTTP** does not use the SDK's transport nor httpx: the link carries an
+:class:`~mcp_actors._wire_http.HttpWire` (``link.wire``) for our dispatcher, on our own
+HTTP/1.1 client (:mod:`mcp_actors._http11`) wrapped by :class:`_WatchedHttp` (the watch,
+the record's headers, and the OAuth flow of :class:`~mcp_actors._oauth.ServerAuth` driven
+request by request when the server has OAuth). The link's SDK streams are served over that
+wire too (an idle bridge that takes the wire only when a message is written to them).
+**SSE** (legacy) keeps the SDK's transport on an httpx client of ours
+(:class:`_WatchedClient`) that reports to the same watch.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
+import logging
 import math
-from collections.abc import AsyncIterator
+import urllib.parse
+from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -40,17 +46,32 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import ClientMessageMetadata, SessionMessage
 
+from mcp_actors._http11 import (
+    DecodingError,
+    HttpClient,
+    HttpError,
+    HttpTimeout,
+    InvalidRequest,
+    NetworkError,
+    ProtocolError,
+    Response,
+    Url,
+)
 from mcp_actors._redact import install_log_filter, redact_text, redact_url
 from mcp_actors._transport_base import STREAM_BUFFER, TransportLink, logger
 from mcp_actors._variables import expand
 from mcp_actors._wire import WireClosed
-from mcp_actors._wire_http import HttpWire
-from mcp_actors.errors import InvalidServerConfig, McpActorsError, ServerStartFailed, UnresolvedPlaceholder
+from mcp_actors._wire_http import HttpWire, _status_text, redirect_within_origin
+from mcp_actors.errors import (
+    InvalidServerConfig,
+    McpActorsError,
+    ServerMisconfigured,
+    ServerStartFailed,
+    UnresolvedPlaceholder,
+)
 from mcp_actors.records import ServerType
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from mcp_actors._oauth import OAuthTarget, ServerAuth
     from mcp_actors.records import McpServerRecord
 
@@ -158,23 +179,23 @@ class HttpParams:
         return tuple(dict.fromkeys(values))
 
 
-def _rpc_of(request: httpx2.Request) -> tuple[Any, str | None]:
-    """The JSON-RPC id and method a POST carries, or ``(None, None)``."""
-    if request.method != "POST":
+def _rpc_of(method: str, content: bytes | None) -> tuple[Any, str | None]:
+    """The JSON-RPC id and method a POST's body carries, or ``(None, None)``."""
+    if method != "POST" or not content:
         return None, None
     try:
-        body = json.loads(request.content)
-    except (ValueError, httpx2.RequestNotRead, TypeError):
+        body = json.loads(content)
+    except (ValueError, TypeError):
         return None, None
     if not isinstance(body, dict):
         return None, None
-    method = body.get("method")
-    return body.get("id"), method if isinstance(method, str) else None
+    name = body.get("method")
+    return body.get("id"), name if isinstance(name, str) else None
 
 
 @attrs.define(eq=False)
 class _HttpWatch:
-    """What our httpx client saw, and the link it kills when the server is gone.
+    """What our HTTP client saw, and the link it kills when the server is gone.
 
     ``statuses`` maps a JSON-RPC request id to the error status its POST got, for the relay
     to name; ``pending`` is a death reason seen before the link existed (the SSE stream is
@@ -204,50 +225,71 @@ class _HttpWatch:
         elif self.pending is None:
             self.pending = reason
 
-    def failed(self, request: httpx2.Request, exc: httpx2.TransportError, *, streaming: bool) -> None:
-        if isinstance(exc, httpx2.TimeoutException):
-            return  # silence on a stream is not death; the SDK reopens quiet streams
+    def failed(self, method: str, url: str, exc: Exception, *, streaming: bool) -> None:
+        """The network failed under a request (or, ``streaming``, under its response body): a death.
+
+        Timeouts are not: silence on a stream is not death (quiet streams are reopened).
+        """
+        if isinstance(exc, httpx2.TimeoutException | HttpTimeout):
+            return
         where = "the HTTP response stream broke" if streaming else "the HTTP connection failed"
         detail = str(exc) or "no detail"
-        self.die(f"{where} ({request.method} {redact_url(str(request.url))}): {type(exc).__name__}: {detail}")
+        self.die(f"{where} ({method} {redact_url(url)}): {type(exc).__name__}: {detail}")
 
-    def answered(self, request: httpx2.Request, response: httpx2.Response) -> None:
-        code = response.status_code
-        if code < 300 or request.method == "DELETE":
+    def answered(
+        self,
+        method: str,
+        headers: Mapping[str, str],
+        content: bytes | None,
+        code: int,
+        reason: str,
+        *,
+        location: str,
+        followed: bool,
+    ) -> None:
+        """Judge one final answer: a death for the statuses that mean the server is gone for us.
+
+        Args:
+            method: The request's method.
+            headers: The request's headers (the session header is looked for, any case).
+            content: The request's body (a POST's JSON-RPC id and method are read from it).
+            code: The status code; ``reason``: its phrase.
+            location: The ``Location`` header (redirects).
+            followed: Whether the transport follows this redirect (it stays within the origin).
+        """
+        if code < 300 or method == "DELETE":
             return
-        status = f"HTTP {code} {response.reason_phrase}".rstrip()
-        rpc_id, method = _rpc_of(request)
+        status = f"HTTP {code} {reason}".rstrip()
+        request_method = method
+        rpc_id, method_name = _rpc_of(method, content)
         if code in (401, 403):
             need = "authorization is needed" if code == 401 else "the credentials were refused"
             self.die(
                 f"the server answered {status}: {need}; put the credentials in config.headers"
                 " (an Authorization header, for example)"
             )
-        elif request.method == "GET" and self.optional_get:
+        elif request_method == "GET" and self.optional_get:
             return  # streamable HTTP's GET stream is optional: the SDK carries on without it
         elif 300 <= code < 400:
-            from mcp.shared._httpx_utils import next_request_within_origin
-
-            if next_request_within_origin(response) is None:
-                location = response.headers.get("location", "")
+            if not followed:
                 self.die(
                     f"the server answered {status}, a redirect to {redact_url(location)!r} that is not followed;"
                     " set config.url to that address if it is the intended server"
                 )
-        elif request.method == "GET":
+        elif request_method == "GET":
             self.die(f"the server answered the SSE stream's GET with {status}")
-        elif request.method != "POST":
+        elif request_method != "POST":
             return
-        elif code == 404 and _SESSION_HEADER in request.headers:
+        elif code == 404 and any(key.lower() == _SESSION_HEADER for key in headers):
             self.die(f"the server answered {status}: it no longer knows this session (did it restart?)")
-        elif method == "initialize":
+        elif method_name == "initialize":
             self.die(f"the server answered the MCP handshake with {status}")
         elif rpc_id is not None and self.keep_statuses:
             self.statuses[rpc_id] = status
 
 
 class _WatchedStream(httpx2.AsyncByteStream):
-    """A response body that reports a network failure mid-body to the watch."""
+    """A response body that reports a network failure mid-body to the watch (SSE, on httpx)."""
 
     def __init__(self, inner: Any, watch: _HttpWatch, request: httpx2.Request) -> None:
         self._inner = inner
@@ -259,7 +301,7 @@ class _WatchedStream(httpx2.AsyncByteStream):
             async for chunk in self._inner:
                 yield chunk
         except httpx2.TransportError as exc:
-            self._watch.failed(self._request, exc, streaming=True)
+            self._watch.failed(self._request.method, str(self._request.url), exc, streaming=True)
             raise
 
     async def aclose(self) -> None:
@@ -267,7 +309,7 @@ class _WatchedStream(httpx2.AsyncByteStream):
 
 
 class _WatchedClient(httpx2.AsyncClient):
-    """The SDK's httpx client, watched: every send and every streamed body."""
+    """The SDK's httpx client for SSE, watched: every send and every streamed body."""
 
     def __init__(self, watch: _HttpWatch, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -278,12 +320,121 @@ class _WatchedClient(httpx2.AsyncClient):
         try:
             response = await super().send(request, **kwargs)
         except httpx2.TransportError as exc:
-            self._watch.failed(request, exc, streaming=False)
+            self._watch.failed(request.method, str(request.url), exc, streaming=False)
             raise
-        self._watch.answered(request, response)
+        self._watch.answered(
+            request.method,
+            request.headers,
+            request.content if isinstance(request.stream, httpx2.ByteStream) else None,
+            response.status_code,
+            response.reason_phrase,
+            location=response.headers.get("location", ""),
+            followed=_httpx_follows(response),
+        )
         if kwargs.get("stream"):
             response.stream = _WatchedStream(response.stream, self._watch, request)
         return response
+
+
+def _httpx_follows(response: httpx2.Response) -> bool:
+    if not response.is_redirect:
+        return False
+    from mcp.shared._httpx_utils import next_request_within_origin
+
+    return next_request_within_origin(response) is not None
+
+
+@attrs.define(eq=False)
+class _WatchedHttp:
+    """The wire's :class:`~mcp_actors._wire_http.HttpSender`: our HTTP/1.1 client, watched and authorized.
+
+    Every final answer goes to the watch (its statuses), every network failure too (a
+    death); with OAuth, the ``ServerAuth`` flow is driven here, request by request, and
+    only its final answer is judged (a 401 it answers with a fresh token is not a death).
+    """
+
+    http: HttpClient
+    watch: _HttpWatch
+    auth: ServerAuth | None = None
+
+    async def send(self, method: str, url: Url, headers: Mapping[str, str], body: bytes = b"") -> Response:
+        """Send (through the OAuth flow when there is one); tell the watch what happened."""
+        try:
+            auth = self.auth
+            if auth is None:
+                response = await self.http.send(method, url, headers, body)
+            else:
+                response = await self._send_with_auth(auth, method, url, headers, body)
+        except (NetworkError, ProtocolError) as exc:
+            self.watch.failed(method, str(url), exc, streaming=False)
+            raise
+        code = response.status
+        if logger.isEnabledFor(logging.DEBUG):  # httpx's request line, at DEBUG (it is one per call)
+            shown = redact_text(redact_url(str(url)), self.watch.secrets)
+            logger.debug("server %s: HTTP Request: %s %s %s", self.watch.label, method, shown, _status_text(response))
+        if code >= 300:
+            location = response.headers.get("location")
+            followed = redirect_within_origin(method, url, code, location) is not None
+            self.watch.answered(method, headers, body, code, response.reason, location=location, followed=followed)
+        return response
+
+    def broke(self, response: Response, exc: HttpError) -> None:
+        """A response body failed under the wire: a death unless it was silence or an undecodable body."""
+        if not isinstance(exc, HttpTimeout | DecodingError):
+            self.watch.failed(response.method, str(response.url), exc, streaming=True)
+
+    async def _send_with_auth(
+        self, auth: ServerAuth, method: str, url: Url, headers: Mapping[str, str], body: bytes
+    ) -> Response:
+        """The OAuth flow's own first step without its httpx objects, while nothing needs the flow.
+
+        ``ServerAuth.async_auth_flow`` starts by sending the request with the fresh token it
+        holds (or bare, when the store has none) and stops there unless the server challenges
+        (401, or 403 for more scope). That step is done here with our own values; only a
+        challenge, or a token to load or renew, runs the flow itself (which sends the request
+        again: a challenged request was not processed).
+        """
+        token = auth.access_token()
+        if token is not None or auth._without_tokens():
+            sent = headers if token is None else {**headers, "Authorization": f"Bearer {token}"}
+            response = await self.http.send(method, url, sent, body)
+            if response.status not in (401, 403):
+                return response
+            try:
+                await response.aread()  # small: the connection goes back to the pool
+            finally:
+                response.close()
+        return await self._send_authorized(method, url, headers, body)
+
+    async def _send_authorized(self, method: str, url: Url, headers: Mapping[str, str], body: bytes) -> Response:
+        """Drive ``ServerAuth.async_auth_flow``: each request it yields goes out here, its answer goes back."""
+        assert self.auth is not None
+        request = httpx2.Request(method, str(url), headers=dict(headers), content=body)
+        flow = self.auth.async_auth_flow(request)
+        response: Response | None = None
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                if response is not None:
+                    response.close()
+                sent = {k: v for k, v in outgoing.headers.items() if k.lower() not in ("host", "content-length")}
+                response = await self.http.send(outgoing.method, Url.parse(str(outgoing.url)), sent, outgoing.content)
+                content = b""
+                if response.status in (401, 403):
+                    content = await response.aread()  # small: lets the connection be reused
+                answer = httpx2.Response(
+                    response.status, headers=response.headers.items, content=content, request=outgoing
+                )
+                try:
+                    outgoing = await flow.asend(answer)
+                except StopAsyncIteration:
+                    return response
+        except BaseException:
+            if response is not None:
+                response.close()
+            raise
+        finally:
+            await flow.aclose()
 
 
 def _client_factory(watch: _HttpWatch) -> Any:
@@ -419,23 +570,31 @@ async def _open_streamable_http(
 ) -> AsyncIterator[TransportLink]:
     """Streamable HTTP on our own wire (see :mod:`mcp_actors._wire_http`): the link carries it as ``link.wire``."""
     watch = _HttpWatch(label=label, secrets=secrets, optional_get=True, keep_statuses=False)
-    client = _WatchedClient(
-        watch,
-        headers=dict(params.headers),
-        timeout=httpx2.Timeout(params.connect_timeout, read=params.read_timeout),
-        auth=auth,
-    )
+    try:
+        url = Url.parse(params.url)
+        headers = dict(params.headers)
+        if url.userinfo and not any(key.lower() == "authorization" for key in headers):
+            # As httpx: credentials in the URL are sent as Basic authorization.
+            user, _, password = (urllib.parse.unquote(part) for part in url.userinfo.partition(":"))
+            headers["Authorization"] = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+        http = HttpClient(headers=headers, connect_timeout=params.connect_timeout, read_timeout=params.read_timeout)
+        http.prepare(url)
+    except InvalidRequest as exc:
+        raise ServerMisconfigured(
+            f"server {label!r}: {redact_text(str(exc), secrets)}; fix config.url or config.headers", server=label
+        ) from None
+    client = _WatchedHttp(http, watch, auth)
     # Unbounded: a wire delivers synchronously; what it delivers is bounded by what was asked.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
     write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
     streams = (read_writer, read_stream, write_stream, write_reader)
     link = TransportLink(read_stream=read_stream, write_stream=write_stream, label=label, secrets=secrets)
     link._closers.append(read_writer)
-    wire = HttpWire(client=client, url=params.url, link=link, max_message_bytes=params.max_message_bytes)
+    wire = HttpWire(client=client, url=url, link=link, max_message_bytes=params.max_message_bytes)
     link.wire = wire
     watch.attach(link)
     try:
-        async with client, trio.open_nursery() as nursery:
+        async with trio.open_nursery() as nursery:
             nursery.start_soon(_bridge, wire, write_reader, read_writer)
             try:
                 yield link
@@ -444,6 +603,7 @@ async def _open_streamable_http(
                 link.die(link.death_reason or "closed by the client")
                 nursery.cancel_scope.cancel()
     finally:
+        http.close()
         for stream in streams:
             stream.close()
 

@@ -2,14 +2,16 @@
 
 The SDK's streamable-HTTP client moves every message through memory streams and a task
 per POST (17 trio task steps, 11 cancel scopes and 49 context managers per call, ~2 ms
-CPU; see docs/performance.md, "The hot path"). :class:`HttpWire` does the exchange in the
-caller's own task instead: :meth:`HttpWire.send` POSTs the JSON body (``orjson``) on the
-pooled keep-alive client of :mod:`mcp_actors._transport_http` (its auth, headers,
-redaction and death detection), and hands every message of the answer to ``deliver`` as
-it arrives: a JSON body as one message, an SSE body parsed incrementally (``event``,
-``data``, ``id``, ``retry``) until the response to the request has come, then the stream
-is closed. :meth:`HttpWire.run` reads the optional GET stream for server-initiated
-messages once the handshake is done.
+CPU; see docs/performance.md, "The hot path"), and ``httpx`` alone costs ~1 ms of CPU per
+POST. :class:`HttpWire` does the exchange in the caller's own task instead, on our own
+HTTP/1.1 client (:mod:`mcp_actors._http11`: keep-alive pool, TLS, proxies), wrapped by the
+transport (:class:`HttpSender`, built in :mod:`mcp_actors._transport_http`: its OAuth,
+headers, redaction and death detection). :meth:`HttpWire.send` POSTs the JSON body
+(``orjson``) and hands every message of the answer to ``deliver`` as it arrives: a JSON
+body as one message, an SSE body parsed incrementally (``event``, ``data``, ``id``,
+``retry``) until the response to the request has come, then the stream is closed.
+:meth:`HttpWire.run` reads the optional GET stream for server-initiated messages once the
+handshake is done.
 
 The rules are the SDK's (``mcp/client/streamable_http.py``), status by status:
 
@@ -19,8 +21,12 @@ The rules are the SDK's (``mcp/client/streamable_http.py``), status by status:
   body carries; a 404 before any session is METHOD_NOT_FOUND (the ``server/discover``
   probe falls back on it). The connection lives on.
 * The deaths are the watch's (:class:`mcp_actors._transport_http._HttpWatch`): the network
-  failing under a request or a response stream, 401/403, a redirect off the endpoint's
-  origin, 404 for a known session, any error status on the handshake. The link dies with
+  failing under a request or a response stream (the wire reports a body that breaks with
+  :meth:`HttpSender.broke`), 401/403, a redirect off the endpoint's origin, 404 for a
+  known session, any error status on the handshake. Timeouts are not deaths: a request
+  whose answer times out gets an error reply; a quiet GET stream is reopened.
+* Redirects are followed only within the endpoint's origin (:func:`redirect_within_origin`,
+  the SDK's rule), at most five times. The link dies with
   the reason and :meth:`HttpWire.send` raises :class:`~mcp_actors._wire.WireClosed`.
 * The session id comes from the ``initialize`` response's ``mcp-session-id`` header; the
   ``mcp-protocol-version`` header from the dispatcher's headers (the session stamps every
@@ -41,20 +47,20 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from collections.abc import AsyncGenerator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 import attrs
-import httpx2
 import orjson
 import trio
 
+from mcp_actors._http11 import DecodingError, HttpError, HttpTimeout, InvalidRequest, Response, Url
 from mcp_actors._wire import Deliver, WireClosed
 
 if TYPE_CHECKING:
     from mcp_actors._transport_base import TransportLink
 
-__all__ = ["HttpWire", "SseParser", "SseTooLarge"]
+__all__ = ["HttpSender", "HttpWire", "SseParser", "SseTooLarge", "redirect_within_origin"]
 
 logger = logging.getLogger("mcp_actors.transports")
 
@@ -98,8 +104,48 @@ def _error(rpc_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": rpc_id, "error": {"code": code, "message": message}}
 
 
-def _status_text(response: httpx2.Response) -> str:
-    return f"HTTP {response.status_code} {response.reason_phrase}".rstrip()
+def _status_text(response: Response) -> str:
+    return f"HTTP {response.status} {response.reason}".rstrip()
+
+
+_REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
+
+
+def redirect_within_origin(method: str, url: Url, status: int, location: str) -> Url | None:
+    """Where a redirect the MCP transports follow leads, or None (the SDK's ``next_request_within_origin``).
+
+    Followed when: the status is a redirect with a ``Location``; the method is kept (307/308,
+    or any redirect of a GET: 301/302/303 would turn a POST into a body-less GET and drop the
+    message); the target stays within ``url``'s origin (same scheme, host and port, or http to
+    https on the same host with the default ports); and the ``Location`` brings no user info
+    of its own.
+    """
+    if status not in _REDIRECTS or not location:
+        return None
+    if method not in ("GET", "HEAD") and status in (301, 302, 303):
+        return None
+    try:
+        following = url.join(location)
+    except InvalidRequest:
+        return None
+    if following.userinfo and following.userinfo != url.userinfo:
+        return None
+    if following.origin == url.origin:
+        return following
+    upgrade = (url.scheme, url.port, following.scheme, following.port) == ("http", 80, "https", 443)
+    return following if upgrade and following.host == url.host else None
+
+
+class HttpSender(Protocol):
+    """How the wire sends: our HTTP/1.1 client with the transport's watch, auth and headers around it."""
+
+    async def send(self, method: str, url: Url, headers: Mapping[str, str], body: bytes = b"") -> Response:
+        """Send one request; the response once its head came (its body is read by the caller)."""
+        ...
+
+    def broke(self, response: Response, exc: HttpError) -> None:
+        """The body of ``response`` failed to read with ``exc`` (the watch decides whether that is a death)."""
+        ...
 
 
 class SseTooLarge(Exception):
@@ -203,7 +249,7 @@ class HttpWire:
     """The streamable-HTTP :class:`~mcp_actors._wire.Wire` of one connection (see the module docstring).
 
     Attributes:
-        client: The connection's pooled, watched HTTP client (owned by the transport).
+        client: The connection's pooled, watched HTTP/1.1 client (owned by the transport).
         url: The MCP endpoint.
         link: The transport link: its death ends :meth:`run` and fails :meth:`send`.
         max_message_bytes: Largest message accepted from the server.
@@ -217,8 +263,8 @@ class HttpWire:
     """``send`` returns only once a request's answer was delivered: a dispatcher must run the
     request's timeout (the SDK's request clock) around ``send``, not only after it."""
 
-    client: httpx2.AsyncClient = attrs.field(repr=False)
-    url: str = attrs.field(repr=False)
+    client: HttpSender = attrs.field(repr=False)
+    url: Url = attrs.field(repr=False)
     link: TransportLink = attrs.field(repr=False)
     max_message_bytes: int = 256 * 1024 * 1024
     session_id: str | None = attrs.field(default=None, repr=False)
@@ -294,12 +340,15 @@ class HttpWire:
         if self.session_id is None or self.link.death_reason is not None:
             return
         with trio.move_on_after(_DELETE_BOUND, shield=True):
+            headers = self._headers(None)
+            del headers["content-type"]
             try:
-                response = await self.client.request("DELETE", self.url, headers=self._headers(None))
-            except httpx2.HTTPError as exc:
+                response = await self.client.send("DELETE", self.url, headers)
+            except HttpError as exc:
                 logger.debug("server %s: session DELETE failed: %s", self.link.label, type(exc).__name__)
             else:
-                logger.debug("server %s: session DELETE answered %s", self.link.label, response.status_code)
+                response.close()
+                logger.debug("server %s: session DELETE answered %s", self.link.label, response.status)
 
     # ------------------------------------------------------------------ the exchange
 
@@ -335,22 +384,22 @@ class HttpWire:
             scope.cancel()
         return True
 
-    async def _post(self, body: bytes, headers: dict[str, str]) -> httpx2.Response:
+    async def _post(self, body: bytes, headers: dict[str, str]) -> Response:
         """POST on the pooled client, following redirects only within the endpoint's origin (as the SDK)."""
         client = self.client
-        request = client.build_request("POST", self.url, content=body, headers=headers)
+        url = self.url
         for _ in range(_MAX_REDIRECTS):
-            response = await client.send(request, stream=True, follow_redirects=False)
-            if not response.is_redirect:
+            response = await client.send("POST", url, headers, body)
+            if response.status not in _REDIRECTS:
                 return response
-            from mcp.shared._httpx_utils import next_request_within_origin
-
-            following = next_request_within_origin(response)
+            following = redirect_within_origin("POST", url, response.status, response.headers.get("location"))
             if following is None:
                 return response  # the watch saw it: the link is dead with the location named
-            await response.aread()
-            await response.aclose()
-            request = following
+            try:
+                await response.aread()
+            finally:
+                response.close()
+            url = following
         return response
 
     def _closed(self, fallback: str) -> WireClosed:
@@ -362,28 +411,33 @@ class HttpWire:
         self._learn_version(method, extra)
         try:
             response = await self._post(_encode(message), self._headers(extra))
-        except httpx2.TimeoutException as exc:
+        except HttpTimeout as exc:
             # Not a death (the watch says why): this one message failed.
             if rpc_id is not None:
-                deliver(_error(rpc_id, _INTERNAL_ERROR, f"the HTTP request timed out ({type(exc).__name__})"))
+                deliver(_error(rpc_id, _INTERNAL_ERROR, f"the HTTP request timed out ({exc.phase})"))
             return
-        except httpx2.TransportError as exc:
+        except InvalidRequest as exc:  # a header the dispatcher passed: nothing was sent
+            if rpc_id is not None:
+                deliver(_error(rpc_id, _INTERNAL_ERROR, f"the HTTP request could not be sent: {exc}"))
+            return
+        except HttpError as exc:  # the network or an unreadable head: the watch killed the link
             raise self._closed(f"the HTTP connection failed: {type(exc).__name__}") from exc
         try:
             await self._answer(response, method, rpc_id, deliver)
-        except httpx2.TimeoutException:
+        except HttpTimeout:
             if rpc_id is not None:
                 deliver(_error(rpc_id, _INTERNAL_ERROR, "the server sent nothing on the response stream for too long"))
-        except httpx2.TransportError as exc:
-            raise self._closed(f"the HTTP response stream broke: {type(exc).__name__}") from exc
-        except httpx2.HTTPError as exc:  # a body that does not decode (content-encoding): this answer only
+        except DecodingError as exc:  # a body that does not decode (content-encoding): this answer only
             if rpc_id is not None:
-                deliver(_error(rpc_id, _INTERNAL_ERROR, f"the server's answer could not be read: {type(exc).__name__}"))
+                deliver(_error(rpc_id, _INTERNAL_ERROR, f"the server's answer could not be read: {exc}"))
+        except HttpError as exc:
+            self.client.broke(response, exc)
+            raise self._closed(f"the HTTP response stream broke: {type(exc).__name__}") from exc
         finally:
-            await response.aclose()
+            response.close()
 
-    async def _answer(self, response: httpx2.Response, method: Any, rpc_id: Any, deliver: Deliver) -> None:
-        status = response.status_code
+    async def _answer(self, response: Response, method: Any, rpc_id: Any, deliver: Deliver) -> None:
+        status = response.status
         if status >= 300:
             if self.link.death_reason is not None:
                 raise self._closed("the server refused the request")
@@ -401,7 +455,7 @@ class HttpWire:
         if status == 202:
             deliver(_error(rpc_id, _INVALID_REQUEST, "the server answered a request with 202 Accepted"))
             return
-        kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        kind = response.headers.get("content-type").partition(";")[0].strip().lower()
         if kind == "application/json":
             body = await response.aread()
             self._deliver_json(body, method, rpc_id, deliver)
@@ -410,16 +464,16 @@ class HttpWire:
         else:
             deliver(_error(rpc_id, _INVALID_REQUEST, f"the server answered with content type {kind or 'none'!r}"))
 
-    async def _error_reply(self, response: httpx2.Response, rpc_id: Any) -> dict[str, Any]:
+    async def _error_reply(self, response: Response, rpc_id: Any) -> dict[str, Any]:
         """The JSON-RPC error a request's error status stands for (the body's own, when it carries one)."""
-        if response.headers.get("content-type", "").lower().startswith("application/json"):
+        if response.headers.get("content-type").lower().startswith("application/json"):
             try:
                 body = _decode(await response.aread())
             except ValueError:
                 body = None
             if isinstance(body, dict) and isinstance(body.get("error"), dict):
                 return {"jsonrpc": "2.0", "id": rpc_id, "error": body["error"]}
-        if response.status_code == 404 and self.session_id is None:
+        if response.status == 404 and self.session_id is None:
             return _error(rpc_id, _METHOD_NOT_FOUND, f"the server answered {_status_text(response)}")
         return _error(rpc_id, _INTERNAL_ERROR, f"the server answered {_status_text(response)}")
 
@@ -451,9 +505,14 @@ class HttpWire:
         deliver(item)
         return True
 
-    async def _read_sse_answer(self, response: httpx2.Response, method: Any, rpc_id: Any, deliver: Deliver) -> None:
+    async def _read_sse_answer(self, response: Response, method: Any, rpc_id: Any, deliver: Deliver) -> None:
+        async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+            await self._read_sse_chunks(chunks, response, method, rpc_id, deliver)
+
+    async def _read_sse_chunks(
+        self, chunks: AsyncGenerator[bytes], response: Response, method: Any, rpc_id: Any, deliver: Deliver
+    ) -> None:
         parser = SseParser(self.max_message_bytes)
-        chunks = response.aiter_raw()
         answered = False
         try:
             async for chunk in chunks:
@@ -473,11 +532,15 @@ class HttpWire:
             # The server ends the stream right after the answer: reading that end (usually
             # already received) lets the keep-alive connection go back to the pool instead of
             # being closed. Bounded: a server that keeps the stream open loses its connection.
-            with trio.move_on_after(_DRAIN_SECONDS), contextlib.suppress(SseTooLarge, httpx2.TransportError):
-                # A failure now is not this request's (answered): the watch saw a death if it was one.
-                async for chunk in chunks:
-                    for event, data in parser.feed(chunk):
-                        self._sse_message(event, data, None, None, deliver)
+            with trio.move_on_after(_DRAIN_SECONDS):
+                try:
+                    async for chunk in chunks:
+                        for event, data in parser.feed(chunk):
+                            self._sse_message(event, data, None, None, deliver)
+                except SseTooLarge:
+                    pass
+                except HttpError as exc:  # not this request's failure (it is answered); the watch judges it
+                    self.client.broke(response, exc)
             return
         if self.link.death_reason is not None:
             raise self._closed("the HTTP response stream broke")
@@ -515,27 +578,37 @@ class HttpWire:
                 headers[_LAST_EVENT_ID] = last_id
             parser = SseParser(self.max_message_bytes)
             try:
-                async with self.client.stream("GET", self.url, headers=headers) as response:
-                    kind = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-                    if response.status_code != 200 or kind != "text/event-stream":
-                        # 405: the server has no GET stream; anything else: we go without one (the watch
-                        # already killed the link for the statuses that mean death).
-                        logger.debug("server %s: no GET stream (%s)", self.link.label, _status_text(response))
-                        return
-                    self.get_stream_open.set()
-                    async for chunk in response.aiter_raw():
+                response = await self.client.send("GET", self.url, headers)
+            except HttpTimeout:
+                continue  # silence: reopen at once, as the SDK does
+            except HttpError as exc:  # the watch killed the link if the network failed under the stream
+                logger.debug("server %s: GET stream not opened: %s", self.link.label, type(exc).__name__)
+                return
+            try:
+                kind = response.headers.get("content-type").partition(";")[0].strip().lower()
+                if response.status != 200 or kind != "text/event-stream":
+                    # 405: the server has no GET stream; anything else: we go without one (the watch
+                    # already killed the link for the statuses that mean death).
+                    logger.debug("server %s: no GET stream (%s)", self.link.label, _status_text(response))
+                    return
+                self.get_stream_open.set()
+                async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+                    async for chunk in chunks:
                         for event, data in parser.feed(chunk):
                             self._sse_message(event, data, None, None, deliver)
-            except httpx2.TimeoutException:
+            except HttpTimeout:
                 last_id = parser.last_id or last_id
                 continue  # silence: reopen at once, as the SDK does
-            except httpx2.TransportError:
-                return  # the watch killed the link (the network failed under the stream)
-            except httpx2.HTTPError as exc:
-                logger.warning("server %s: GET stream dropped: %s", self.link.label, type(exc).__name__)
+            except DecodingError as exc:
+                logger.warning("server %s: GET stream dropped: %s", self.link.label, exc)
+                return
+            except HttpError as exc:
+                self.client.broke(response, exc)  # the network failed under the stream: the watch kills the link
                 return
             except SseTooLarge as exc:
                 logger.warning("server %s: GET stream dropped: %s", self.link.label, exc)
+            finally:
+                response.close()
             last_id = parser.last_id or last_id
             delay = parser.retry_ms / 1000 if parser.retry_ms is not None else _GET_RETRY_SECONDS
             await trio.sleep(delay)

@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import signal
+import ssl
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Callable
@@ -24,11 +25,15 @@ import httpx2
 import pytest
 import trio
 import trio.testing
+import trustme
+from test_http11 import ProxySeen, _pipe, clear_proxies, proxy_handler, serve, server_context, write_ca
 
+from mcp_actors._http11 import Url
 from mcp_actors._transport_base import TransportLink
 from mcp_actors._transport_http import HttpParams, open_http_transport
 from mcp_actors._wire import WireClosed
 from mcp_actors._wire_http import HttpWire
+from mcp_actors.errors import ServerMisconfigured
 from mcp_actors.testing import demo_server_command, fault_server_command, serve_http
 
 BOUND = 30  # generous: every wait here takes well under a second on an idle machine
@@ -488,3 +493,97 @@ async def test_send_before_run_is_a_usage_error() -> None:
         assert link.wire is not None
         with pytest.raises(RuntimeError, match=r"run\(\)"):
             await link.wire.send(request(1, "ping"))
+
+
+# ---------------------------------------------------------------------- TLS and proxies, end to end
+
+
+@contextlib.asynccontextmanager
+async def tls_front(target: str, context: ssl.SSLContext) -> AsyncIterator[str]:
+    """A TLS-terminating front on 127.0.0.1 relaying every connection to ``target`` (http://host:port/path)."""
+    origin = Url.parse(target)
+
+    async def relay(stream: trio.SocketStream) -> None:
+        secure = trio.SSLStream(stream, context, server_side=True)
+        async with await trio.open_tcp_stream(origin.host, origin.port) as upstream, trio.open_nursery() as nursery:
+            nursery.start_soon(_pipe, secure, upstream)
+            await _pipe(upstream, secure)
+            nursery.cancel_scope.cancel()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, relay, 0, host="127.0.0.1"))
+        yield f"https://127.0.0.1:{listeners[0].socket.getsockname()[1]}{origin.target}"
+        nursery.cancel_scope.cancel()
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    """A throwaway certificate authority."""
+    return trustme.CA()
+
+
+@pytest.fixture
+def server_tls(ca: trustme.CA) -> ssl.SSLContext:
+    """The TLS front's certificate for 127.0.0.1, signed by ``ca``."""
+    return server_context(ca)
+
+
+@pytest.fixture
+def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
+    """The CA's certificate as a PEM file (for SSL_CERT_FILE)."""
+    return write_ca(ca, tmp_path)
+
+
+async def test_https_with_ssl_cert_file_carries_the_session(
+    server_tls: ssl.SSLContext, ca_file: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """https:// verified with SSL_CERT_FILE: the handshake and a call go through TLS to the server."""
+    monkeypatch.setenv("SSL_CERT_FILE", ca_file)
+    async with toolserver_http() as url, tls_front(url, server_tls) as secure:
+        async with open_wire(secure) as (wire, link, inbox):
+            with trio.fail_after(BOUND):
+                await handshake(wire, inbox)
+                await wire.send(call(1, "echo", {"text": "over tls"}), headers=version_headers())
+            assert link.death_reason is None
+        assert inbox.response(1)["result"]["content"] == [{"type": "text", "text": "over tls"}]
+
+
+async def test_an_untrusted_certificate_kills_the_link_with_the_reason(
+    server_tls: ssl.SSLContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A certificate no trusted CA signed: the link dies saying the TLS handshake failed and why; send raises."""
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    async with toolserver_http() as url, tls_front(url, server_tls) as secure:
+        async with open_wire(secure) as (wire, link, inbox):
+            with trio.fail_after(BOUND), pytest.raises(WireClosed, match="TLS handshake"):
+                await handshake(wire, inbox)
+        reason = link.death_reason or ""
+        assert "the HTTP connection failed" in reason and "certificate" in reason, reason
+
+
+async def test_the_wire_goes_through_the_environment_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HTTP_PROXY: every POST of the session reaches the server through the proxy, in absolute form."""
+    clear_proxies(monkeypatch)
+    seen = ProxySeen()
+    async with toolserver_http() as url, serve(proxy_handler(seen)) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url.removesuffix("/mcp"))
+        async with open_wire(url) as (wire, link, inbox):
+            with trio.fail_after(BOUND):
+                await handshake(wire, inbox)
+                await wire.send(call(1, "echo", {"text": "proxied"}), headers=version_headers())
+            assert link.death_reason is None
+        assert inbox.response(1)["result"]["content"][0]["text"] == "proxied"
+        # initialize, initialized, the call; maybe the GET stream (refused: 405); the DELETE that ends the session.
+        assert [line for line in seen.lines if line.startswith("POST")] == [f"POST {url} HTTP/1.1"] * 3, seen.lines
+        assert set(seen.lines) <= {f"{method} {url} HTTP/1.1" for method in ("POST", "GET", "DELETE")}, seen.lines
+        assert seen.lines[-1] == f"DELETE {url} HTTP/1.1", seen.lines
+
+
+async def test_a_header_with_a_line_break_is_a_misconfiguration_naming_the_header() -> None:
+    """config.headers with CR/LF in a value: opening fails with ServerMisconfigured naming the header, not the value."""
+    params = HttpParams(url="http://127.0.0.1:9/mcp", kind="http", headers={"X-Api-Key": "s3cret\r\nX-Evil: 1"})
+    with pytest.raises(ServerMisconfigured, match="'X-Api-Key'") as info:
+        async with open_http_transport(params, label="bad-header"):
+            pass
+    assert "s3cret" not in str(info.value) and "bad-header" in str(info.value)
