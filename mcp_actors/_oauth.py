@@ -435,6 +435,13 @@ class ServerAuth(httpx2.Auth):
         """The access token a request would carry now, if it is fresh (for tests and the CLI)."""
         return self._fresh_token()
 
+    def goes_bare(self) -> bool:
+        """Whether requests go out without a token now (loaded, nothing stored) until the server challenges.
+
+        With :meth:`access_token`, what a sender needs to take the flow's first step itself.
+        """
+        return self._without_tokens()
+
     # ------------------------------------------------------------------ the flow
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:

@@ -395,7 +395,7 @@ class _WatchedHttp:
         again: a challenged request was not processed).
         """
         token = auth.access_token()
-        if token is not None or auth._without_tokens():
+        if token is not None or auth.goes_bare():
             sent = headers if token is None else {**headers, "Authorization": f"Bearer {token}"}
             response = await self.http.send(method, url, sent, body)
             if response.status not in (401, 403):
