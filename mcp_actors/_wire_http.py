@@ -301,6 +301,12 @@ class HttpWire:
         method = message.get("method")
         rpc_id = message.get("id")
         if method is not None and rpc_id is not None:
+            version = self.protocol_version
+            if version is not None and version not in _MODERN:
+                # A handshake revision: a cancellation is a notification, never an aborted POST,
+                # and the dispatcher never has two requests with one id in flight. No scope to keep.
+                await self._exchange(message, method, rpc_id, headers, deliver)
+                return
             scope = trio.CancelScope()
             superseded = self._in_flight.get(rpc_id)
             if superseded is not None:
