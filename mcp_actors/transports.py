@@ -508,6 +508,8 @@ async def open_stdio_transport(
         raise ServerStartFailed(message, server=label) from exc
     finally:
         spawn_slots.release()  # synchronous: no checkpoint between the spawn and the registration
+        # This frame lives as long as the server: keep no copy of the host's environment (~4 KiB).
+        del env
     # No await between the spawn and the registration: a cancellation cannot slip in.
     try:
         create_time = psutil.Process(process.pid).create_time()
