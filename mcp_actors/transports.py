@@ -414,7 +414,7 @@ def _deliver_line(line: bytes | bytearray, link: TransportLink, deliver: Deliver
     deliver(message)
 
 
-def _stderr_chunk(chunk: bytes, pending: bytes, tail: StderrTail, server_log: logging.Logger) -> bytes:
+def _stderr_chunk(chunk: bytes | bytearray, pending: bytes, tail: StderrTail, server_log: logging.Logger) -> bytes:
     """Split one stderr chunk into lines kept in ``tail``; return the unfinished rest."""
     tail.total_bytes += len(chunk)
     pending += chunk
