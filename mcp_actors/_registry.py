@@ -500,9 +500,13 @@ async def stop_slot(connections: Supervisor, child_id: str, handle: ConnectionHa
 
 @attrs.define(eq=False)
 class _Fetch:
-    done: trio.Event = attrs.field(factory=trio.Event)
-    view: ToolView | None = None
-    error: McpActorsError | None = None
+    """One ``tools/list`` under way for a server, and the requests waiting for its outcome.
+
+    The waiters are answered by the fetch itself (no task per waiting request); each is in
+    :attr:`_RegistryActor.pending` until then, so an incarnation that ends answers them.
+    """
+
+    waiters: list[Reply[ToolView]] = attrs.field(factory=list)
 
 
 @attrs.define(eq=False)
@@ -848,7 +852,8 @@ class _RegistryActor:
         return entry
 
     async def fetch(self, server_id: str, handle: ConnectionHandle, fetch: _Fetch) -> None:
-        """One ``tools/list`` (retried once if the connection was lost), shared by every waiter."""
+        """One ``tools/list`` (retried once if the connection was lost); its outcome answers every waiter."""
+        outcome: ToolView | McpActorsError
         try:
             for attempt in (1, 2):
                 try:
@@ -865,44 +870,47 @@ class _RegistryActor:
             if record is None or self.handles.get(server_id) is not handle:
                 raise ServerNotFound(f"server {server_id!r} was removed or changed while listing", server=server_id)
             self.cache[server_id] = entry
-            fetch.view = self.build_view(record, entry)
+            outcome = self.build_view(record, entry)
             self.publish()
         except McpActorsError as exc:
-            fetch.error = exc
+            outcome = exc
         finally:
+            # Cancelled (the incarnation ends): the waiters stay pending, and answer_all answers them.
             self.fetches.pop(server_id, None)
-            fetch.done.set()
-
-    async def get_tools(self, message: GetTools) -> None:
-        with self.serving(message.reply):
-            record = self.records.get(message.server_id)
-            handle = self.handles.get(message.server_id)
-            if record is None:
-                message.reply.fail(server_not_found(message.server_id, self.records.values()))
-                return
-            if handle is None:
-                message.reply.fail(server_inactive(record))
-                return
-            entry = self.cached(record.id, handle)
-            if entry is not None:
-                view = self.views.get(record.id)
-                if view is None or view.record is not record:
-                    view = self.build_view(record, entry)
-                    self.publish()
-                message.reply.send(view)
-                return
-            fetch = self.fetches.get(record.id)
-            if fetch is None:
-                fetch = _Fetch()
-                self.fetches[record.id] = fetch
-                assert self.nursery is not None
-                self.nursery.start_soon(self.fetch, record.id, handle, fetch)
-            await fetch.done.wait()
-            if fetch.error is not None:
-                message.reply.fail(fetch.error)
+        for reply in fetch.waiters:
+            if isinstance(outcome, ToolView):
+                reply.send(outcome)
             else:
-                assert fetch.view is not None
-                message.reply.send(fetch.view)
+                reply.fail(outcome)
+            self.pending.discard(reply)
+
+    def get_tools(self, message: GetTools) -> None:
+        """Answer from the cache, or wait for the server's one fetch (joining or starting it); never waits."""
+        reply = message.reply
+        record = self.records.get(message.server_id)
+        handle = self.handles.get(message.server_id)
+        if record is None:
+            reply.fail(server_not_found(message.server_id, self.records.values()))
+            return
+        if handle is None:
+            reply.fail(server_inactive(record))
+            return
+        entry = self.cached(record.id, handle)
+        if entry is not None:
+            view = self.views.get(record.id)
+            if view is None or view.record is not record:
+                view = self.build_view(record, entry)
+                self.publish()
+            reply.send(view)
+            return
+        fetch = self.fetches.get(record.id)
+        if fetch is None:
+            fetch = _Fetch()
+            self.fetches[record.id] = fetch
+            assert self.nursery is not None
+            self.nursery.start_soon(self.fetch, record.id, handle, fetch)
+        self.pending.add(reply)
+        fetch.waiters.append(reply)
 
     # --------------------------------------------------------------- the loop
 
@@ -922,7 +930,7 @@ class _RegistryActor:
                 case AddServers() | UpdateServer() | RemoveServer() | SyncConfig():
                     await self.mutations_send.send(message)
                 case GetTools():
-                    self.nursery.start_soon(self.get_tools, message)
+                    self.get_tools(message)
                 case ForgetTools():
                     # The view stays (its ids keep resolving) but is stale: the next listing refetches.
                     self.cache.pop(message.server_id, None)

@@ -56,6 +56,7 @@ import inspect
 import json
 import logging
 import math
+import random
 import time
 import warnings
 from collections.abc import Awaitable, Callable
@@ -98,19 +99,14 @@ from mcp_actors.process_tracker import ProcessIdentity
 from mcp_actors.transports import StderrTail, TransportLink, TransportParams, open_transport
 from supervisors import (
     Backoff,
-    ChildSpec,
     Intensity,
     Mailbox,
     MailboxClosed,
     NoReply,
     Reply,
-    Restart,
-    RestartIntensityExceeded,
-    Shutdown,
-    Strategy,
-    SupervisorSpec,
+    add_restart,
+    backoff_delay,
     open_mailbox,
-    open_supervisor,
 )
 
 __all__ = [
@@ -368,14 +364,15 @@ class _SessionRun:
         live: The session once ``initialize`` succeeded.
         close_why: Set when a close was requested (disconnect, reconnect, removal): the
             end is then not a failure.
-        close_requested: Wakes the connected life to close gracefully.
+        watch: The connected life's scope: cancelled to close gracefully (a callback,
+            not a task waiting for an event).
         done: Set when the session and its transport are closed.
     """
 
     scope: trio.CancelScope | None = None
     live: LiveSession | None = None
     close_why: str | None = None
-    close_requested: trio.Event = attrs.field(factory=trio.Event)
+    watch: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     done: trio.Event = attrs.field(factory=trio.Event)
 
 
@@ -653,25 +650,60 @@ class _ConnectionActor:
         self._answer_waiters(live)
 
     async def _connected_life(self, run: _SessionRun, live: LiveSession) -> None:
-        """Watch the connection until it dies or a close is requested."""
-        async with trio.open_nursery() as nursery:
-            if self.settings.ping_interval > 0:
-                nursery.start_soon(self._ping_loop, live)
-            listener = self.cell.listener
-            if listener is not None and listener.session is live.session:
+        """Watch the connection until it dies or a close is requested.
+
+        The session's own task does it: it waits for the death and pings between waits
+        (no ping task, no close watcher: a close request cancels :attr:`_SessionRun.watch`).
+        Only a 2026-07-28 session adds a task, its ``subscriptions/listen`` stream.
+        """
+        listener = self.cell.listener
+        if listener is None or listener.session is not live.session:
+            await self._watch(run, live)
+        else:
+            async with trio.open_nursery() as nursery:
                 nursery.start_soon(listener.run)
-
-            async def close_on_request() -> None:
-                await run.close_requested.wait()
+                await self._watch(run, live)
                 nursery.cancel_scope.cancel()
-
-            nursery.start_soon(close_on_request)
-            await live.link.dead.wait()
-            if run.close_why is None:
-                self._die(self._lost_error(live), live)  # at once: no checkpoint since the death was seen
-            nursery.cancel_scope.cancel()
         if run.close_why is not None:
             self._end_closed(run, live)
+
+    async def _watch(self, run: _SessionRun, live: LiveSession) -> None:
+        """Wait for the transport's death, pinging every ``ping_interval``; declare the death at once.
+
+        Returns when the link died (the death declared, unless a close was requested) or
+        when :attr:`_SessionRun.watch` is cancelled by a close request.
+        """
+        settings = self.settings
+        dead = live.link.dead
+        with run.watch:
+            while not dead.is_set():
+                if settings.ping_interval <= 0:
+                    await dead.wait()
+                    break
+                with trio.move_on_after(settings.ping_interval):
+                    await dead.wait()
+                if not dead.is_set():
+                    await self._ping(live)
+            if run.close_why is None:
+                self._die(self._lost_error(live), live)  # at once: no checkpoint since the death was seen
+
+    async def _ping(self, live: LiveSession) -> None:
+        """One health ping, bounded by ``ping_timeout``; silence marks the transport dead.
+
+        A death during the ping ends it at once (the dispatcher answers every waiter when
+        its wire dies), and the watch then declares that death.
+        """
+        timeout = self.settings.ping_timeout
+        with trio.move_on_after(timeout) as scope:
+            try:
+                await _probe(live.session)
+            except MCPError as exc:
+                logger.debug("server %s: ping failed: %s", self.label, exc)
+            except Exception:
+                if not live.link.dead.is_set():
+                    raise
+        if scope.cancelled_caught:
+            live.link.die(f"the server did not answer a ping within {timeout:g}s")
 
     def _end_closed(self, run: _SessionRun, live: LiveSession) -> None:
         """A requested close (or the actor stopping): fail what still runs on the session, not a death."""
@@ -691,7 +723,7 @@ class _ConnectionActor:
         if run.close_why is None:
             run.close_why = why
         if run.live is not None:
-            run.close_requested.set()
+            run.watch.cancel()
             return
         self._answer_waiters(
             ConnectionFailed(f"server {self.label!r}: connection attempt abandoned: {why}", server=self.label)
@@ -713,18 +745,6 @@ class _ConnectionActor:
             await self._close("disconnect requested")
         finally:
             reply.send(None)
-
-    async def _ping_loop(self, live: LiveSession) -> None:
-        while True:
-            await trio.sleep(self.settings.ping_interval)
-            with trio.move_on_after(self.settings.ping_timeout) as scope:
-                try:
-                    await _probe(live.session)
-                except MCPError as exc:
-                    logger.debug("server %s: ping failed: %s", self.label, exc)
-            if scope.cancelled_caught:
-                live.link.die(f"the server did not answer a ping within {self.settings.ping_timeout:g}s")
-                return
 
     def _listen_reopened(self) -> None:
         """A lost listen stream is open again: what changed meanwhile was not replayed, so refetch all."""
@@ -914,11 +934,12 @@ async def run_connection_slot(
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """Run one server's actor under its own supervisor until its mailbox closes.
+    """Run one server's actor, supervised in this task, until its mailbox closes.
 
-    The supervisor (one_for_one, the settings' intensity and backoff) restarts the actor
-    after every crash; past the intensity the server is parked with its circuit open
-    until a :class:`Reconnect` arrives, which starts a fresh supervisor. When the slot
+    The slot supervises its actor itself (one_for_one, the settings' intensity and backoff,
+    see :func:`_restart_loop`): it restarts the actor after every crash; past the intensity
+    the server is parked with its circuit open until a :class:`Reconnect` arrives, which
+    starts the count afresh. When the slot
     ends (its mailbox closed, or cancelled) every request still queued is answered
     :class:`~mcp_actors.errors.ActorStopped` and the mailbox is closed.
     """
@@ -935,33 +956,10 @@ async def run_connection_slot(
 
 
 async def _supervise(slot: _Slot) -> None:
-    settings, cell = slot.settings, slot.cell
+    """Run incarnations until the mailbox closes; park the server when they fail too often."""
+    cell = slot.cell
     while True:
-        finished = trio.Event()
-        starts = 0
-
-        async def start_actor(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-            nonlocal starts
-            eager = starts > 0
-            if starts > 0:
-                cell.set(restarts=cell.status.restarts + 1)
-            starts += 1
-            await _ConnectionActor(slot, eager=eager).run(task_status=task_status)
-            finished.set()  # noqa: B023  (bound per loop iteration: this closure only runs inside it)
-
-        spec = SupervisorSpec(strategy=Strategy.ONE_FOR_ONE, intensity=settings.intensity, backoff=settings.backoff)
-        child = ChildSpec(
-            id=settings.server_id,
-            start=start_actor,
-            restart=Restart.TRANSIENT,
-            shutdown=Shutdown.after(STOP_BOUND),
-        )
-        cause: BaseException | None = None
-        try:
-            async with open_supervisor(spec, children=[child], name=f"server:{settings.server_name}"):
-                await finished.wait()
-        except RestartIntensityExceeded as exc:
-            cause = exc.__cause__
+        cause = await _restart_loop(slot)
         if isinstance(slot.failure, ServerMisconfigured):
             cause = slot.failure  # no restart can fix it: the circuit opens at once
         if cause is None:
@@ -971,6 +969,59 @@ async def _supervise(slot: _Slot) -> None:
             return
         cell.set(circuit_open=False, restarts=0)
         slot.carried.insert(0, reconnect)
+
+
+async def _restart_loop(slot: _Slot) -> Exception | None:
+    """The slot's supervisor: one_for_one around its one transient actor, in the slot's own task.
+
+    OTP's rules for a single transient child (:mod:`supervisors._policy`'s pure functions):
+    an actor that returns is not restarted; one that crashes is restarted after
+    :func:`~supervisors.backoff_delay` (reset after ``reset_after`` seconds of running),
+    eagerly connecting; more than ``intensity.max_restarts`` crashes within
+    ``intensity.period`` give up. No supervisor object, manager task or nursery per server:
+    the actor runs right here, and cancelling this task stops it (its close is bounded).
+
+    Returns:
+        ``None`` when the actor returned; the last crash's error when the intensity was exceeded.
+    """
+    settings, cell = slot.settings, slot.cell
+    intensity, backoff = settings.intensity, settings.backoff
+    restarts: tuple[float, ...] = ()
+    backoff_n = 0
+    eager = False
+    while True:
+        started_at = trio.current_time()
+        try:
+            await _ConnectionActor(slot, eager=eager).run()
+        except Exception as exc:
+            error = exc
+        else:
+            return None
+        now = trio.current_time()
+        restarts = add_restart(restarts, now, intensity.period)
+        if len(restarts) > intensity.max_restarts:
+            logger.error(
+                "server %s: giving up after %d restarts within %g s: %s",
+                settings.server_name,
+                len(restarts),
+                intensity.period,
+                error,
+            )
+            return error
+        if now - started_at >= backoff.reset_after:
+            backoff_n = 0
+        delay = backoff_delay(backoff, backoff_n, random.random())
+        backoff_n += 1
+        logger.warning(
+            "server %s: connection actor crashed: %s: %s; restarting in %.2f s",
+            settings.server_name,
+            type(error).__name__,
+            error,
+            delay,
+        )
+        await trio.sleep(delay)
+        cell.set(restarts=cell.status.restarts + 1)
+        eager = True
 
 
 # ---------------------------------------------------------------------- the handle

@@ -29,6 +29,7 @@ import contextlib
 import errno
 import logging
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -413,32 +414,209 @@ def _deliver_line(line: bytes | bytearray, link: TransportLink, deliver: Deliver
     deliver(message)
 
 
+def _stderr_chunk(chunk: bytes | bytearray, pending: bytes, tail: StderrTail, server_log: logging.Logger) -> bytes:
+    """Split one stderr chunk into lines kept in ``tail``; return the unfinished rest."""
+    tail.total_bytes += len(chunk)
+    pending += chunk
+    *lines, pending = pending.split(b"\n")
+    for raw in lines:
+        text = raw.decode("utf-8", "replace").rstrip("\r")
+        server_log.debug("%s", tail.add(text))
+    if len(pending) > _STDERR_LINE_MAX * 4:
+        tail.add(pending.decode("utf-8", "replace"))
+        pending = b""
+    return pending
+
+
 async def _drain_stderr(stream: trio.abc.ReceiveStream, link: TransportLink, tail: StderrTail) -> None:
-    """Read stderr continuously so the server can never block on a full pipe."""
+    """Read stderr continuously so the server can never block on a full pipe (where :class:`_Pumps` cannot)."""
     server_log = logging.getLogger(f"mcp_actors.server.{link.label}")
     pending = b""
     with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
         while chunk := await stream.receive_some(_READ_CHUNK):
-            tail.total_bytes += len(chunk)
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for raw in lines:
-                text = raw.decode("utf-8", "replace").rstrip("\r")
-                server_log.debug("%s", tail.add(text))
-            if len(pending) > _STDERR_LINE_MAX * 4:
-                tail.add(pending.decode("utf-8", "replace"))
-                pending = b""
+            pending = _stderr_chunk(chunk, pending, tail, server_log)
     if pending:
         tail.add(pending.decode("utf-8", "replace"))
 
 
-async def _watch_exit(process: trio.Process, link: TransportLink) -> None:
-    code = await process.wait()
+def _on_exit(code: int, link: TransportLink) -> None:
+    """The server process exited: say so on the link, naming a killing signal."""
     link.exited.set()
     if code < 0:
         with contextlib.suppress(ValueError):
             link.die(f"the server process was killed by {signal.Signals(-code).name}")
     link.die(f"the server process exited with code {code}")
+
+
+async def _watch_exit(process: trio.Process, link: TransportLink) -> None:
+    _on_exit(await process.wait(), link)
+
+
+@attrs.define(eq=False, slots=True)
+class _Pumped:
+    """One server's stderr pipe and exit, watched by :class:`_Pumps`."""
+
+    process: trio.Process
+    link: TransportLink
+    tail: StderrTail
+    server_log: logging.Logger
+    stderr_fd: int
+    """The stderr pipe's fd; -1 once it reached EOF or was let go."""
+    pidfd: int
+    """Our own pidfd of the process (readable once it exited); -1 once it exited or was let go."""
+    pending: bytes = b""
+
+
+_PUMPS: trio.lowlevel.RunVar[_Pumps | None] = trio.lowlevel.RunVar("mcp_actors_stdio_pumps")
+
+
+@attrs.define(eq=False)
+class _Pumps:
+    """Every stdio server's stderr and exit in one trio run, served by one system task.
+
+    An idle server needs two waits from us: its stderr may become readable, and its
+    process may exit. A task per wait per server (coroutine frames, cancel statuses, a
+    nursery: ~5 KiB and two tasks per idle server) is what one epoll instance does for
+    all of them: the kernel watches every stderr pipe and every pidfd, and this one task
+    wakes only when one is ready. It reads at most one chunk per ready pipe per pass
+    (a flooding server cannot starve the others), and in each pass it reads stderr before
+    it reports an exit, so a dead server's last lines are in its tail before its death
+    is declared. Linux only (``epoll`` and ``pidfd_open``); elsewhere, or when a pidfd
+    cannot be had, a server gets its own two tasks (:func:`_drain_stderr`, :func:`_watch_exit`).
+    """
+
+    _epoll: select.epoll
+    _by_fd: dict[int, tuple[_Pumped, bool]] = attrs.field(factory=dict)
+    """fd -> (the server, whether the fd is its pidfd)."""
+
+    @staticmethod
+    def current() -> _Pumps | None:
+        """This run's pumps (started on first use), or ``None`` where the platform has none."""
+        try:
+            return _PUMPS.get()
+        except LookupError:
+            pass
+        pumps = None
+        if hasattr(select, "epoll") and hasattr(os, "pidfd_open"):
+            pumps = _Pumps(select.epoll())
+            trio.lowlevel.spawn_system_task(pumps._run, name="mcp_actors.transports stdio pumps")
+        _PUMPS.set(pumps)
+        return pumps
+
+    def add(self, process: trio.Process, link: TransportLink, tail: StderrTail) -> _Pumped | None:
+        """Watch a server's stderr and exit; ``None`` (nothing watched) when no pidfd can be had."""
+        assert process.stderr is not None
+        try:
+            pidfd = os.pidfd_open(process.pid)
+        except OSError:
+            return None
+        stderr_fd = process.stderr.fileno()  # type: ignore[attr-defined]  # an FdStream: non-blocking
+        entry = _Pumped(
+            process=process,
+            link=link,
+            tail=tail,
+            server_log=logging.getLogger(f"mcp_actors.server.{link.label}"),
+            stderr_fd=stderr_fd,
+            pidfd=pidfd,
+        )
+        try:
+            self._epoll.register(stderr_fd, select.EPOLLIN)
+            self._by_fd[stderr_fd] = (entry, False)
+            self._epoll.register(pidfd, select.EPOLLIN)
+            self._by_fd[pidfd] = (entry, True)
+        except OSError:
+            self.discard(entry)
+            return None
+        return entry
+
+    def discard(self, entry: _Pumped) -> None:
+        """Stop watching a server: keep what is left in its stderr pipe, let go of its fds."""
+        for _ in range(4):
+            if entry.stderr_fd < 0 or not self._read_stderr(entry):
+                break
+        self._close_stderr(entry)
+        self._close_pidfd(entry)
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                await trio.lowlevel.wait_readable(self._epoll.fileno())
+                ready = [self._by_fd[fd] for fd, _ in self._epoll.poll(0) if fd in self._by_fd]
+                for entry, is_exit in sorted(ready, key=lambda item: item[1]):  # stderr first, then exits
+                    try:
+                        if is_exit:
+                            self._exited(entry)
+                        elif entry.stderr_fd >= 0:
+                            self._read_stderr(entry)
+                    except Exception:  # a bug here must cost one server's watch, never the whole run
+                        logger.exception("server %s: watching its stderr and exit failed", entry.link.label)
+                        self._close_stderr(entry)
+                        self._close_pidfd(entry)
+        finally:
+            self._epoll.close()
+
+    def _read_stderr(self, entry: _Pumped) -> bool:
+        """Read one chunk of stderr into the tail; return whether there may be more."""
+        try:
+            chunk = os.read(entry.stderr_fd, _READ_CHUNK)
+        except BlockingIOError:
+            return False
+        except OSError:
+            chunk = b""
+        if not chunk:
+            self._close_stderr(entry)
+            return False
+        entry.pending = _stderr_chunk(chunk, entry.pending, entry.tail, entry.server_log)
+        return True
+
+    def _exited(self, entry: _Pumped) -> None:
+        for _ in range(4):  # its last words first
+            if entry.stderr_fd < 0 or not self._read_stderr(entry):
+                break
+        self._close_pidfd(entry)
+        code = entry.process.returncode  # reaps it
+        if code is not None:
+            _on_exit(code, entry.link)
+
+    def _close_stderr(self, entry: _Pumped) -> None:
+        """Stop reading stderr (the pipe itself belongs to the process and is closed with it)."""
+        fd, entry.stderr_fd = entry.stderr_fd, -1
+        if fd >= 0 and self._by_fd.pop(fd, None) is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._epoll.unregister(fd)
+        if entry.pending:
+            entry.tail.add(entry.pending.decode("utf-8", "replace"))
+            entry.pending = b""
+
+    def _close_pidfd(self, entry: _Pumped) -> None:
+        fd, entry.pidfd = entry.pidfd, -1
+        if fd < 0:
+            return
+        if self._by_fd.pop(fd, None) is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._epoll.unregister(fd)
+        os.close(fd)
+
+
+@contextlib.asynccontextmanager
+async def _pumping(process: trio.Process, link: TransportLink, tail: StderrTail) -> AsyncIterator[None]:
+    """Drain the server's stderr and watch its exit for the block: shared pumps, or two tasks of its own."""
+    pumps = _Pumps.current()
+    entry = pumps.add(process, link, tail) if pumps is not None else None
+    if pumps is not None and entry is not None:
+        try:
+            yield
+        finally:
+            pumps.discard(entry)
+        return
+    assert process.stderr is not None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_drain_stderr, process.stderr, link, tail)
+        nursery.start_soon(_watch_exit, process, link)
+        try:
+            yield
+        finally:
+            nursery.cancel_scope.cancel()
 
 
 async def _stop_process(
@@ -508,6 +686,8 @@ async def open_stdio_transport(
         raise ServerStartFailed(message, server=label) from exc
     finally:
         spawn_slots.release()  # synchronous: no checkpoint between the spawn and the registration
+        # This frame lives as long as the server: keep no copy of the host's environment (~4 KiB).
+        del env
     # No await between the spawn and the registration: a cancellation cannot slip in.
     try:
         create_time = psutil.Process(process.pid).create_time()
@@ -520,20 +700,17 @@ async def open_stdio_transport(
     link = TransportLink(secrets=secrets, label=label, process=identity, stderr=tail)
     assert process.stdout is not None and process.stdin is not None and process.stderr is not None
     # The session's dispatcher runs the wire (its reader is stdout); the transport drains stderr
-    # and watches the exit, so a death is seen even between sessions.
+    # and watches the exit (the run's shared pumps), so a death is seen even between sessions.
     assert isinstance(process.stdin, trio.lowlevel.FdStream)  # a pipe: written to directly (StdioWire.send)
     link.wire = StdioWire(stdin=process.stdin, stdout=process.stdout, link=link, limit=params.max_message_bytes)
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_drain_stderr, process.stderr, link, tail)
-            nursery.start_soon(_watch_exit, process, link)
+        async with _pumping(process, link, tail):
             try:
                 yield link
             finally:
                 with trio.CancelScope(shield=True):
                     link.die(link.death_reason or "closed by the client")
                     await _stop_process(process, identity, params, link, tracker)
-                nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
             for pipe in (process.stdout, process.stderr):

@@ -443,3 +443,33 @@ async def test_a_restarted_registry_rebuilds_from_the_store_and_the_live_slots(
             while len(rt.connections.which_children()) > 2:  # noqa: ASYNC110 - bounded poll of another tree
                 await trio.sleep(0.05)
         assert servers_in_memory.running["gone"] == 0
+
+
+def _task_names(task: trio.lowlevel.Task) -> list[str]:
+    names = [task.name]
+    for nursery in task.child_nurseries:
+        for child in nursery.child_tasks:
+            names += _task_names(child)
+    return names
+
+
+async def test_concurrent_listings_wait_on_one_fetch_without_a_task_each(tmp_path: Path) -> None:
+    """Five listings waiting for one server's tools cost the registry one fetch task, no task per request."""
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
+        svc = rt.service
+        await svc.add(fault_input("slow", "--slow-start", "3600"))
+        with trio.fail_after(30):  # the listings alone would take an hour
+            async with trio.open_nursery() as nursery:
+                for _ in range(5):
+                    nursery.start_soon(svc.list_server_tools, "slow")
+                await trio.testing.wait_all_tasks_blocked()
+                names = _task_names(trio.lowlevel.current_root_task())
+                nursery.cancel_scope.cancel()
+        registry_tasks = [name for name in names if name.startswith("mcp_actors._registry._RegistryActor.")]
+        assert sorted(registry_tasks) == [
+            "mcp_actors._registry._RegistryActor.fetch",
+            "mcp_actors._registry._RegistryActor.mutation_worker",
+            "mcp_actors._registry._RegistryActor.poll_config",
+        ], registry_tasks
+        assert names.count("mcp_actors.service.McpService.list_server_tools") == 5
+        await svc.remove("slow")
