@@ -60,9 +60,17 @@ class OursDriver:
                     # A URL (the harness started an HTTP server) is a streamable-HTTP server.
                     # connectTimeout raised (default 30 s) so that it does not fire on a busy
                     # machine: twenty npx servers on two loaded cores can take longer to start.
-                    "config": {"url": server, "connectTimeout": CONNECT_TIMEOUT}
+                    # protocol "legacy": the classic initialize, the handshake every other contender
+                    # uses (raw_sdk.py's mode="legacy"). Our default, "auto" (as the SDK's Client's),
+                    # first asks server/discover: one more round trip per server at start-up.
+                    "config": {"url": server, "connectTimeout": CONNECT_TIMEOUT, "protocol": "legacy"}
                     if isinstance(server, str)
-                    else {"command": server[0], "args": server[1:], "connectTimeout": CONNECT_TIMEOUT},
+                    else {
+                        "command": server[0],
+                        "args": server[1:],
+                        "connectTimeout": CONNECT_TIMEOUT,
+                        "protocol": "legacy",
+                    },
                     "isTrusted": True,
                 }
             )
