@@ -12,6 +12,7 @@ import errno
 import os
 import signal
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import trio
@@ -133,3 +134,34 @@ async def test_without_pidfds_each_server_gets_its_own_watch_tasks(monkeypatch: 
         names = _task_names()
     assert "mcp_actors.transports._drain_stderr" in names and "mcp_actors.transports._watch_exit" in names, names
     assert "killed by SIGKILL" in await _killed_server_is_seen_dead()
+
+
+async def test_a_failure_serving_one_server_in_the_shared_pumps_spares_the_others(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug while the shared pumps read one server's stderr ends only that server's watch; the run goes on."""
+    import mcp_actors.transports as transports
+
+    split = transports._stderr_chunk
+
+    def failing_for_bad(chunk: bytes, pending: bytes, tail: Any, server_log: Any) -> bytes:
+        if server_log.name.endswith(".bad"):
+            raise RuntimeError("a bug in the pumps, for this server only")
+        return split(chunk, pending, tail, server_log)
+
+    monkeypatch.setattr(transports, "_stderr_chunk", failing_for_bad)
+    bad = stdio_settings(fault_server_command("--flood-stderr", "64"), "bad")
+    good = stdio_settings(fault_server_command("--flood-stderr", "64"), "good")
+    async with running(bad, good) as ([bad_handle, good_handle], sub):
+        with trio.fail_after(BOUND):
+            await bad_handle.list_tools()
+            await good_handle.list_tools()
+            result = await bad_handle.call_tool("echo", {"text": "still served"})
+        assert not result.is_error
+        assert SHARED_PUMPS in _task_names()
+        pid = good_handle.status().pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        event = await wait_event(sub, lambda e: state_is("error")(e) and e.data["serverName"] == "good", timeout=BOUND)
+    assert "killed by SIGKILL" in str(event.data["error"])
+    assert any("server bad: watching its stderr and exit failed" in r.getMessage() for r in caplog.records)
