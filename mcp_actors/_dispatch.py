@@ -269,6 +269,20 @@ class _Context:
         await self.notify("notifications/progress", params)
 
 
+class _Started(trio.TaskStatus[None]):
+    """The dispatcher's ``task_status`` as the wire sees it: marks the dispatcher running, then passes it on."""
+
+    __slots__ = ("_dispatcher", "_outer")
+
+    def __init__(self, dispatcher: WireDispatcher, outer: trio.TaskStatus[None]) -> None:
+        self._dispatcher = dispatcher
+        self._outer = outer
+
+    def started(self, value: None = None) -> None:
+        self._dispatcher._running = True
+        self._outer.started()
+
+
 @attrs.define(eq=False)
 class WireDispatcher:
     """The SDK ``Dispatcher`` protocol over a :class:`~mcp_actors._wire.Wire` (see the module docstring).
@@ -479,25 +493,21 @@ class WireDispatcher:
         inbound handlers still running are cancelled.
         """
         self._on_request, self._on_notify, self._intercept = on_request, on_notify, on_notify_intercept
+        # The wire runs in this task (no reader task of ours); the nursery holds only the
+        # inbound handlers. Requests may be sent once the wire says it started.
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                await nursery.start(self._read)
-                self._running = True
-                task_status.started()
+                try:
+                    await self.wire.run(self._deliver, task_status=_Started(self, task_status))
+                except WireClosed:
+                    pass
+                finally:
+                    self._close()
+                    nursery.cancel_scope.cancel()  # the callers of in-flight handlers are gone
         finally:
             self._close()
             self._nursery = None
-
-    async def _read(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            await self.wire.run(self._deliver, task_status=task_status)
-        except WireClosed:
-            pass
-        finally:
-            self._close()
-            if self._nursery is not None:
-                self._nursery.cancel_scope.cancel()  # the callers of in-flight handlers are gone
 
     def _close(self) -> None:
         """Wake every waiter with ``CONNECTION_CLOSED``; synchronous and idempotent."""

@@ -12,7 +12,7 @@ import collections
 import contextlib
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 import attrs
 import trio
@@ -101,6 +101,12 @@ class StderrTail:
         return tuple(line for line in self._lines if line.strip())[-n:]
 
 
+class _Closer(Protocol):
+    """Anything the link closes when it dies (a stream end, a scope's canceller)."""
+
+    def close(self) -> None: ...
+
+
 @attrs.define(eq=False)
 class TransportLink:
     """An open transport: the SDK stream pair and the signals the actor watches.
@@ -131,7 +137,8 @@ class TransportLink:
     garbage_lines: int = 0
     garbage_sample: str | None = None
     secrets: tuple[str, ...] = attrs.field(default=(), repr=False)
-    _closers: list[MemoryObjectSendStream[Any]] = attrs.field(factory=list)
+    _closers: list[_Closer] = attrs.field(factory=list)
+    """Closed when the link dies: the session's read stream, the stdio reader's cancel scope."""
 
     def die(self, reason: str) -> None:
         """Record the first death reason (secrets redacted), wake watchers, end the session's read stream."""

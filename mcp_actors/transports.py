@@ -357,12 +357,20 @@ class StdioWire:
             self._turn.release()
 
     async def run(self, deliver: Deliver, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Read stdout and deliver every message until the link dies."""
+        """Read stdout and deliver every message until the link dies.
+
+        The reading happens in this task; the link's death (for any reason: EOF, the
+        process's exit, an unanswered ping) cancels it. The nursery only finishes a line a
+        cancelled caller left half-written.
+        """
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            nursery.start_soon(self._read, deliver)
-            task_status.started()
-            await self.link.dead.wait()
+            with trio.CancelScope() as reading:
+                self.link._closers.append(_CancelOnClose(reading))
+                if self.link.dead.is_set():
+                    reading.cancel()
+                task_status.started()
+                await self._read(deliver)
             self._nursery = None
             nursery.cancel_scope.cancel()
 
@@ -397,6 +405,16 @@ class StdioWire:
                     return
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             link.die("the server's stdout closed")
+
+
+@attrs.frozen
+class _CancelOnClose:
+    """A link closer (see :meth:`TransportLink.die`) that cancels a scope: the reader's, on death."""
+
+    scope: trio.CancelScope
+
+    def close(self) -> None:
+        self.scope.cancel()
 
 
 def _deliver_line(line: bytes | bytearray, link: TransportLink, deliver: Deliver) -> None:
