@@ -72,10 +72,11 @@ from mcp_types import (
 )
 from opentelemetry import propagate
 from opentelemetry import trace as otel_trace
+from pydantic import BaseModel, ValidationError
 
 from mcp_actors._wire import Deliver, Wire, WireClosed
 
-__all__ = ["StreamWire", "WireDispatcher"]
+__all__ = ["BoundNotification", "StreamWire", "WireDispatcher"]
 
 logger = logging.getLogger(__name__)
 
@@ -269,6 +270,14 @@ class _Context:
         await self.notify("notifications/progress", params)
 
 
+@attrs.frozen
+class BoundNotification:
+    """A notification the dispatcher hands to ``handler`` itself, its params validated as ``params_type``."""
+
+    params_type: type[BaseModel]
+    handler: Callable[[Any], Awaitable[None]]
+
+
 class _Started(trio.TaskStatus[None]):
     """The dispatcher's ``task_status`` as the wire sees it: marks the dispatcher running, then passes it on."""
 
@@ -291,6 +300,10 @@ class WireDispatcher:
     """
 
     wire: Wire
+    bound: Mapping[str, BoundNotification] = attrs.field(factory=dict)
+    """Notifications handled here, by method (validated, in wire order, in the handlers' queue):
+    what the SDK's tables know only as types (``notifications/tasks/status``), without the
+    task and stream pair per session its ``notification_bindings`` cost."""
     _pending: dict[RequestId, _Pending] = attrs.field(factory=dict, init=False)
     _in_flight: dict[RequestId, tuple[trio.CancelScope, _Context]] = attrs.field(factory=dict, init=False)
     _next_id: int = attrs.field(default=0, init=False)
@@ -612,6 +625,11 @@ class WireDispatcher:
                     float(total) if isinstance(total, int | float) and not isinstance(total, bool) else None,
                     text if isinstance(text, str) else None,
                 )
+        bound = self.bound.get(method)
+        if bound is not None:
+            if self._nursery is not None:
+                self._notifications.push(self._nursery, _contained_bound, bound, method, params)
+            return
         if run_notify_intercept(self._intercept, method, params):
             return
         if self._nursery is not None and self._on_notify is not None:
@@ -626,6 +644,19 @@ async def _contained_progress(fn: ProgressFnT, progress: float, total: float | N
         await fn(progress, total, message)
     except Exception:
         logger.exception("progress callback raised")
+
+
+async def _contained_bound(bound: BoundNotification, method: str, params: dict[str, Any] | None) -> None:
+    """A bound notification: its params validated, then its handler; a failure costs only that notification."""
+    try:
+        typed = bound.params_type.model_validate(params or {}, by_name=False)
+    except ValidationError as exc:
+        logger.warning("dropping a malformed %s: %s", method, exc.errors(include_url=False)[:1])
+        return
+    try:
+        await bound.handler(typed)
+    except Exception:
+        logger.exception("notification handler for %r raised", method)
 
 
 async def _contained_notify(

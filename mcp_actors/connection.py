@@ -66,7 +66,6 @@ import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
-from mcp.client import NotificationBinding
 from mcp.client._input_required import InputRequiredRoundsExceededError
 from mcp.client._probe import negotiate_auto
 from mcp.shared.dispatcher import ProgressFnT
@@ -76,7 +75,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_actors import events
 from mcp_actors._cache import MAX_PAGES, Listing, ListingCache, ListingKind, fetch_listing, make_listing
 from mcp_actors._callbacks import INPUT_REQUIRED_MAX_ROUNDS, HostCallbacks, fulfil_input_required
-from mcp_actors._dispatch import StreamWire, WireDispatcher
+from mcp_actors._dispatch import BoundNotification, StreamWire, WireDispatcher
 from mcp_actors._listen import Listener
 from mcp_actors._live import LiveSession, ProgressDeadline, RequestStamp, SessionEnded
 from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, FillListing, Reconnect
@@ -561,20 +560,21 @@ class _ConnectionActor:
                     offered = settings.host.offers(settings) if settings.host is not None else frozenset()
                     host_kwargs = settings.host.session_kwargs(settings) if settings.host is not None else {}
                     # One dispatcher for every transport (issue 15): the link's own wire, or its streams.
-                    dispatcher = WireDispatcher(link.wire or StreamWire(link.read_stream, link.write_stream))
+                    dispatcher = WireDispatcher(
+                        link.wire or StreamWire(link.read_stream, link.write_stream),
+                        # Task statuses are types-only in the SDK's method tables: handled by the
+                        # dispatcher (the SDK's notification_bindings would cost a task per session).
+                        bound={
+                            "notifications/tasks/status": BoundNotification(
+                                params_type=mcp_types.TaskStatusNotificationParams, handler=self._on_task_status
+                            )
+                        },
+                    )
                     session = ClientSession(
                         dispatcher=dispatcher,
                         message_handler=self._on_message,
                         logging_callback=self._on_log,
                         client_info=CLIENT_INFO,
-                        # Task statuses are types-only in the SDK's method tables: observed through a binding.
-                        notification_bindings=[
-                            NotificationBinding(
-                                method="notifications/tasks/status",
-                                params_type=mcp_types.TaskStatusNotificationParams,
-                                handler=self._on_task_status,
-                            )
-                        ],
                         **host_kwargs,
                     )
                     async with session:

@@ -410,3 +410,66 @@ async def test_a_result_that_breaks_the_output_schema_is_refused() -> None:
                 assert isinstance(good, mcp_types.CallToolResult) and good.structured_content is not None
                 with pytest.raises(RuntimeError, match="Invalid structured content returned by tool bad_weather"):
                     await live.call_tool("bad_weather", {})
+
+
+@attrs.define(eq=False)
+class HandWire:
+    """A wire the test feeds by hand: what it delivers is what a peer would have sent."""
+
+    deliver: Deliver | None = None
+    ended: trio.Event = attrs.field(factory=trio.Event)
+
+    async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+        await trio.lowlevel.checkpoint()
+
+    async def run(self, deliver: Deliver, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        self.deliver = deliver
+        task_status.started()
+        await self.ended.wait()
+
+
+async def test_bound_notifications_are_validated_and_handled_in_order_without_a_task() -> None:
+    """A bound notification reaches its handler typed and in order; a malformed or failing one costs only itself."""
+    seen: list[str] = []
+
+    async def handler(params: mcp_types.TaskStatusNotificationParams) -> None:
+        if params.task_id == "boom":
+            raise RuntimeError("a handler bug")
+        seen.append(params.task_id)
+
+    notified: list[str] = []
+
+    async def on_notify(dctx: Any, method: str, params: Any) -> None:
+        notified.append(method)
+
+    async def on_request(dctx: Any, method: str, params: Any) -> dict[str, Any]:
+        return {}
+
+    wire = HandWire()
+    dispatcher = WireDispatcher(
+        wire,
+        bound={
+            "notifications/tasks/status": _dispatch.BoundNotification(
+                params_type=mcp_types.TaskStatusNotificationParams, handler=handler
+            )
+        },
+    )
+    status: dict[str, Any] = {
+        "status": "working",
+        "createdAt": "2026-11-30T00:00:00Z",
+        "lastUpdatedAt": "2026-11-30T00:00:00Z",
+        "ttl": None,
+    }
+    async with trio.open_nursery() as nursery:
+        await nursery.start(dispatcher.run, on_request, on_notify)
+        assert wire.deliver is not None
+        for params in ({"taskId": "a"}, {"status": "working"}, {"taskId": "boom"}, {"taskId": "b"}):
+            message = {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {**status, **params}}
+            if "taskId" not in params:
+                message["params"] = params  # malformed: no taskId, no timestamps
+            wire.deliver(message)
+        wire.deliver({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}})
+        await wait_all_tasks_blocked()
+        assert seen == ["a", "b"]
+        assert notified == ["notifications/message"]
+        wire.ended.set()
