@@ -17,6 +17,11 @@ from hypothesis import HealthCheck, settings
 from testkit import is_infrastructure
 
 if TYPE_CHECKING:
+    import ssl
+    from pathlib import Path
+
+    import trustme
+
     from mcp_actors.testing.memory import InMemoryServers
 
 # The suite runs on a shared 2-core machine, often beside a second copy of itself: wall-clock
@@ -101,3 +106,33 @@ def servers_in_memory() -> Iterator[InMemoryServers]:
 
     with records_in_memory() as servers:
         yield servers
+
+
+# ---------------------------------------------------------------------- TLS (tests of our HTTP/1.1 layer)
+
+
+@pytest.fixture(scope="module")
+def ca() -> trustme.CA:
+    """A throwaway certificate authority (``trustme``)."""
+    import trustme
+
+    return trustme.CA()
+
+
+@pytest.fixture
+def server_tls(ca: trustme.CA) -> ssl.SSLContext:
+    """A server-side TLS context: a certificate for 127.0.0.1 and localhost signed by ``ca``, ALPN http/1.1."""
+    import ssl
+
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
+    context.set_alpn_protocols(["http/1.1"])
+    return context
+
+
+@pytest.fixture
+def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
+    """The CA's certificate as a PEM file (for SSL_CERT_FILE); its path."""
+    path = tmp_path / "ca.pem"
+    ca.cert_pem.write_to_path(str(path))
+    return str(path)

@@ -14,14 +14,12 @@ import gzip
 import ssl
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 import trio
 import trio.testing
-import trustme
 
 from mcp_actors._http11 import (
     _FRESH,
@@ -571,37 +569,7 @@ async def test_connect_refused_is_connect_failed() -> None:
 # ---------------------------------------------------------------------- TLS
 
 
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    """A throwaway certificate authority."""
-    return trustme.CA()
-
-
-def server_context(ca: trustme.CA) -> ssl.SSLContext:
-    """A server-side TLS context with a certificate for 127.0.0.1 and localhost, signed by ``ca``."""
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
-    context.set_alpn_protocols(["http/1.1"])
-    return context
-
-
-def write_ca(ca: trustme.CA, directory: Path) -> str:
-    """The CA's certificate as a PEM file in ``directory`` (for SSL_CERT_FILE); its path."""
-    path = directory / "ca.pem"
-    ca.cert_pem.write_to_path(str(path))
-    return str(path)
-
-
-@pytest.fixture
-def server_tls(ca: trustme.CA) -> ssl.SSLContext:
-    """The server side: a certificate for 127.0.0.1 and localhost, signed by ``ca``."""
-    return server_context(ca)
-
-
-@pytest.fixture
-def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
-    """The CA's certificate as a PEM file (for SSL_CERT_FILE)."""
-    return write_ca(ca, tmp_path)
+# The certificate authority and the server's TLS context: fixtures ca, server_tls, ca_file (tests/conftest.py).
 
 
 async def test_https_verifies_with_ssl_cert_file(

@@ -25,8 +25,7 @@ import httpx2
 import pytest
 import trio
 import trio.testing
-import trustme
-from test_http11 import ProxySeen, _pipe, clear_proxies, proxy_handler, serve, server_context, write_ca
+from test_http11 import ProxySeen, _pipe, clear_proxies, proxy_handler, serve
 
 from mcp_actors._http11 import Url
 from mcp_actors._transport_base import TransportLink
@@ -514,24 +513,6 @@ async def tls_front(target: str, context: ssl.SSLContext) -> AsyncIterator[str]:
         listeners = await nursery.start(functools.partial(trio.serve_tcp, relay, 0, host="127.0.0.1"))
         yield f"https://127.0.0.1:{listeners[0].socket.getsockname()[1]}{origin.target}"
         nursery.cancel_scope.cancel()
-
-
-@pytest.fixture(scope="module")
-def ca() -> trustme.CA:
-    """A throwaway certificate authority."""
-    return trustme.CA()
-
-
-@pytest.fixture
-def server_tls(ca: trustme.CA) -> ssl.SSLContext:
-    """The TLS front's certificate for 127.0.0.1, signed by ``ca``."""
-    return server_context(ca)
-
-
-@pytest.fixture
-def ca_file(ca: trustme.CA, tmp_path: Path) -> str:
-    """The CA's certificate as a PEM file (for SSL_CERT_FILE)."""
-    return write_ca(ca, tmp_path)
 
 
 async def test_https_with_ssl_cert_file_carries_the_session(
