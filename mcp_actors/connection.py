@@ -1236,23 +1236,32 @@ class ConnectionHandle:
         session: ClientSession,
         what: str,
         send: Callable[[mcp_types.InputResponses | None, str | None], Awaitable[T | mcp_types.InputRequiredResult]],
+        *,
+        tool: str | None = None,
     ) -> T:
         """Send a request that may answer ``InputRequiredResult`` (SEP-2322), and fulfil it until it is final.
 
-        One home for the rule (the one ``tools/call`` follows): the host callbacks answer the
-        embedded requests, a refusal is raised at once (``MCPError``, reported by the call path
-        as the server's error), and a server that keeps asking past
-        :data:`~mcp_actors._callbacks.INPUT_REQUIRED_MAX_ROUNDS` rounds is a protocol error.
+        One home for the rule (``tools/call``, ``prompts/get``, ``resources/read``): the host
+        callbacks answer the embedded requests, a refusal is raised at once (``MCPError``,
+        reported by the call path as the server's error), and a server that keeps asking past
+        :data:`~mcp_actors._callbacks.INPUT_REQUIRED_MAX_ROUNDS` rounds is a protocol error
+        (:class:`ToolCallFailed` naming ``tool`` for a tool call). A final first answer, the
+        usual case, is returned as it is.
         """
+        name = self.settings.server_name
         try:
-            return await fulfil_input_required(session, await send(None, None), send)
+            first = await send(None, None)
+            if not isinstance(first, mcp_types.InputRequiredResult):
+                return first
+            return await fulfil_input_required(session, first, send)
         except InputRequiredRoundsExceededError:
-            raise ServerProtocolError(
-                f"server {self.settings.server_name!r}: {what} still asked for input after"
-                f" {INPUT_REQUIRED_MAX_ROUNDS} rounds (InputRequiredResult); the server is at fault: report it"
-                " to its authors",
-                server=self.settings.server_name,
-            ) from None
+            message = (
+                f"server {name!r}: {what} still asked for input after {INPUT_REQUIRED_MAX_ROUNDS} rounds"
+                " (InputRequiredResult); the server is at fault: report it to its authors"
+            )
+            if tool is not None:
+                raise ToolCallFailed(message, server=name, tool=tool) from None
+            raise ServerProtocolError(message, server=name) from None
 
     def _listener(self, session: ClientSession) -> Listener | None:
         """The session's listen-stream owner when it speaks 2026-07-28, else ``None``."""
@@ -1453,18 +1462,7 @@ class ConnectionHandle:
 
             # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
             try:
-                first = await send(None, None)
-                if not isinstance(first, mcp_types.InputRequiredResult):
-                    return first
-                return await fulfil_input_required(live.session, first, send)
-            except InputRequiredRoundsExceededError:
-                raise ToolCallFailed(
-                    f"server {settings.server_name!r}: tool {name!r} still asked for input after"
-                    f" {INPUT_REQUIRED_MAX_ROUNDS} rounds (InputRequiredResult); the server is at fault: report it"
-                    " to its authors",
-                    server=settings.server_name,
-                    tool=name,
-                ) from None
+                return await self._fulfilled(live.session, f"tool {name!r}", send, tool=name)
             except RuntimeError as exc:
                 raise self._invalid_output(name, exc) from None
 
