@@ -15,12 +15,13 @@ one kill ladder (:mod:`mcp_actors._kill`); deletes the host's ledger file once n
 the host is left; and exits. ``exit`` means a clean host shutdown that already killed
 everything: the sidecar leaves at once and kills nothing.
 
-The host starts it with ``python -I -S <this file>`` (psutil's directory passed with
-``--site``), so it never imports this package's ``__init__``. While it follows the host it
-needs nothing beyond the interpreter's built-in modules; the kill ladder
-(:mod:`mcp_actors._kill`, with psutil) is imported only when there is something to kill.
-So its start costs the machine about a quarter of the CPU it would with psutil loaded —
-and it starts exactly when the host's first servers start, on the same cores.
+While the host lives, the sidecar is a POSIX shell (:data:`SHELL_FRONT`) that only keeps
+the lines. It starts exactly when the host's first servers start, on the same cores, and a
+shell starts in a fraction of an interpreter's CPU time. At end-of-file it replaces itself
+(same PID) with ``python -I -S <this file>`` (psutil's directory passed with ``--site``, so
+this package's ``__init__`` is never imported) and hands it the lines; the kill ladder
+(:mod:`mcp_actors._kill`, with psutil) is imported only then. Where there is no
+``/bin/sh`` the host starts the interpreter directly.
 """
 
 from __future__ import annotations
@@ -40,6 +41,22 @@ __all__ = ["MARKER_ENV", "SIDECAR_TAG", "Target", "main"]
 
 #: The sidecar's first argument, so it is recognisable in ``ps`` and by test guards.
 SIDECAR_TAG = "mcp_actors._reaper"
+
+#: The shell that follows the host: ``sh -c SHELL_FRONT SIDECAR_TAG python -I -S <this file> ...``.
+#: It keeps every line; ``exit`` ends it; at end-of-file it ``exec``\ s the interpreter
+#: (``"$@"``) with the kept lines on its stdin, which then ends the same way as if it had
+#: followed the host itself. SIGINT stays ignored across the ``exec``.
+SHELL_FRONT = """trap '' INT
+kept=
+while IFS= read -r line; do
+  [ "$line" = exit ] && exit 0
+  kept="$kept$line
+"
+done
+exec "$@" <<KEPT
+$kept$line
+KEPT
+"""
 
 #: A tracked process as the protocol names it: (pid, create_time, pgid, tag).
 _Entry = tuple[int, float, int, "str | None"]

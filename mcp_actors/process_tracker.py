@@ -300,6 +300,10 @@ def _default_state_dir() -> Path:
     return state_dir()
 
 
+_SHELL = "/bin/sh"
+"""The POSIX shell that fronts the reaper sidecar (see :data:`mcp_actors._reaper.SHELL_FRONT`)."""
+
+
 def _sidecar_argv(ledger: Path, term_grace: float, *, marker: str | None = None) -> list[str]:
     script = _reaper.__file__
     psutil_home = os.path.dirname(os.path.dirname(os.path.abspath(psutil.__file__)))
@@ -309,8 +313,13 @@ def _sidecar_argv(ledger: Path, term_grace: float, *, marker: str | None = None)
     if script and os.path.isfile(script):
         # -I -S: no user site, no site-packages, no PYTHON* variables; the sidecar needs
         # only the stdlib, psutil and _kill, and starts in a few tens of milliseconds.
-        return [sys.executable, "-I", "-S", script, _reaper.SIDECAR_TAG, *options]
-    return [sys.executable, "-I", "-m", "mcp_actors._reaper", *options]
+        python = [sys.executable, "-I", "-S", script, _reaper.SIDECAR_TAG, *options]
+    else:
+        python = [sys.executable, "-I", "-m", "mcp_actors._reaper", *options]
+    if os.access(_SHELL, os.X_OK):
+        # A shell follows the host and starts the interpreter only when there is something to kill.
+        return [_SHELL, "-c", _reaper.SHELL_FRONT, _reaper.SIDECAR_TAG, *python]
+    return python
 
 
 class ProcessTracker:

@@ -153,7 +153,28 @@ def test_sidecar_carries_its_tag_on_the_command_line(tmp_path: Path) -> None:
     argv = _sidecar_argv(tmp_path / "host-x.json", 1.0)
     assert SIDECAR_TAG == "mcp_actors._reaper"
     assert SIDECAR_TAG in argv
-    assert argv[:3] == [sys.executable, "-I", "-S"]
+    # The interpreter that does the killing is on the command line, isolated (-I -S).
+    python = argv.index(sys.executable)
+    assert argv[python : python + 3] == [sys.executable, "-I", "-S"]
+
+
+def test_sidecar_follows_the_host_as_a_shell_and_starts_python_only_to_kill(tmp_path: Path) -> None:
+    """While the host lives the sidecar is a POSIX shell: its start costs a fraction of an
+    interpreter's, on the cores where the host's first servers are starting. An exit line
+    ends it cleanly."""
+    ledger = tmp_path / "host-x.json"
+    sidecar = start_sidecar(ledger)
+    try:
+        send(sidecar, "untrack 1 1.0\n")
+        following = psutil.Process(sidecar.pid)
+        assert os.path.realpath(following.exe()) == os.path.realpath("/bin/sh")
+        assert SIDECAR_TAG in following.cmdline()
+        send(sidecar, "exit\n")
+        close_and_wait(sidecar)
+    finally:
+        if sidecar.poll() is None:
+            sidecar.kill()
+            sidecar.wait()
 
 
 # ----------------------------------------------------------------------------- ledger
