@@ -125,19 +125,29 @@ async def _run_tracker(
     leftovers of dead hosts.
     """
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(_in_background, tracker.start_safety_net, "starting the reaper sidecar")
+        # One worker thread, the net first: a thread less in the GIL's way of the first connections.
+        jobs: list[tuple[Callable[[], object], str]] = [(tracker.start_safety_net, "starting the reaper sidecar")]
         if sweep:
-            nursery.start_soon(_in_background, tracker.sweep_ledger, "sweeping the process ledger")
+            jobs.append((tracker.sweep_ledger, "sweeping the process ledger"))
+        nursery.start_soon(_in_background, jobs)
         task_status.started(tracker)
         await trio.sleep_forever()
 
 
-async def _in_background(job: Callable[[], object], what: str) -> None:
-    # A safety net that fails weakens the net; it must never restart the tree behind it.
-    try:
-        await trio.to_thread.run_sync(job)
-    except Exception:
-        logger.exception("%s failed", what)
+async def _in_background(jobs: list[tuple[Callable[[], object], str]]) -> None:
+    await trio.to_thread.run_sync(_run_jobs, jobs)
+
+
+def _run_jobs(jobs: list[tuple[Callable[[], object], str]]) -> None:
+    """Run blocking jobs one after another; a failure is logged and the next still runs.
+
+    A safety net that fails weakens the net; it must never restart the tree behind it.
+    """
+    for job, what in jobs:
+        try:
+            job()
+        except Exception:
+            logger.exception("%s failed", what)
 
 
 async def _run_connections(*, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED) -> None:

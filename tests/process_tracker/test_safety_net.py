@@ -109,3 +109,21 @@ def test_a_removed_ledger_is_never_written_again_by_a_late_write(
     assert not remover.is_alive()
     writer.flush()
     assert not ledger.path.exists()
+
+
+def test_the_runtimes_background_jobs_run_in_order_and_a_failure_spares_the_next(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The runtime starts the net, then sweeps, in one worker thread: a failing job is
+    logged (never raised into the tree) and the job after it still runs."""
+    from mcp_actors.runtime import _run_jobs
+
+    ran: list[str] = []
+
+    def broken() -> None:
+        ran.append("net")
+        raise OSError("no room on the disk")
+
+    _run_jobs([(broken, "starting the reaper sidecar"), (lambda: ran.append("sweep"), "sweeping the process ledger")])
+    assert ran == ["net", "sweep"]
+    assert "starting the reaper sidecar failed" in caplog.text and "no room on the disk" in caplog.text
