@@ -477,6 +477,10 @@ def _why(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+_CALLER_BOUNDS: Final = contextlib.nullcontext()
+"""The exchange's scope when the caller's deadline comes first: none of its own."""
+
+
 class _EmptyReply(NetworkError):
     """The connection ended before a single byte of the answer (a stale keep-alive connection)."""
 
@@ -491,13 +495,21 @@ def _head_end(buffer: bytearray) -> tuple[int, int]:
 
 
 async def _read_head(
-    connection: _Connection, timeout: float, method: str, url: Url, scope: trio.CancelScope | None = None
+    connection: _Connection,
+    timeout: float,
+    method: str,
+    url: Url,
+    scope: trio.CancelScope | None = None,
+    *,
+    bounded: bool = False,
 ) -> tuple[int, str, str, list[tuple[str, str]]]:
     """Read one response head (1xx heads skipped): status, reason, version, headers (names lower case).
 
     With ``scope`` (the caller's, around the whole exchange), its deadline is moved on by
-    ``timeout`` whenever bytes come, instead of a scope per read.
+    ``timeout`` whenever bytes come, instead of a scope per read. ``bounded``: a deadline
+    of the caller's comes before ``timeout`` could, so no read needs a bound of its own.
     """
+    per_read = None if scope is not None or bounded else timeout
     buffer = connection.buffer
     while True:
         end, start = _head_end(buffer)
@@ -508,7 +520,7 @@ async def _read_head(
                     f"the answer to {method} {url.shown()} has a head larger than {MAX_HEAD_BYTES} bytes"
                 )
             try:
-                data = await _receive(connection, None if scope is not None else timeout, method, url)
+                data = await _receive(connection, per_read, method, url)
             except NetworkError as exc:
                 if not buffer:  # reset before a byte of the answer: as the end of stream there
                     raise _EmptyReply(str(exc)) from None
@@ -984,10 +996,14 @@ class HttpClient:
             connection, reused = await pool.acquire()
             # One scope for the exchange, set once: the wait for the head, bounded by the read
             # timeout (moved on only when a head comes in pieces). The write is bounded by the
-            # connect timeout only when it has to wait for room (it almost never does).
-            scope = trio.CancelScope(deadline=trio.current_time() + self.read_timeout)
+            # connect timeout only when it has to wait for room (it almost never does). None
+            # when the caller's deadline (a request's timeout, usually) comes first: it bounds
+            # the exchange already, and a scope costs several microseconds per request.
+            deadline = trio.current_time() + self.read_timeout
+            bounded = trio.current_effective_deadline() <= deadline
+            scope = None if bounded else trio.CancelScope(deadline=deadline)
             try:
-                with scope:
+                with scope or _CALLER_BOUNDS:
                     try:
                         written = await connection.send_all(data, self.connect_timeout)
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
@@ -1002,7 +1018,7 @@ class HttpClient:
                         )
                     try:
                         status, reason, version, fields = await _read_head(
-                            connection, self.read_timeout, method, url, scope
+                            connection, self.read_timeout, method, url, scope, bounded=bounded
                         )
                     except _EmptyReply:
                         if reused and attempt == 0:

@@ -555,6 +555,56 @@ async def test_read_timeout_is_typed(mock_clock: trio.testing.MockClock) -> None
         client.close()
 
 
+async def test_read_timeout_fires_inside_a_later_deadline_of_the_caller(mock_clock: trio.testing.MockClock) -> None:
+    """A caller's deadline later than the read timeout leaves the read timeout in charge."""
+
+    async def handler(peer: Peer, server: Server) -> None:
+        while (request := await peer.read_request()) is not None:
+            server.requests.append(request)
+            if len(server.requests) == 1:
+                await peer.send(answer(b"first"))
+
+    async with serve(handler) as server:
+        client = HttpClient(read_timeout=7.5)
+        await fetch(client, server.url)
+        mock_clock.autojump_threshold = 0
+        start = trio.current_time()
+        with trio.fail_after(60.0), pytest.raises(HttpTimeout, match=r"sent nothing for 7\.5 s"):
+            await client.send("POST", Url.parse(server.url), body=b"{}")
+        assert trio.current_time() - start == pytest.approx(7.5)
+        client.close()
+
+
+async def test_an_earlier_deadline_of_the_callers_ends_the_exchange_and_its_connection(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    """A caller's deadline before the read timeout bounds the exchange (the client adds no
+    scope of its own then): the caller is cancelled at its deadline, the connection is not
+    reused, and the next request gets a new one."""
+
+    async def handler(peer: Peer, server: Server) -> None:
+        while (request := await peer.read_request()) is not None:
+            server.requests.append(request)
+            if len(server.requests) != 2:
+                await peer.send(answer(b"ok"))
+            # the second one is never answered
+
+    async with serve(handler) as server:
+        client = HttpClient(read_timeout=300.0)
+        await fetch(client, server.url)
+        mock_clock.autojump_threshold = 0
+        start = trio.current_time()
+        with trio.move_on_after(2.0) as caller:
+            await client.send("POST", Url.parse(server.url), body=b"{}")
+        assert caller.cancelled_caught
+        assert trio.current_time() - start == pytest.approx(2.0)
+        assert client.statistics() == {server.url.removesuffix("/mcp"): 0}  # the connection went with it
+        _, body = await fetch(client, server.url)
+        assert body == b"ok"
+        assert server.accepts == 2
+        client.close()
+
+
 async def test_connect_refused_is_connect_failed() -> None:
     """Nothing listening: ConnectFailed naming the origin."""
     with trio.socket.socket() as probe:
