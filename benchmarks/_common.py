@@ -346,6 +346,7 @@ class Bench:
         *,
         timeout: float,
         not_applicable: Mapping[str, str] | None = None,
+        rounds: int | None = None,
     ) -> Metric:
         """Measure one metric: every contender once per round, in rotating order.
 
@@ -355,6 +356,8 @@ class Bench:
             value_of: The metric's value from a driver result.
             timeout: Upper bound of one driver run, in seconds.
             not_applicable: Contender key → why this metric does not apply to it.
+            rounds: Rounds of this metric, when not the run's (a figure of a few
+                milliseconds needs more samples than one of seconds).
         """
         self.metrics.append(metric)
         skip = dict(not_applicable or {})
@@ -365,13 +368,14 @@ class Bench:
             if c.key in skip:
                 metric.mark(c.key, "n/a", skip[c.key])
         runnable = [c for c in runnable if c.key not in skip]
-        for round_no in range(self.rounds):
+        rounds = self.rounds if rounds is None else rounds
+        for round_no in range(rounds):
             shift = round_no % max(1, len(runnable))
             for contender in runnable[shift:] + runnable[:shift]:
                 job = job_for(contender, round_no)
                 if job is None:
                     continue
-                self.log(f"[{self.name}] {metric.key}: {contender.key} (round {round_no + 1}/{self.rounds})")
+                self.log(f"[{self.name}] {metric.key}: {contender.key} (round {round_no + 1}/{rounds})")
                 try:
                     result = run_driver(
                         contender,
