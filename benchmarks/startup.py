@@ -104,6 +104,16 @@ def run(bench: Bench) -> dict[str, Any]:
             f"fixed cost (1 light server): mcp-actors {fixed_ms:+.0f} ms over the raw SDK (medians of {samples} rounds)"
         )
         bench.check_goal("fixed cost over the raw SDK, 1 light server (ms)", fixed_ms, FIXED_COST_GOAL_MS)
+        # One server's start is bimodal on a shared machine (for every client: two modes ~30 ms
+        # apart), which moves a median by up to the gap; the fastest start of each shows the
+        # client's own part without that noise. Printed beside the goal's median, not instead.
+        light = bench.metrics[[m.key for m in bench.metrics].index("light_one")].results
+        fastest = {k: min(e["values"]) for k, e in light.items() if e.get("values")}
+        if "ours" in fastest and RAW_KEY in fastest:
+            bench.notes.append(
+                f"fixed cost by the fastest start of each (1 light server): mcp-actors "
+                f"{(fastest['ours'] - fastest[RAW_KEY]) * 1000:+.0f} ms over the raw SDK"
+            )
     if not quick:
         bench.notes.append(
             "demo servers are CPU-bound on start (each imports the MCP SDK), so on 2 cores twenty of them need "
