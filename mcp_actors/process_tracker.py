@@ -23,10 +23,10 @@ The safety net has four layers, each catching what the one before cannot:
    it is gone. A portal (:mod:`mcp_actors.portal`) closes its runtime gracefully in an
    exit hook that runs before this one.
 3. The reaper sidecar (:mod:`mcp_actors._reaper`): a tiny process in its own session that
-   holds a pipe from the host (a POSIX shell while the host lives; the Python reaper
-   only once there is something to kill). When the host dies in any way — SIGKILL, a segfault, the
-   OOM killer — the pipe reaches end-of-file and the sidecar kills every tracked tree and
-   everything carrying the host's marker. It runs before the first server is spawned
+   holds a pipe from the host (a POSIX shell while the host lives; the Python reaper only
+   once there is something to kill). When the host dies in any way — SIGKILL, a
+   segfault, the OOM killer — the pipe reaches end-of-file and the sidecar kills every
+   tracked tree and everything carrying the host's marker. It runs before the first server is spawned
    (:meth:`~ProcessTracker.start_safety_net`, which the runtime calls as it starts, off
    the critical path), so a host that dies even between a spawn and its registration
    leaves nothing behind: the server already carries the marker.

@@ -158,7 +158,7 @@ def test_sidecar_carries_its_tag_on_the_command_line(tmp_path: Path) -> None:
     assert argv[python : python + 3] == [sys.executable, "-I", "-S"]
 
 
-def test_sidecar_follows_the_host_as_a_shell_and_starts_python_only_to_kill(tmp_path: Path) -> None:
+def test_sidecar_follows_the_host_as_a_shell(tmp_path: Path) -> None:
     """While the host lives the sidecar is a POSIX shell: its start costs a fraction of an
     interpreter's, on the cores where the host's first servers are starting. An exit line
     ends it cleanly."""
