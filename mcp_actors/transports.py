@@ -309,11 +309,7 @@ class StdioWire:
                 sent = 0
             await self._finish(memoryview(data)[sent:], started=sent > 0)
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            # A broken stdin usually means the process is exiting, and its exit status
-            # ("killed by SIGKILL") says more than the broken pipe.
-            with trio.move_on_after(_EXIT_STATUS_GRACE):
-                await link.exited.wait()
-            link.die("the server stopped reading its stdin")
+            await _die_of_a_broken_pipe(link, "the server stopped reading its stdin")
             raise WireClosed(link.death_reason) from None
 
     def _write_some(self, data: bytes | memoryview) -> int:
@@ -352,7 +348,7 @@ class StdioWire:
                 await trio.lowlevel.wait_writable(self.stdin.fileno())
                 rest = rest[self._write_some(rest) :]
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-            self.link.die("the server stopped reading its stdin")
+            await _die_of_a_broken_pipe(self.link, "the server stopped reading its stdin")
         finally:
             self._turn.release()
 
@@ -381,11 +377,7 @@ class StdioWire:
             while True:
                 chunk = await stream.receive_some(_READ_CHUNK)
                 if not chunk:
-                    # Usually the process is exiting: give its exit status a moment to arrive,
-                    # because "killed by SIGKILL" says more than "closed its stdout".
-                    with trio.move_on_after(_EXIT_STATUS_GRACE):
-                        await link.exited.wait()
-                    link.die("the server closed its stdout")
+                    await _die_of_a_broken_pipe(link, "the server closed its stdout")
                     return
                 end = chunk.rfind(b"\n")
                 if end < 0:
@@ -460,10 +452,57 @@ async def _drain_stderr(stream: trio.abc.ReceiveStream, link: TransportLink, tai
 def _on_exit(code: int, link: TransportLink) -> None:
     """The server process exited: say so on the link, naming a killing signal."""
     link.exited.set()
+    link.die(_exit_reason(code))
+
+
+def _exit_reason(code: int) -> str:
+    """A death reason from a return code (negative: the killing signal)."""
     if code < 0:
         with contextlib.suppress(ValueError):
-            link.die(f"the server process was killed by {signal.Signals(-code).name}")
-    link.die(f"the server process exited with code {code}")
+            return f"the server process was killed by {signal.Signals(-code).name}"
+    return f"the server process exited with code {code}"
+
+
+def _exited_code(link: TransportLink) -> int | None:
+    """The return code of the link's process if it already exited (a zombie), without reaping it.
+
+    The pumps reap it and report the exit, but on a loaded machine that one task may come
+    to it well after the pipes broke; the kernel has the status as soon as the process is
+    gone. ``None`` while it runs, or when it is not ours to ask about (reaped already).
+    """
+    if link.process is None or not hasattr(os, "waitid"):
+        return None
+    try:
+        info = os.waitid(os.P_PID, link.process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except OSError:  # ChildProcessError: reaped already (the pumps reported it) or not our child
+        return None
+    if info is None:
+        return None
+    if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+        return -info.si_status
+    return info.si_status if info.si_code == os.CLD_EXITED else None
+
+
+async def _die_of_a_broken_pipe(link: TransportLink, reason: str) -> None:
+    """End the link after a pipe to the server broke, naming the process's exit when there is one.
+
+    A broken pipe usually means the process is exiting, and its exit status ("killed by
+    SIGKILL") says more than the pipe. The status is read from the zombie at once; a
+    process still on its way out gets a moment (:data:`_EXIT_STATUS_GRACE`) to finish.
+    """
+    try:
+        for attempt in (0, 1):
+            if link.exited.is_set():
+                break
+            code = _exited_code(link)
+            if code is not None:
+                link.die(_exit_reason(code))
+                break
+            if attempt == 0:
+                with trio.move_on_after(_EXIT_STATUS_GRACE):
+                    await link.exited.wait()
+    finally:
+        link.die(reason)  # the first reason stands; this one only when there was none (or a cancellation)
 
 
 async def _watch_exit(process: trio.Process, link: TransportLink) -> None:

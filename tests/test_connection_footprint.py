@@ -14,6 +14,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+import psutil
 import pytest
 import trio
 import trio.testing
@@ -116,6 +117,25 @@ async def _killed_server_is_seen_dead() -> str:
 async def test_an_exit_is_seen_while_a_child_holds_the_pipes() -> None:
     """A server killed while its child keeps stdout open is declared dead by its exit (no EOF ever comes)."""
     assert "killed by SIGKILL" in await _killed_server_is_seen_dead()
+
+
+async def test_a_killed_server_is_named_killed_even_when_its_exit_is_seen_late(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a loaded machine the shared pumps may see an exit well after the pipes broke (one
+    task for every server, behind hundreds of failing calls). The death still names the
+    signal: it is read from the zombie, not guessed from the broken pipe."""
+    import mcp_actors.transports as transports
+
+    # The pumps never get to this exit: they stop watching it and leave the zombie unreaped.
+    monkeypatch.setattr(transports._Pumps, "_exited", lambda self, entry: self._close_pidfd(entry))
+    async with running(stdio_settings(fault_server_command())) as ([handle], sub):
+        with trio.fail_after(BOUND):
+            await handle.list_tools()
+        pid = handle.status().pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        event = await wait_event(sub, state_is("error"), timeout=BOUND)
+    assert "killed by SIGKILL" in str(event.data["error"])
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() != psutil.STATUS_ZOMBIE  # reaped at the close
 
 
 async def test_without_pidfds_each_server_gets_its_own_watch_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
