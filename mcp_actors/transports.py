@@ -94,6 +94,8 @@ _READ_CHUNK: Final = 1 << 16
 _STDERR_LINE_MAX: Final = 2000
 _GARBAGE_SAMPLE_MAX: Final = 200
 _EXIT_STATUS_GRACE: Final = 0.2
+_LATE_EXIT_WATCH: Final = 2.0
+"""Seconds more for the exit watcher when the process already exited (see _die_of_a_broken_pipe)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -487,20 +489,21 @@ async def _die_of_a_broken_pipe(link: TransportLink, reason: str) -> None:
     """End the link after a pipe to the server broke, naming the process's exit when there is one.
 
     A broken pipe usually means the process is exiting, and its exit status ("killed by
-    SIGKILL") says more than the pipe. The status is read from the zombie at once; a
-    process still on its way out gets a moment (:data:`_EXIT_STATUS_GRACE`) to finish.
+    SIGKILL") says more than the pipe. The exit watcher reports it, with the server's last
+    stderr lines in the tail first; it gets :data:`_EXIT_STATUS_GRACE`. When the process has
+    exited (a zombie) but the watcher is late (one task for every server, on a loaded
+    machine), it gets :data:`_LATE_EXIT_WATCH` more, and then the status is read from the
+    zombie itself.
     """
     try:
-        for attempt in (0, 1):
-            if link.exited.is_set():
-                break
+        with trio.move_on_after(_EXIT_STATUS_GRACE):
+            await link.exited.wait()
+        if not link.exited.is_set() and _exited_code(link) is not None:
+            with trio.move_on_after(_LATE_EXIT_WATCH):
+                await link.exited.wait()
             code = _exited_code(link)
-            if code is not None:
+            if not link.exited.is_set() and code is not None:
                 link.die(_exit_reason(code))
-                break
-            if attempt == 0:
-                with trio.move_on_after(_EXIT_STATUS_GRACE):
-                    await link.exited.wait()
     finally:
         link.die(reason)  # the first reason stands; this one only when there was none (or a cancellation)
 

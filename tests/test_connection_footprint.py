@@ -122,7 +122,8 @@ async def test_an_exit_is_seen_while_a_child_holds_the_pipes() -> None:
 async def test_a_killed_server_is_named_killed_even_when_its_exit_is_seen_late(monkeypatch: pytest.MonkeyPatch) -> None:
     """On a loaded machine the shared pumps may see an exit well after the pipes broke (one
     task for every server, behind hundreds of failing calls). The death still names the
-    signal: it is read from the zombie, not guessed from the broken pipe."""
+    signal: after a bounded wait for the watcher, it is read from the zombie, not guessed
+    from the broken pipe."""
     import mcp_actors.transports as transports
 
     # The pumps never get to this exit: they stop watching it and leave the zombie unreaped.
