@@ -14,6 +14,7 @@ import signal
 from collections.abc import Iterator
 from typing import Any
 
+import psutil
 import pytest
 import trio
 import trio.testing
