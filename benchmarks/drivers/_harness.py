@@ -26,7 +26,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Protocol
 
 import anyio
@@ -159,6 +159,63 @@ async def _bounded(what: str, coro: Awaitable[Any], timeout: float = CALL_TIMEOU
             raise TimeoutError(f"{what} took longer than {timeout:g}s") from None
 
 
+class _Lane:
+    """One worker's loop of calls, as the :class:`_CallWatch` sees it."""
+
+    __slots__ = ("calls", "in_call", "overdue", "scope")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        """Calls started so far."""
+        self.in_call = False
+        self.overdue = False
+        """The watch ended this lane: a call of it took longer than the bound."""
+        self.scope = anyio.CancelScope()
+
+
+class _CallWatch:
+    """Every call of a measured loop bounded by ``timeout``, for two attribute stores per call.
+
+    A per-call ``anyio.fail_after`` (:func:`_bounded`) cost every contender 15-45 µs of CPU
+    per call on the 2-core machine (a cancel scope with a deadline entered and left, in a
+    generator context manager: docs/performance.md, round 7), about a third of the floor
+    client's whole cost, so the loops measured the harness as much as the client. Here each
+    worker runs its loop in one cancel scope (a :class:`_Lane`); a watch task looks every
+    ``timeout`` seconds and ends a lane that has been in one call since its last look, so a
+    wedged call ends after ``timeout`` to ``2 * timeout`` seconds and is reported, never hangs.
+    """
+
+    def __init__(self, timeout: float) -> None:
+        self.timeout = timeout
+        self._lanes: list[_Lane] = []
+
+    def lane(self) -> _Lane:
+        """A new lane: run the loop in ``with lane.scope:``, bump ``calls`` and set ``in_call`` around each call."""
+        lane = _Lane()
+        self._lanes.append(lane)
+        return lane
+
+    @contextlib.asynccontextmanager
+    async def watching(self) -> AsyncIterator[None]:
+        """Run the watch for the block's duration."""
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._watch)
+            try:
+                yield
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _watch(self) -> None:
+        seen: dict[int, int] = {}
+        while True:
+            await anyio.sleep(self.timeout)
+            for index, lane in enumerate(self._lanes):
+                if lane.in_call and seen.get(index) == lane.calls:
+                    lane.overdue = True
+                    lane.scope.cancel()
+                seen[index] = lane.calls
+
+
 async def _all_tool_names(session: Session, count: int) -> list[int]:
     """List every server's tools: one aggregate listing where the library has one, else per server."""
     aggregate = getattr(session, "all_tool_names", None)
@@ -188,16 +245,25 @@ async def sequential(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
     driver.prepare(servers)
     arguments = job.get("arguments", ECHO_ARGS)
     latencies: list[float] = []
-    async with driver.open(servers) as session:
+    timeout = job.get("call_timeout", CALL_TIMEOUT)
+    watch = _CallWatch(timeout)
+    lane = watch.lane()
+    async with driver.open(servers) as session, watch.watching():
         await _all_tool_names(session, 1)
         for _ in range(job.get("warmup", 20)):
             await _bounded("warm-up call", session.call(0, "echo", arguments))
         cpu = time.process_time()
-        for _ in range(job["calls"]):
-            start = time.perf_counter()
-            await _bounded("echo call", session.call(0, "echo", arguments))
-            latencies.append(time.perf_counter() - start)
+        with lane.scope:
+            for _ in range(job["calls"]):
+                lane.calls += 1
+                lane.in_call = True
+                start = time.perf_counter()
+                await session.call(0, "echo", arguments)
+                latencies.append(time.perf_counter() - start)
+                lane.in_call = False
         cpu = time.process_time() - cpu
+    if lane.overdue:
+        raise TimeoutError(f"echo call took longer than {timeout:g}s")
     # The client's own CPU (every thread of this process; the server is another process).
     return {"latencies": latencies, "cpu_per_call": cpu / max(1, job["calls"])}
 
@@ -210,17 +276,26 @@ async def concurrent(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
     arguments = job.get("arguments", ECHO_ARGS)
     driver.prepare(servers)
     failures: list[str] = []
-    async with driver.open(servers) as session:
+    timeout = job.get("call_timeout", CALL_TIMEOUT)
+    watch = _CallWatch(timeout)
+    async with driver.open(servers) as session, watch.watching():
         await _all_tool_names(session, len(servers))
 
         async def run_all(count: int) -> None:
             async def worker(server: int, remaining: list[int]) -> None:
-                while remaining[0] > 0:
-                    remaining[0] -= 1
-                    try:
-                        await _bounded("echo call", session.call(server, "echo", arguments))
-                    except Exception as exc:
-                        failures.append(f"{type(exc).__name__}: {exc}"[:200])
+                lane = watch.lane()
+                with lane.scope:
+                    while remaining[0] > 0:
+                        remaining[0] -= 1
+                        lane.calls += 1
+                        lane.in_call = True
+                        try:
+                            await session.call(server, "echo", arguments)
+                        except Exception as exc:
+                            failures.append(f"{type(exc).__name__}: {exc}"[:200])
+                        lane.in_call = False
+                if lane.overdue:
+                    failures.append(f"TimeoutError: echo call took longer than {timeout:g}s")
 
             async with anyio.create_task_group() as tg:
                 for server in range(len(servers)):
