@@ -194,7 +194,13 @@ class _Pending:
             trio.lowlevel.reschedule(task)
 
     async def wait(self) -> dict[str, Any]:
-        """Park until settled; cancellable (the slot then stays for a late answer to be dropped)."""
+        """Park until settled; cancellable (the slot then stays for a late answer to be dropped).
+
+        Settled already (streamable HTTP: the answer came inside the wire's send) is no
+        checkpoint of its own: the request's ``checkpoint_if_cancelled`` was the cancel point,
+        and the answer could only come after the send waited on the wire (the schedule point).
+        One trip through the scheduler less per call.
+        """
         if self.outcome is None:
             self.task = trio.lowlevel.current_task()
 
@@ -203,8 +209,6 @@ class _Pending:
                 return trio.lowlevel.Abort.SUCCEEDED
 
             await trio.lowlevel.wait_task_rescheduled(abort)
-        else:
-            await trio.lowlevel.checkpoint()
         assert self.outcome is not None
         return self.outcome
 
@@ -427,7 +431,7 @@ class WireDispatcher:
         armed = False
         try:
             if timeout is None:
-                await self._send(message, headers)
+                await self.wire.send(message, headers=headers)
                 return await pending.wait()
             # The SDK's request clock: a person answering an OAuth prompt during the
             # request pauses it (``waiting_on_a_person``), as on the SDK's own path.
@@ -438,11 +442,13 @@ class WireDispatcher:
                 if exchange:
                     clock.start()
                     armed = True
-                await self._send(message, headers)
+                await self.wire.send(message, headers=headers)
                 if not exchange:
                     clock.start()
                     armed = True
                 return await pending.wait()
+        except WireClosed:  # only a send raises it (the request's own, or the wire's death under it)
+            raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
         except TimeoutError:
             if not armed:
                 raise  # the wire's own bounded send failed: a transport error, not the timeout
@@ -460,12 +466,6 @@ class WireDispatcher:
                 if scope.cancelled_caught:
                     logger.warning("courtesy cancel for caller-cancelled request %r gave up: wire blocked", request_id)
             raise
-
-    async def _send(self, message: dict[str, Any], headers: Mapping[str, str] | None) -> None:
-        try:
-            await self.wire.send(message, headers=headers)
-        except WireClosed:
-            raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
 
     async def _cancel_outbound(self, request_id: RequestId, reason: str) -> None:
         await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})

@@ -263,11 +263,17 @@ class _Connection:
     buffer: bytearray = attrs.field(factory=bytearray)
     closed: bool = False
     idle_since: float = 0.0
+    fd: int = attrs.field(init=False, default=-1)
+    """The socket's file descriptor, read once (``socket.fileno()`` is two Python calls); -1 once closed."""
+
+    def __attrs_post_init__(self) -> None:
+        self.fd = self.socket.fileno()
 
     def close(self) -> None:
         """Close the socket now, synchronously (safe in ``finally`` and under cancellation)."""
         if not self.closed:
             self.closed = True
+            self.fd = -1  # as a closed socket's fileno(): a read or a wait now fails, never touches a reused fd
             self.socket.close()
             if self.pool is not None:
                 self.pool.released()
@@ -283,34 +289,38 @@ class _Connection:
             return True
         return now - self.idle_since > _FRESH and self.socket.is_readable()
 
-    async def send_all(self, data: bytes, timeout: float) -> bool:
-        """Write ``data``; False when the socket stayed full for ``timeout`` seconds (nothing more is sent)."""
+    def write_now(self, data: bytes) -> int:
+        """Write what the socket takes of ``data`` without waiting; the bytes written (0 over TLS)."""
+        if self.tls is not None:
+            return 0
+        try:
+            return os.write(self.fd, data)
+        except BlockingIOError:
+            return 0
+
+    async def send_all(self, data: bytes, timeout: float, sent: int = 0) -> bool:
+        """Write ``data`` from byte ``sent`` on; False when the socket stayed full for ``timeout`` s."""
         if self.tls is not None:
             with trio.move_on_after(timeout):
                 await self.tls.send_all(data)
                 return True
             return False
-        fd = self.socket.fileno()
-        try:
-            sent = os.write(fd, data)
-        except BlockingIOError:
-            sent = 0
-        if sent < len(data):  # the socket is full: wait for room, bounded (the usual request fits at once)
-            view = memoryview(data)
-            with trio.move_on_after(timeout):
-                while sent < len(data):
-                    await trio.lowlevel.wait_writable(self.socket)
-                    with contextlib.suppress(BlockingIOError):
-                        sent += os.write(fd, view[sent:])
+        fd = self.fd
+        view = memoryview(data)
+        with trio.move_on_after(timeout):
+            while sent < len(data):
+                await trio.lowlevel.wait_writable(fd)
+                with contextlib.suppress(BlockingIOError):
+                    sent += os.write(fd, view[sent:])
         return sent == len(data)
 
     async def receive(self) -> bytes:
         if self.tls is not None:
             return bytes(await self.tls.receive_some(_CHUNK))  # no copy: it is bytes already
         while True:
-            await trio.lowlevel.wait_readable(self.socket)
+            await trio.lowlevel.wait_readable(self.fd)
             with contextlib.suppress(BlockingIOError):  # a spurious wake-up: wait again
-                return os.read(self.socket.fileno(), _CHUNK)
+                return os.read(self.fd, _CHUNK)
 
 
 @attrs.define(eq=False)
@@ -993,7 +1003,10 @@ class HttpClient:
         proxy_auth = _proxy_auth(pool.proxy) if pool.proxy is not None and url.scheme == "http" else b""
         data = b"".join((head.encode(), block, proxy_auth, b"\r\n", body))
         for attempt in (0, 1):
-            connection, reused = await pool.acquire()
+            connection = pool.take()  # the usual case, without a coroutine frame
+            reused = connection is not None
+            if connection is None:
+                connection, reused = await pool.acquire()
             # One scope for the exchange, set once: the wait for the head, bounded by the read
             # timeout (moved on only when a head comes in pieces). The write is bounded by the
             # connect timeout only when it has to wait for room (it almost never does). None
@@ -1005,7 +1018,9 @@ class HttpClient:
             try:
                 with scope or _CALLER_BOUNDS:
                     try:
-                        written = await connection.send_all(data, self.connect_timeout)
+                        # One os.write from this task when the socket has room (a request fits, usually).
+                        sent = connection.write_now(data)
+                        written = sent == len(data) or await connection.send_all(data, self.connect_timeout, sent)
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                         connection.close()
                         if reused and attempt == 0:

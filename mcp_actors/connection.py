@@ -50,7 +50,6 @@ connection, and one connect attempt).
 from __future__ import annotations
 
 import enum
-import functools
 import importlib.metadata
 import inspect
 import json
@@ -857,10 +856,6 @@ async def _probe(session: ClientSession) -> None:
         await session.send_ping()
 
 
-async def _on_live(live_op: Callable[[LiveSession], Awaitable[T]], live: LiveSession, _session: ClientSession) -> T:
-    return await live_op(live)
-
-
 async def _handshake(session: ClientSession, negotiate: str) -> mcp_types.InitializeResult | mcp_types.DiscoverResult:
     """Negotiate the protocol revision: the handshake, or (``auto``) ``server/discover`` first."""
     if negotiate == "auto":
@@ -1110,13 +1105,16 @@ class ConnectionHandle:
         """
         bound = timeout if timeout is not None else self.settings.call_timeout
         while True:
-            live = await self._live()
-            if live_op is not None:
-                op = functools.partial(_on_live, live_op, live)
-            assert op is not None
+            live = self._cell.live or await self._live()
             try:
                 return await live.request(
-                    what, op, timeout=bound, tool=tool, die_on_timeout=die_on_timeout, progress=progress
+                    what,
+                    op,
+                    live_op=live_op,
+                    timeout=bound,
+                    tool=tool,
+                    die_on_timeout=die_on_timeout,
+                    progress=progress,
                 )
             except SessionEnded:
                 continue  # it ended before anything was sent: ask for the next one
@@ -1248,11 +1246,23 @@ class ConnectionHandle:
         (:class:`ToolCallFailed` naming ``tool`` for a tool call). A final first answer, the
         usual case, is returned as it is.
         """
+        first = await send(None, None)
+        if not isinstance(first, mcp_types.InputRequiredResult):
+            return first
+        return await self._fulfil_rest(session, what, first, send, tool=tool)
+
+    async def _fulfil_rest(
+        self,
+        session: ClientSession,
+        what: str,
+        first: mcp_types.InputRequiredResult,
+        send: Callable[[mcp_types.InputResponses | None, str | None], Awaitable[T | mcp_types.InputRequiredResult]],
+        *,
+        tool: str | None = None,
+    ) -> T:
+        """:meth:`_fulfilled` once the first answer asked for input (``tools/call`` sends its first itself)."""
         name = self.settings.server_name
         try:
-            first = await send(None, None)
-            if not isinstance(first, mcp_types.InputRequiredResult):
-                return first
             return await fulfil_input_required(session, first, send)
         except InputRequiredRoundsExceededError:
             message = (
@@ -1431,11 +1441,18 @@ class ConnectionHandle:
         deadline = (
             ProgressDeadline(max_total=settings.max_total_timeout) if settings.reset_timeout_on_progress else None
         )
-        ids = {"serverId": settings.server_id, "serverName": settings.server_name, "toolName": name, "callId": call_id}
         progressed: ProgressFnT | None = None
         bus = self._cell.bus
         # Progress is asked for (a progressToken) only when something can see it: the caller's
         # callback, a deadline that progress pushes back, or a subscriber to tool:progress.
+        if on_progress is not None or deadline is not None or bus.has_subscribers or as_task:
+            # The event fields: built only when an event can be emitted (not per plain call).
+            ids: dict[str, Any] = {
+                "serverId": settings.server_id,
+                "serverName": settings.server_name,
+                "toolName": name,
+                "callId": call_id,
+            }
         if on_progress is not None or deadline is not None or bus.has_subscribers:
 
             async def progressed(progress: float, total: float | None, message: str | None) -> None:
@@ -1448,30 +1465,38 @@ class ConnectionHandle:
                         await outcome
 
         async def op(live: LiveSession) -> mcp_types.CallToolResult:
-            async def send(
-                responses: mcp_types.InputResponses | None, state: str | None
-            ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
-                return await live.call_tool(
-                    name,
-                    args,
-                    on_progress=progressed,
-                    input_responses=responses,
-                    request_state=state,
-                    meta=self._log_meta(live.session),
-                )
-
-            # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
+            session = live.session
+            meta = self._log_meta(session)
             try:
-                return await self._fulfilled(live.session, f"tool {name!r}", send, tool=name)
+                # _fulfilled's first step, inline: two coroutine frames less on the hot path.
+                first = await live.call_tool(name, args, on_progress=progressed, meta=meta)
+                if not isinstance(first, mcp_types.InputRequiredResult):
+                    return first
+
+                async def send(
+                    responses: mcp_types.InputResponses | None, state: str | None
+                ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+                    return await live.call_tool(
+                        name,
+                        args,
+                        on_progress=progressed,
+                        input_responses=responses,
+                        request_state=state,
+                        meta=self._log_meta(session),
+                    )
+
+                # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
+                return await self._fulfil_rest(session, f"tool {name!r}", first, send, tool=name)
             except RuntimeError as exc:
                 raise self._invalid_output(name, exc) from None
 
-        async def task_op(live: LiveSession) -> mcp_types.CallToolResult:
-            return await self._run_task(live, name, args, progressed, ids)
+        if as_task:
 
-        return await self._request(
-            "tools/call", live_op=task_op if as_task else op, timeout=timeout, tool=name, progress=deadline
-        )
+            async def task_op(live: LiveSession) -> mcp_types.CallToolResult:
+                return await self._run_task(live, name, args, progressed, ids)
+
+            return await self._request("tools/call", live_op=task_op, timeout=timeout, tool=name, progress=deadline)
+        return await self._request("tools/call", live_op=op, timeout=timeout, tool=name, progress=deadline)
 
     def _invalid_output(self, name: str, exc: Exception) -> ToolOutputInvalid:
         return ToolOutputInvalid(
