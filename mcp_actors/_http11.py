@@ -337,7 +337,8 @@ class _Pool:
 
     def released(self) -> None:
         self.open_count -= 1
-        self._room.unpark()
+        if self._room:
+            self._room.unpark()
 
     async def acquire(self) -> tuple[_Connection, bool]:
         """An idle connection (True: reused) or a new one; at the limit, wait (bounded) for one to come back.
@@ -388,7 +389,8 @@ class _Pool:
         else:
             connection.idle_since = trio.current_time()
             self.idle.append(connection)
-            self._room.unpark()  # a request waiting at the limit takes this one
+            if self._room:  # a request waiting at the limit takes this one (unpark costs a generator)
+                self._room.unpark()
 
     def close(self) -> None:
         while self.idle:
