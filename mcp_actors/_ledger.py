@@ -25,12 +25,16 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+import trio
 
 from mcp_actors import _kill
 from mcp_actors._kill import Target
+
+if TYPE_CHECKING:
+    import outcome
 
 __all__ = ["LEDGER_GLOB", "Contents", "Entry", "Ledger", "LedgerWriter", "read_ledger", "sweep"]
 
@@ -136,16 +140,22 @@ class Ledger:
 
 @attrs.define(eq=False)
 class LedgerWriter:
-    """Writes a :class:`Ledger` in a thread of its own, newest state only.
+    """Writes a :class:`Ledger` off the event loop, newest state only.
 
     A ledger write is a handful of file-system calls that usually take a fraction of a
     millisecond, but an ``ext4`` rename over an existing file starts a write-back and can
     stall for tens of milliseconds on a busy disk: the event loop of a host starting
     twenty servers must not wait for that twenty times. :meth:`submit` with
-    ``wait=False`` hands the new state to a daemon thread (a burst of changes costs one
-    or two writes: only the newest state is written); ``wait=True`` writes it at once in
-    the caller's thread. Writes and :meth:`remove` are serialised, so a stale state is
-    never written after a newer one or after the removal.
+    ``wait=False`` hands the new state to a worker of trio's thread cache (a burst of
+    changes costs one or two writes: only the newest state is written); ``wait=True``
+    writes it at once in the caller's thread. Writes and :meth:`remove` are serialised, so
+    a stale state is never written after a newer one or after the removal.
+
+    The worker is an idle thread of the cache when there is one (at start-up there is: the
+    config was read in one), not a thread of our own: a thread's start waits for the new
+    thread to run, and on the event loop, in the middle of a server's start, that wait is a
+    GIL hand-off: the first registration held the loop for up to 3.8 ms (docs/performance.md,
+    round 8).
 
     The file already names the host's marker from before the first spawn (see
     ``ProcessTracker.start_safety_net``), which is what a sweep kills by; an entry that
@@ -156,27 +166,26 @@ class LedgerWriter:
     """
 
     ledger: Ledger
-    _cond: threading.Condition = attrs.field(factory=threading.Condition, init=False)
+    _state: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _io: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _pending: tuple[Entry, ...] | None = attrs.field(default=None, init=False)
-    _thread: threading.Thread | None = attrs.field(default=None, init=False)
+    _draining: bool = attrs.field(default=False, init=False)
 
     def submit(self, entries: Iterable[Entry], *, wait: bool) -> None:
-        """Make *entries* the ledger's content: now (``wait``), or soon in the writer thread."""
-        with self._cond:
+        """Make *entries* the ledger's content: now (``wait``), or soon in a worker thread."""
+        with self._state:
             self._pending = tuple(entries)
             if not wait:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="mcp-actors-ledger", daemon=True)
-                    self._thread.start()
-                self._cond.notify()
+                if not self._draining:
+                    self._draining = True
+                    trio.lowlevel.start_thread_soon(self._drain, _log_failure, name="mcp-actors ledger")
                 return
         self.flush()
 
     def flush(self) -> None:
         """Return once everything submitted so far is on disk (written here if still pending)."""
         with self._io:
-            with self._cond:
+            with self._state:
                 entries, self._pending = self._pending, None
             if entries is not None:
                 self.ledger.write(entries)
@@ -184,16 +193,31 @@ class LedgerWriter:
     def remove(self) -> None:
         """Drop any pending state and delete the file (see :meth:`Ledger.remove`)."""
         with self._io:
-            with self._cond:
+            with self._state:
                 self._pending = None
             self.ledger.remove()
 
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                while self._pending is None:
-                    self._cond.wait()
-            self.flush()
+    def _drain(self) -> None:
+        """The worker's job: write until nothing is pending (a submit meanwhile is picked up here)."""
+        try:
+            while True:
+                with self._state:
+                    if self._pending is None:
+                        self._draining = False
+                        return
+                self.flush()
+        except BaseException:
+            with self._state:
+                self._draining = False  # the next submit starts a new drain
+            raise
+
+
+def _log_failure(result: outcome.Outcome[None]) -> None:
+    """A drain's outcome (:meth:`Ledger.write` logs its own I/O failures; this is anything else)."""
+    try:
+        result.unwrap()
+    except Exception:
+        logger.exception("writing the process ledger failed")
 
 
 def read_ledger(path: Path) -> Contents | None:

@@ -34,7 +34,7 @@ The safety net has four layers, each catching what the one before cannot:
    directory (``processes/`` below :func:`mcp_actors._paths.state_dir`:
    ``MCP_ACTORS_STATE_DIR``, else next to ``MCP_ACTORS_CONFIG``, else the user state
    directory), written before the first spawn with the host's marker, then updated on
-   every registration (from an event loop, by a writer thread: a stalled disk never
+   every registration (from an event loop, by a worker thread: a stalled disk never
    stalls the loop). If host and sidecar both died, the next start's
    :meth:`~ProcessTracker.sweep_ledger` kills what the dead host left behind.
 """
@@ -497,7 +497,7 @@ class ProcessTracker:
         It records the process and its tag (read from its environment, see
         :meth:`child_env`) in memory, tells the sidecar (started here unless
         :meth:`start_safety_net` did it before) and updates the ledger: before it returns,
-        or — called from a trio task — in the ledger's writer thread (see
+        or — called from a trio task — in a worker thread (see
         :meth:`flush_ledger`). Failures of the ledger or the sidecar are logged, never raised:
         they weaken the safety net but must not stop a server from starting.
 
@@ -738,7 +738,7 @@ class ProcessTracker:
             _ledger.Entry(target=Target(i.pid, i.create_time, i.pgid, self._tags.get(key)), label=i.label)
             for key, i in self._identities.items()
         ]
-        # On an event loop the write goes to the writer thread; elsewhere it is done here.
+        # On an event loop the write goes to a worker thread; elsewhere it is done here.
         self._ledger_writer.submit(entries, wait=not trio.lowlevel.in_trio_run() if wait is None else wait)
 
     # ------------------------------------------------------------------ sidecar
@@ -838,7 +838,7 @@ class ProcessTracker:
         # (multiprocessing): a child holding the write end would keep the sidecar from
         # ever seeing the host die.
         self._lock = threading.Lock()
-        self._ledger_writer = _ledger.LedgerWriter(self._ledger)  # the parent's thread is not ours
+        self._ledger_writer = _ledger.LedgerWriter(self._ledger)  # a drain of the parent's never ends here
         self._net_lock = threading.Lock()
         self._net_ready = False
         if self._sidecar_fd >= 0:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,26 @@ async def test_wait_safety_net_starts_the_net_from_trio(tracker: ProcessTracker)
     await tracker.wait_safety_net()
     assert tracker.reaper_pid is not None
     assert ledger_contents(tracker)["processes"] == []
+
+
+async def test_a_registration_on_the_event_loop_starts_no_thread_once_the_net_is_up(tracker: ProcessTracker) -> None:
+    """The first registration on the event loop starts no thread: an idle one of trio's cache writes.
+
+    A thread's start waits for the new thread to run; on the event loop, in the middle of a
+    server's start, that wait is a GIL hand-off that held the loop for up to 3.8 ms
+    (docs/performance.md, round 8).
+    """
+    await tracker.wait_safety_net()
+    proc, identity, _ = spawn_server(label="s")
+    try:
+        before = {thread.ident for thread in threading.enumerate()}
+        tracker.register(identity)
+        assert {thread.ident for thread in threading.enumerate()} <= before
+        contents = await trio.to_thread.run_sync(ledger_contents, tracker)
+        assert [p["pid"] for p in contents["processes"]] == [identity.pid]  # type: ignore[attr-defined]
+    finally:
+        force_kill([identity])
+        proc.wait()
 
 
 async def test_a_stuck_disk_never_holds_up_a_registration_on_the_event_loop(
@@ -109,6 +131,38 @@ def test_a_removed_ledger_is_never_written_again_by_a_late_write(
     assert not remover.is_alive()
     writer.flush()
     assert not ledger.path.exists()
+
+
+def test_a_write_that_raises_is_logged_and_the_next_change_is_still_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A bug in a background write (not an I/O error: those Ledger.write logs itself) must not
+    leave the writer believing a drain still runs: the next change starts a new one."""
+    ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+    writer = _ledger.LedgerWriter(ledger)
+    write = _ledger.Ledger.write
+    calls: list[int] = []
+
+    def first_write_raises(self: _ledger.Ledger, entries: object) -> None:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("a bug")
+        write(self, entries)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_ledger.Ledger, "write", first_write_raises)
+
+    def wait_for(condition: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + BOUND
+        while not condition():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    writer.submit([_ledger.Entry(target=Target(101, 1.0, 101), label="a")], wait=False)
+    wait_for(lambda: "writing the process ledger failed" in caplog.text)
+    writer.submit([_ledger.Entry(target=Target(102, 1.0, 102), label="b")], wait=False)
+    wait_for(ledger.path.exists)
+    assert [p["pid"] for p in json.loads(ledger.path.read_text())["processes"]] == [102]
+    assert "a bug" in caplog.text
 
 
 def test_the_runtimes_background_jobs_run_in_order_and_a_failure_spares_the_next(
