@@ -47,3 +47,42 @@ def test_without_valgrind_it_says_what_to_install(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(instructions.shutil, "which", lambda _name: None)
     with pytest.raises(SystemExit, match="valgrind is not installed"):
         instructions.main([])
+
+
+def test_startup_pairs_each_rounds_values_so_a_slow_spell_moves_no_estimate() -> None:
+    """benchmarks.startup.paired: the same round's values are compared, not two medians.
+
+    The shape of this machine's noise: a server's start is ~70 or ~105 ms for every client,
+    in spells. Here the client under test is always 5 ms slower than the raw SDK of its
+    round but one, where a spell began between the two: the spells fell on it in 3 of 5
+    rounds and on the raw SDK in 2, so the medians differ by 40 ms, four rounds by 5 ms.
+    """
+    from benchmarks._common import RAW_KEY, Metric
+    from benchmarks.startup import paired
+
+    metric = Metric(key="light_one", title="1 light server", unit="s")
+    raw = [0.070, 0.105, 0.070, 0.105, 0.070]
+    ours = [0.110, 0.110, 0.075, 0.110, 0.075]
+    for ours_value, raw_value in zip(ours, raw, strict=True):
+        metric.add_value("ours", ours_value)
+        metric.add_value(RAW_KEY, raw_value)
+    metric.finish()
+    spell_free = [o - r for o, r in zip(ours, raw, strict=True)]
+    assert sorted(round(d * 1000) for d in spell_free) == [5, 5, 5, 5, 40]  # round 1 straddles a spell's edge
+    medians = metric.results["ours"]["median"] - metric.results[RAW_KEY]["median"]
+    assert round(medians * 1000) == 40
+    assert paired(metric, "ours", RAW_KEY, lambda a, b: (a - b) * 1000) == pytest.approx(5.0)
+    assert paired(metric, "ours", RAW_KEY, lambda a, b: a / b) == pytest.approx(0.075 / 0.070)
+
+
+def test_startup_pairs_nothing_when_a_failed_round_left_the_values_unpaired() -> None:
+    from benchmarks._common import RAW_KEY, Metric
+    from benchmarks.startup import paired
+
+    metric = Metric(key="light_many", title="20 light servers", unit="s")
+    metric.add_value("ours", 1.0)
+    metric.add_value("ours", 1.1)
+    metric.add_value(RAW_KEY, 1.0)
+    metric.mark(RAW_KEY, "failed", "driver exited 1")
+    assert paired(metric, "ours", RAW_KEY, lambda a, b: a / b) is None
+    assert paired(metric, "ours", "nobody", lambda a, b: a / b) is None
