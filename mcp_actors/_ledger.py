@@ -172,14 +172,24 @@ class LedgerWriter:
     _draining: bool = attrs.field(default=False, init=False)
 
     def submit(self, entries: Iterable[Entry], *, wait: bool) -> None:
-        """Make *entries* the ledger's content: now (``wait``), or soon in a worker thread."""
+        """Make *entries* the ledger's content: now (``wait``), or soon in a worker thread.
+
+        Never raises for want of a thread: when none can be started, the state is written
+        here, as with ``wait``.
+        """
         with self._state:
             self._pending = tuple(entries)
             if not wait:
-                if not self._draining:
-                    self._draining = True
+                if self._draining:
+                    return  # the drain in flight writes the newest state
+                self._draining = True
+                try:
                     trio.lowlevel.start_thread_soon(self._drain, _log_failure, name="mcp-actors ledger")
-                return
+                except RuntimeError as exc:  # "can't start new thread"
+                    self._draining = False
+                    logger.warning("no thread for the process ledger (%s); writing it here", exc)
+                else:
+                    return
         self.flush()
 
     def flush(self) -> None:

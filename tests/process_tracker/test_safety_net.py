@@ -165,6 +165,30 @@ def test_a_write_that_raises_is_logged_and_the_next_change_is_still_written(
     assert "a bug" in caplog.text
 
 
+def test_without_a_thread_to_start_a_change_is_written_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A registration never raises for want of a thread (the process is at its thread limit):
+    the ledger is written in the caller's thread, and the next change tries a worker again."""
+    ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+    writer = _ledger.LedgerWriter(ledger)
+    start_thread_soon = trio.lowlevel.start_thread_soon
+    refusals: list[int] = []
+
+    def no_thread(*args: object, **kwargs: object) -> None:
+        refusals.append(1)
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(trio.lowlevel, "start_thread_soon", no_thread)
+    writer.submit([_ledger.Entry(target=Target(101, 1.0, 101), label="a")], wait=False)
+    assert refusals == [1] and "no thread for the process ledger" in caplog.text
+    assert [p["pid"] for p in json.loads(ledger.path.read_text())["processes"]] == [101]
+    monkeypatch.setattr(trio.lowlevel, "start_thread_soon", start_thread_soon)
+    writer.submit([_ledger.Entry(target=Target(102, 1.0, 102), label="b")], wait=False)
+    writer.flush()
+    assert [p["pid"] for p in json.loads(ledger.path.read_text())["processes"]] == [102]
+
+
 def test_the_runtimes_background_jobs_run_in_order_and_a_failure_spares_the_next(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
