@@ -19,11 +19,17 @@ server: ours minus raw). Each is checked twice: from the medians, as the issue s
 and paired by round (:func:`paired`), which a shared machine's slow spells of a few
 seconds do not move as much.
 
-    python -m benchmarks.startup [--quick] [--json PATH] [--rounds N] [--contenders ...]
+    python -m benchmarks.startup [--quick] [--json PATH] [--rounds N] [--contenders ...] [--shapes KEY,...]
+
+``--shapes`` measures only the named shapes (``demo_one``, ``demo_many``, ``light_one``,
+``light_many``, ``everything_many``): ``--shapes light_one --rounds 30`` gives the fixed
+cost from 30 rounds in two minutes, without the twenty npx servers' quarter of an hour.
 """
 
 from __future__ import annotations
 
+import argparse
+import functools
 import shutil
 import statistics
 from collections.abc import Callable, Sequence
@@ -84,10 +90,27 @@ def paired(metric: Metric, first: str, second: str, combine: Callable[[float, fl
     return float(statistics.median(combine(x, y) for x, y in zip(a, b, strict=True)))
 
 
-def run(bench: Bench) -> dict[str, Any]:
-    """Measure and report; return the JSON document."""
+def select_shapes(
+    shapes: list[tuple[str, str, list[str], int]], keys: Sequence[str] | None
+) -> list[tuple[str, str, list[str], int]]:
+    """The shapes named by ``keys``, in the benchmark's order (all of them for ``None``).
+
+    Raises:
+        SystemExit: A key names no shape of this run (the message lists those there are).
+    """
+    if keys is None:
+        return shapes
+    known = [key for key, *_ in shapes]
+    unknown = [key for key in keys if key not in known]
+    if unknown:
+        raise SystemExit(f"--shapes: no shape {', '.join(unknown)} in this run; there are: {', '.join(known)}")
+    return [shape for shape in shapes if shape[0] in keys]
+
+
+def run(bench: Bench, shape_keys: Sequence[str] | None = None) -> dict[str, Any]:
+    """Measure and report (only ``shape_keys``, when given); return the JSON document."""
     quick = bench.options.quick
-    shapes = _shapes(quick, bench)
+    shapes = select_shapes(_shapes(quick, bench), shape_keys)
     bench.params = {"servers": {key: count for key, _title, _server, count in shapes}}
     medians: dict[str, dict[str, float]] = {}
     metrics: dict[str, Metric] = {}
@@ -156,8 +179,12 @@ def run(bench: Bench) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Command-line entry point."""
-    run_main(__doc__, "startup", "3. Start-up", GOAL, run, argv, default_rounds=3)
+    """Command-line entry point (``--shapes`` is this benchmark's own; the rest are every benchmark's)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--shapes", default=None)
+    known, rest = parser.parse_known_args(argv)
+    keys = [key.strip() for key in known.shapes.split(",") if key.strip()] if known.shapes else None
+    run_main(__doc__, "startup", "3. Start-up", GOAL, functools.partial(run, shape_keys=keys), rest, default_rounds=3)
 
 
 if __name__ == "__main__":

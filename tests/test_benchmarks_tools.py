@@ -86,3 +86,14 @@ def test_startup_pairs_nothing_when_a_failed_round_left_the_values_unpaired() ->
     metric.mark(RAW_KEY, "failed", "driver exited 1")
     assert paired(metric, "ours", RAW_KEY, lambda a, b: a / b) is None
     assert paired(metric, "ours", "nobody", lambda a, b: a / b) is None
+
+
+def test_startup_measures_only_the_shapes_asked_for_and_names_the_ones_there_are() -> None:
+    from benchmarks.startup import select_shapes
+
+    shapes = [("light_one", "1 light server", ["py"], 1), ("light_many", "20 light servers", ["py"], 20)]
+    assert select_shapes(shapes, None) == shapes
+    assert select_shapes(shapes, ["light_one"]) == shapes[:1]
+    assert select_shapes(shapes, ["light_many", "light_one"]) == shapes  # the benchmark's order
+    with pytest.raises(SystemExit, match="no shape everything_many in this run; there are: light_one, light_many"):
+        select_shapes(shapes, ["everything_many"])
