@@ -112,7 +112,6 @@ def run(bench: Bench, shape_keys: Sequence[str] | None = None) -> dict[str, Any]
     quick = bench.options.quick
     shapes = select_shapes(_shapes(quick, bench), shape_keys)
     bench.params = {"servers": {key: count for key, _title, _server, count in shapes}}
-    medians: dict[str, dict[str, float]] = {}
     metrics: dict[str, Metric] = {}
     for key, title, server, count in shapes:
 
@@ -120,11 +119,10 @@ def run(bench: Bench, shape_keys: Sequence[str] | None = None) -> dict[str, Any]
             return {"scenario": "startup", "servers": [server] * count}
 
         rounds = max(bench.rounds, FIXED_COST_ROUNDS) if key == "light_one" else None
-        metric = bench.measure(
+        metrics[key] = bench.measure(
             Metric(key=key, title=title, unit="s"), job, lambda r: float(r["seconds"]), timeout=600, rounds=rounds
         )
-        medians[key] = _medians(metric)
-        metrics[key] = metric
+    medians = {key: _medians(metric) for key, metric in metrics.items()}
     # How twenty compare with one, per contender (the sum would be twenty times).
     for kind in ("demo", "light"):
         one, more = medians.get(f"{kind}_one", {}), medians.get(f"{kind}_many", {})
@@ -133,7 +131,7 @@ def run(bench: Bench, shape_keys: Sequence[str] | None = None) -> dict[str, Any]
                 f"{kind}: mcp-actors takes {more['ours'] / one['ours']:.1f}x its single-server time for {MANY} "
                 f"servers (the sum would be {MANY}x)"
             )
-            for key, e in bench.metrics[[m.key for m in bench.metrics].index(f"{kind}_many")].results.items():
+            for key, e in metrics[f"{kind}_many"].results.items():
                 if key in one and "median" in e:
                     e["note"] = f"{e['median'] / one[key]:.1f}x its 1-server time"
     # Issue 15's goals, against the raw SDK of the same run.
@@ -163,7 +161,7 @@ def run(bench: Bench, shape_keys: Sequence[str] | None = None) -> dict[str, Any]
         # One server's start is bimodal on a shared machine (for every client: two modes ~30 ms
         # apart), which moves a median by up to the gap; the fastest start of each shows the
         # client's own part without that noise. Printed beside the goal's median, not instead.
-        light = bench.metrics[[m.key for m in bench.metrics].index("light_one")].results
+        light = metrics["light_one"].results
         fastest = {k: min(e["values"]) for k, e in light.items() if e.get("values")}
         if "ours" in fastest and RAW_KEY in fastest:
             bench.notes.append(

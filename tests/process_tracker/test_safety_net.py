@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import trio
@@ -17,6 +16,9 @@ from pt_support import force_kill, spawn_server
 from mcp_actors import _ledger
 from mcp_actors._kill import Target
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
+
+if TYPE_CHECKING:
+    import outcome
 
 BOUND = 30.0
 
@@ -142,25 +144,28 @@ def test_a_write_that_raises_is_logged_and_the_next_change_is_still_written(
     writer = _ledger.LedgerWriter(ledger)
     write = _ledger.Ledger.write
     calls: list[int] = []
+    written, logged = threading.Event(), threading.Event()
 
     def first_write_raises(self: _ledger.Ledger, entries: object) -> None:
         calls.append(1)
         if len(calls) == 1:
             raise RuntimeError("a bug")
         write(self, entries)  # type: ignore[arg-type]
+        written.set()
+
+    log_failure = _ledger._log_failure
+
+    def log_then_tell(result: outcome.Outcome[None]) -> None:
+        log_failure(result)
+        logged.set()
 
     monkeypatch.setattr(_ledger.Ledger, "write", first_write_raises)
-
-    def wait_for(condition: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + BOUND
-        while not condition():
-            assert time.monotonic() < deadline
-            time.sleep(0.01)
-
+    monkeypatch.setattr(_ledger, "_log_failure", log_then_tell)
     writer.submit([_ledger.Entry(target=Target(101, 1.0, 101), label="a")], wait=False)
-    wait_for(lambda: "writing the process ledger failed" in caplog.text)
+    assert logged.wait(BOUND)
+    assert "writing the process ledger failed" in caplog.text
     writer.submit([_ledger.Entry(target=Target(102, 1.0, 102), label="b")], wait=False)
-    wait_for(ledger.path.exists)
+    assert written.wait(BOUND)
     assert [p["pid"] for p in json.loads(ledger.path.read_text())["processes"]] == [102]
     assert "a bug" in caplog.text
 
