@@ -48,6 +48,10 @@ class ListingKind(enum.Enum):
     RESOURCE_TEMPLATES = "resources/templates/list"
     PROMPTS = "prompts/list"
 
+    # Members are singletons, so identity is their equality: hash them in C, not with
+    # Enum's Python-level ``hash(self._name_)`` (a look-up per tool call keys on TOOLS).
+    __hash__ = object.__hash__
+
 
 _CAPABILITY: Final = {
     ListingKind.RESOURCES: "resources",

@@ -327,12 +327,20 @@ class WireDispatcher:
     # ------------------------------------------------------------------ outbound
 
     async def send_raw_request(
-        self, method: str, params: Mapping[str, Any] | None, opts: CallOptions | None = None
+        self,
+        method: str,
+        params: Mapping[str, Any] | None,
+        opts: CallOptions | None = None,
+        *,
+        bound: float | None = None,
     ) -> dict[str, Any]:
         """Send a request and wait for its raw result.
 
         Cancellation: cancelling the caller abandons the request and sends the peer a
         ``notifications/cancelled`` (shielded, bounded by 5 s) once it was written.
+
+        ``bound``: seconds within which a cancel scope of the caller's (unshielded from here)
+        ends the request, when the caller knows (it goes to the wire's ``send``).
 
         Raises:
             MCPError: The peer's error answer; ``REQUEST_TIMEOUT`` when ``opts["timeout"]``
@@ -370,13 +378,13 @@ class WireDispatcher:
         self._pending[key] = pending
         try:
             if tracing:
-                outcome = await self._traced(method, out_params, meta or {}, request_id, message, pending, opts)
+                outcome = await self._traced(method, out_params, meta or {}, request_id, message, pending, opts, bound)
             else:
                 if meta:
                     out_params["_meta"] = meta
                 if out_params:  # JSON-RPC forbids "params": null; an empty object is left out, as the SDK does
                     message["params"] = out_params
-                outcome = await self._exchange(method, request_id, message, pending, opts)
+                outcome = await self._exchange(method, request_id, message, pending, opts, bound)
         finally:
             self._pending.pop(key, None)  # on every path: a late answer is dropped, not leaked
         if pending.progress is not None:
@@ -399,6 +407,7 @@ class WireDispatcher:
         message: dict[str, Any],
         pending: _Pending,
         opts: CallOptions,
+        bound: float | None,
     ) -> dict[str, Any]:
         """:meth:`_exchange` inside the SDK's client span (same name, kind, attributes and error marks)."""
         target = params.get("name")
@@ -410,7 +419,7 @@ class WireDispatcher:
                 params["_meta"] = meta
             if params:
                 message["params"] = params
-            outcome = await self._exchange(method, request_id, message, pending, opts)
+            outcome = await self._exchange(method, request_id, message, pending, opts, bound)
             if "error" in outcome and outcome is not _CLOSED:
                 error = _mcp_error(outcome["error"])
                 code = str(error.code)
@@ -419,7 +428,13 @@ class WireDispatcher:
             return outcome
 
     async def _exchange(
-        self, method: str, request_id: RequestId, message: dict[str, Any], pending: _Pending, opts: CallOptions
+        self,
+        method: str,
+        request_id: RequestId,
+        message: dict[str, Any],
+        pending: _Pending,
+        opts: CallOptions,
+        bound: float | None,
     ) -> dict[str, Any]:
         """Write the request and wait for its answer, with the SDK's timeout and abandon rules."""
         headers = opts.get("headers")
@@ -431,8 +446,9 @@ class WireDispatcher:
         armed = False
         try:
             if timeout is None:
-                await self.wire.send(message, headers=headers)
-                return await pending.wait()
+                await self.wire.send(message, headers=headers, bound=bound)
+                # Settled already when the wire exchanged it inside send (streamable HTTP).
+                return pending.outcome if pending.outcome is not None else await pending.wait()
             # The SDK's request clock: a person answering an OAuth prompt during the
             # request pauses it (``waiting_on_a_person``), as on the SDK's own path.
             with request_clock(timeout) as clock:
@@ -442,7 +458,8 @@ class WireDispatcher:
                 if exchange:
                     clock.start()
                     armed = True
-                await self.wire.send(message, headers=headers)
+                # (Not a bound to pass on: a person answering an OAuth prompt pauses this clock.)
+                await self.wire.send(message, headers=headers, bound=bound)
                 if not exchange:
                     clock.start()
                     armed = True
@@ -685,8 +702,10 @@ class StreamWire:
     write_stream: Any
     """``MemoryObjectSendStream[SessionMessage]``: what we send (closed when :meth:`run` ends)."""
 
-    async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
-        """Put one message on the write stream (``headers`` ride along for an HTTP transport).
+    async def send(
+        self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None, bound: float | None = None
+    ) -> None:
+        """Put one message on the write stream (``headers`` ride along for an HTTP transport; ``bound`` is unused).
 
         Raises:
             WireClosed: The write stream is closed.

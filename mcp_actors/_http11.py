@@ -53,6 +53,7 @@ import contextlib
 import os
 import re
 import ssl
+import time
 import urllib.parse
 import zlib
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
@@ -148,6 +149,19 @@ class Url:
     port: int
     target: str = attrs.field(repr=False)
     userinfo: str = attrs.field(default="", repr=False)
+    origin: tuple[str, str, int] = attrs.field(init=False, repr=False, eq=False)
+    """``(scheme, host, port)``: what one pool of connections serves."""
+    authority: str = attrs.field(init=False, repr=False, eq=False)
+    """``host[:port]`` as the ``Host`` header says it (the default port left out).
+
+    Both are worked out once here: every request reads them.
+    """
+
+    def __attrs_post_init__(self) -> None:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        authority = host if _DEFAULT_PORTS[self.scheme] == self.port else f"{host}:{self.port}"
+        object.__setattr__(self, "origin", (self.scheme, self.host, self.port))
+        object.__setattr__(self, "authority", authority)
 
     @classmethod
     def parse(cls, text: str) -> Url:
@@ -171,17 +185,6 @@ class Url:
             target = urllib.parse.quote(target, safe="/?&=%:@!$'()*+,;~[]-._")
         userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
         return cls(scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme], target, userinfo)
-
-    @property
-    def origin(self) -> tuple[str, str, int]:
-        """``(scheme, host, port)``: what one pool of connections serves."""
-        return (self.scheme, self.host, self.port)
-
-    @property
-    def authority(self) -> str:
-        """``host[:port]`` as the ``Host`` header says it (the default port left out)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return host if _DEFAULT_PORTS[self.scheme] == self.port else f"{host}:{self.port}"
 
     def shown(self) -> str:
         """The origin for messages: ``scheme://host:port`` (no user info, no path, no query)."""
@@ -263,6 +266,8 @@ class _Connection:
     buffer: bytearray = attrs.field(factory=bytearray)
     closed: bool = False
     idle_since: float = 0.0
+    """When it went back to the pool, by ``time.monotonic()`` (real time, as a server's keep-alive
+    timeout counts; a C call, where ``trio.current_time()`` is three Python calls)."""
     fd: int = attrs.field(init=False, default=-1)
     """The socket's file descriptor, read once (``socket.fileno()`` is two Python calls); -1 once closed."""
 
@@ -375,7 +380,7 @@ class _Pool:
         idle = self.idle
         if not idle:
             return None
-        now = trio.current_time()
+        now = time.monotonic()
         while idle:
             connection = idle.pop()
             if not connection.stale(now):
@@ -387,7 +392,7 @@ class _Pool:
         if connection.closed or self.client.closed or len(self.idle) >= _MAX_IDLE:
             connection.close()
         else:
-            connection.idle_since = trio.current_time()
+            connection.idle_since = time.monotonic()
             self.idle.append(connection)
             if self._room:  # a request waiting at the limit takes this one (unpark costs a generator)
                 self._room.unpark()
@@ -468,16 +473,20 @@ async def _receive(connection: _Connection, timeout: float | None, method: str, 
         try:
             return await connection.receive()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            connection.close()
-            raise NetworkError(f"reading the answer to {method} {url.shown()} failed: {_why(exc)}") from None
+            raise _read_failed(connection, exc, method, url) from None
     with trio.move_on_after(timeout):
         try:
             return await connection.receive()
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
-            connection.close()
-            raise NetworkError(f"reading the answer to {method} {url.shown()} failed: {_why(exc)}") from None
+            raise _read_failed(connection, exc, method, url) from None
     connection.close()
     raise HttpTimeout(f"the server sent nothing for {timeout:g} s ({method} {url.shown()})", phase="read")
+
+
+def _read_failed(connection: _Connection, exc: BaseException, method: str, url: Url) -> NetworkError:
+    """Close ``connection`` after a failed read; the error to raise."""
+    connection.close()
+    return NetworkError(f"reading the answer to {method} {url.shown()} failed: {_why(exc)}")
 
 
 def _why(exc: BaseException) -> str:
@@ -532,7 +541,18 @@ async def _read_head(
                     f"the answer to {method} {url.shown()} has a head larger than {MAX_HEAD_BYTES} bytes"
                 )
             try:
-                data = await _receive(connection, per_read, method, url)
+                if per_read is None and connection.tls is None:
+                    # _receive and the connection's receive, inline for plain TCP: every suspension
+                    # and resumption passes through each coroutine frame, so two fewer count twice.
+                    try:
+                        await trio.lowlevel.wait_readable(connection.fd)
+                        data = os.read(connection.fd, _CHUNK)
+                    except BlockingIOError:
+                        continue  # a spurious wake-up: wait again
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                        raise _read_failed(connection, exc, method, url) from None
+                else:
+                    data = await _receive(connection, per_read, method, url)
             except NetworkError as exc:
                 if not buffer:  # reset before a byte of the answer: as the end of stream there
                     raise _EmptyReply(str(exc)) from None
@@ -973,7 +993,13 @@ class HttpClient:
         self._pool(url)
 
     async def send(
-        self, method: str, url: Url, headers: Mapping[str, str] | None = None, body: bytes = b""
+        self,
+        method: str,
+        url: Url,
+        headers: Mapping[str, str] | None = None,
+        body: bytes = b"",
+        *,
+        bound: float | None = None,
     ) -> Response:
         """Send one request; return the response once its head has arrived (the body is read later).
 
@@ -986,6 +1012,12 @@ class HttpClient:
             headers: This request's headers, over the client's (a repeated name is sent twice).
             body: The body; ``Content-Length`` is set from it for every method but GET/HEAD
                 without a body.
+            bound: Seconds within which a cancel scope of the caller's, around this call and
+                not shielded from it, ends the request; ``None`` when the caller does not
+                know. A bound no longer than the read timeout spares the exchange a scope of
+                its own; without one the client looks the effective deadline up itself
+                (``trio.current_effective_deadline()``: a walk up every enclosing scope, a
+                sixth of the client's own cost of a request on a typical call path).
 
         Raises:
             InvalidRequest: A header is not allowed; nothing was sent.
@@ -996,7 +1028,7 @@ class HttpClient:
         """
         if self.closed:
             raise NetworkError("the HTTP client is closed")
-        pool = self._pool(url)
+        pool = self._pools.get(url.origin) or self._pool(url)
         target = str(url) if pool.proxy is not None and url.scheme == "http" else url.target
         head = f"{method} {target} HTTP/1.1\r\nHost: {url.authority}\r\n"
         if body or method not in ("GET", "HEAD"):
@@ -1014,9 +1046,12 @@ class HttpClient:
             # connect timeout only when it has to wait for room (it almost never does). None
             # when the caller's deadline (a request's timeout, usually) comes first: it bounds
             # the exchange already, and a scope costs several microseconds per request.
-            deadline = trio.current_time() + self.read_timeout
-            bounded = trio.current_effective_deadline() <= deadline
-            scope = None if bounded else trio.CancelScope(deadline=deadline)
+            if bound is not None and bound <= self.read_timeout:
+                bounded, scope = True, None
+            else:
+                deadline = trio.current_time() + self.read_timeout
+                bounded = trio.current_effective_deadline() <= deadline
+                scope = None if bounded else trio.CancelScope(deadline=deadline)
             try:
                 with scope or _CALLER_BOUNDS:
                     try:

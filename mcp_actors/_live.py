@@ -153,6 +153,8 @@ class RequestStamp:
     version: str
     meta: Mapping[str, Any] | None = None
     log_level: str | None = None
+    modern: bool = False
+    """Whether ``version`` is a 2026-07-28 revision (the stateless one: ``meta`` is set)."""
 
     @classmethod
     def negotiated(
@@ -175,7 +177,7 @@ class RequestStamp:
             CLIENT_INFO_META_KEY: client_info.model_dump(**dump),
             CLIENT_CAPABILITIES_META_KEY: client_capabilities(host_kwargs).model_dump(**dump),
         }
-        return cls(version=version, meta=meta, log_level=log_level)
+        return cls(version=version, meta=meta, log_level=log_level, modern=True)
 
     def apply(
         self, method: str, params: dict[str, Any], opts: CallOptions, *, param_headers: Mapping[str, str] | None = None
@@ -308,11 +310,13 @@ class LiveSession:
         input_responses: mcp_types.InputResponses | None = None,
         request_state: str | None = None,
         meta: Mapping[str, Any] | None = None,
+        bound: float | None = None,
     ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
         """``tools/call`` the lean way: a params dict out, the result validated once, then its output schema.
 
         ``meta`` goes into the request's ``_meta`` (the 2026-07-28 log-level opt-in); the
-        stamp adds the revision's own keys to it.
+        stamp adds the revision's own keys to it. ``bound``: the timeout of the
+        :meth:`request` this runs in (its scope ends the call by then), for the wire.
 
         Raises:
             MCPError: The server's error answer, or ``CONNECTION_CLOSED``.
@@ -329,9 +333,11 @@ class LiveSession:
             params.update({key: more[key] for key in ("inputResponses", "requestState") if key in more})
         # send_raw's two steps, inline: one coroutine frame less on the hot path.
         dispatcher, opts = self._stamped("tools/call", params, on_progress)
-        result = _call_result(await dispatcher.send_raw_request("tools/call", params, opts))
+        result = _call_result(await dispatcher.send_raw_request("tools/call", params, opts, bound=bound))
         if isinstance(result, mcp_types.CallToolResult) and not result.is_error:
-            self.check_output(name, result)
+            tool = self.tool_defs.get(name)
+            if tool is not None and tool.output_schema is not None:  # most tools have none: no call then
+                self.check_output(name, result)
         return result
 
     def check_output(self, name: str, result: mcp_types.CallToolResult) -> None:

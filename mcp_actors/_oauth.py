@@ -431,16 +431,21 @@ class ServerAuth(httpx2.Auth):
             await self._client.aclose()
             self._client = None
 
-    def access_token(self) -> str | None:
-        """The access token a request would carry now, if it is fresh (for tests and the CLI)."""
-        return self._fresh_token()
+    def direct(self) -> tuple[bool, str | None]:
+        """What a sender may do without the flow: ``(True, token)`` or ``(True, None)`` (bare), else ``(False, None)``.
 
-    def goes_bare(self) -> bool:
-        """Whether requests go out without a token now (loaded, nothing stored) until the server challenges.
-
-        With :meth:`access_token`, what a sender needs to take the flow's first step itself.
+        The flow's own first step, as a sender takes it per request: a fresh token is sent;
+        loaded with nothing stored, the request goes out bare until the server challenges;
+        anything else (not loaded yet, a token due for renewal) needs the flow.
         """
-        return self._without_tokens()
+        if not getattr(self.provider, "_initialized", False):
+            return False, None
+        tokens = self.provider.context.current_tokens
+        if tokens is None:
+            return True, None
+        if not tokens.access_token or self._due(tokens.expires_in):
+            return False, None
+        return True, tokens.access_token
 
     # ------------------------------------------------------------------ the flow
 
@@ -519,7 +524,7 @@ class ServerAuth(httpx2.Auth):
 
     def _without_tokens(self) -> bool:
         """Loaded, and nothing stored: requests go out bare until the server challenges."""
-        return bool(getattr(self.provider, "_initialized", False)) and self.provider.context.current_tokens is None
+        return self.direct() == (True, None)
 
     def _wants_oauth(self, response: httpx2.Response) -> bool:
         """A 401 the OAuth flow should answer: configured for OAuth, or a Bearer challenge."""
@@ -527,15 +532,8 @@ class ServerAuth(httpx2.Auth):
         return self.target.oauth is not None or challenge.lower().startswith("bearer")
 
     def _fresh_token(self) -> str | None:
-        if not getattr(self.provider, "_initialized", False):
-            return None
-        context = self.provider.context
-        tokens = context.current_tokens
-        if tokens is None or not tokens.access_token:
-            return None
-        if self._due(tokens.expires_in):
-            return None
-        return tokens.access_token
+        """The access token a request would carry now, if it is fresh."""
+        return self.direct()[1]
 
     async def _load(self) -> None:
         await self.provider._initialize()

@@ -357,14 +357,28 @@ class _WatchedHttp:
     watch: _HttpWatch
     auth: ServerAuth | None = None
 
-    async def send(self, method: str, url: Url, headers: Mapping[str, str], body: bytes = b"") -> Response:
-        """Send (through the OAuth flow when there is one); tell the watch what happened."""
+    async def send(
+        self, method: str, url: Url, headers: Mapping[str, str], body: bytes = b"", *, bound: float | None = None
+    ) -> Response:
+        """Send (through the OAuth flow when there is one); tell the watch what happened.
+
+        ``bound`` goes to the HTTP client with the request sent here (not to the flow's own).
+        """
         try:
             auth = self.auth
             if auth is None:
-                response = await self.http.send(method, url, headers, body)
+                response = await self.http.send(method, url, headers, body, bound=bound)
             else:
-                response = await self._send_with_auth(auth, method, url, headers, body)
+                # The OAuth flow's own first step, inline (a coroutine frame less per request):
+                # a fresh token, or bare while nothing is stored; else (or on a challenge) the flow.
+                ready, token = auth.direct()
+                if ready:
+                    sent = headers if token is None else {**headers, "Authorization": f"Bearer {token}"}
+                    response = await self.http.send(method, url, sent, body, bound=bound)
+                    if response.status in (401, 403):
+                        response = await self._challenged(response, method, url, headers, body)
+                else:
+                    response = await self._send_authorized(method, url, headers, body)
         except (NetworkError, ProtocolError) as exc:
             self.watch.failed(method, str(url), exc, streaming=False)
             raise
@@ -383,27 +397,20 @@ class _WatchedHttp:
         if not isinstance(exc, HttpTimeout | DecodingError):
             self.watch.failed(response.method, str(response.url), exc, streaming=True)
 
-    async def _send_with_auth(
-        self, auth: ServerAuth, method: str, url: Url, headers: Mapping[str, str], body: bytes
+    async def _challenged(
+        self, response: Response, method: str, url: Url, headers: Mapping[str, str], body: bytes
     ) -> Response:
-        """The OAuth flow's own first step without its httpx objects, while nothing needs the flow.
+        """A 401 or 403 to the flow's first step, taken without it: read and drop it, then run the flow.
 
         ``ServerAuth.async_auth_flow`` starts by sending the request with the fresh token it
-        holds (or bare, when the store has none) and stops there unless the server challenges
-        (401, or 403 for more scope). That step is done here with our own values; only a
-        challenge, or a token to load or renew, runs the flow itself (which sends the request
-        again: a challenged request was not processed).
+        holds (or bare, when the store has none) and stops there unless the server challenges.
+        :meth:`send` takes that step with our own values; a challenge runs the flow itself,
+        which sends the request again (a challenged request was not processed).
         """
-        token = auth.access_token()
-        if token is not None or auth.goes_bare():
-            sent = headers if token is None else {**headers, "Authorization": f"Bearer {token}"}
-            response = await self.http.send(method, url, sent, body)
-            if response.status not in (401, 403):
-                return response
-            try:
-                await response.aread()  # small: the connection goes back to the pool
-            finally:
-                response.close()
+        try:
+            await response.aread()  # small: the connection goes back to the pool
+        finally:
+            response.close()
         return await self._send_authorized(method, url, headers, body)
 
     async def _send_authorized(self, method: str, url: Url, headers: Mapping[str, str], body: bytes) -> Response:

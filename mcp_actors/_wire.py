@@ -34,12 +34,17 @@ class WireClosed(Exception):
 class Wire(Protocol):
     """One connection's message carrier (see the module docstring)."""
 
-    async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+    async def send(
+        self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None, bound: float | None = None
+    ) -> None:
         """Send one JSON-RPC message; an exchange-style wire delivers its replies before returning.
 
         Args:
             message: The JSON-RPC message, ready to encode.
             headers: Transport hints (HTTP headers: protocol version, method, name); others ignore them.
+            bound: Seconds within which a cancel scope of the caller's, around this send and
+                not shielded from it, ends it (``None``: not known). An exchange-style wire
+                may then skip a timeout of its own that could only come later.
 
         Raises:
             WireClosed: The peer is gone.

@@ -139,8 +139,14 @@ def redirect_within_origin(method: str, url: Url, status: int, location: str) ->
 class HttpSender(Protocol):
     """How the wire sends: our HTTP/1.1 client with the transport's watch, auth and headers around it."""
 
-    async def send(self, method: str, url: Url, headers: Mapping[str, str], body: bytes = b"") -> Response:
-        """Send one request; the response once its head came (its body is read by the caller)."""
+    async def send(
+        self, method: str, url: Url, headers: Mapping[str, str], body: bytes = b"", *, bound: float | None = None
+    ) -> Response:
+        """Send one request; the response once its head came (its body is read by the caller).
+
+        ``bound``: seconds within which the caller's own cancel scope ends it, if known
+        (see :meth:`~mcp_actors._http11.HttpClient.send`).
+        """
         ...
 
     def broke(self, response: Response, exc: HttpError) -> None:
@@ -276,7 +282,9 @@ class HttpWire:
 
     # ------------------------------------------------------------------ Wire
 
-    async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+    async def send(
+        self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None, bound: float | None = None
+    ) -> None:
         """POST one message; deliver every message of the answer before returning.
 
         A request returns once its response (or an error reply standing for it) has been
@@ -287,6 +295,8 @@ class HttpWire:
             message: The JSON-RPC message.
             headers: The dispatcher's HTTP headers for this message (protocol version,
                 method, name); merged over the wire's own.
+            bound: Seconds within which the caller's own cancel scope ends this send, if
+                known: the HTTP client then needs no read timeout of its own for the POST.
 
         Raises:
             WireClosed: The server is gone (the link's death reason says why).
@@ -305,7 +315,7 @@ class HttpWire:
             if version is not None and version not in _MODERN:
                 # A handshake revision: a cancellation is a notification, never an aborted POST,
                 # and the dispatcher never has two requests with one id in flight. No scope to keep.
-                await self._exchange(message, method, rpc_id, headers, deliver)
+                await self._exchange(message, method, rpc_id, headers, deliver, bound)
                 return
             scope = trio.CancelScope()
             superseded = self._in_flight.get(rpc_id)
@@ -314,14 +324,14 @@ class HttpWire:
             self._in_flight[rpc_id] = scope
             try:
                 with scope:
-                    await self._exchange(message, method, rpc_id, headers, deliver)
+                    await self._exchange(message, method, rpc_id, headers, deliver, bound)
             finally:
                 if self._in_flight.get(rpc_id) is scope:
                     del self._in_flight[rpc_id]
             return
         if method == "notifications/cancelled" and self._cancel_modern(message):
             return
-        await self._exchange(message, method, None, headers, deliver)
+        await self._exchange(message, method, None, headers, deliver, bound)
         if method == "notifications/initialized":
             self._initialized.set()
 
@@ -390,12 +400,13 @@ class HttpWire:
             scope.cancel()
         return True
 
-    async def _post(self, body: bytes, headers: dict[str, str]) -> Response:
-        """POST on the pooled client, following redirects only within the endpoint's origin (as the SDK)."""
-        client = self.client
+    async def _follow(self, response: Response, body: bytes, headers: dict[str, str]) -> Response:
+        """Follow a POST's redirects only within the endpoint's origin (as the SDK); the final answer.
+
+        ``response`` answers the first of at most :data:`_MAX_REDIRECTS` POSTs.
+        """
         url = self.url
-        for _ in range(_MAX_REDIRECTS):
-            response = await client.send("POST", url, headers, body)
+        for _ in range(_MAX_REDIRECTS - 1):
             if response.status not in _REDIRECTS:
                 return response
             following = redirect_within_origin("POST", url, response.status, response.headers.get("location"))
@@ -406,17 +417,28 @@ class HttpWire:
             finally:
                 response.close()
             url = following
+            response = await self.client.send("POST", url, headers, body)  # (no bound: rare, and exact)
         return response
 
     def _closed(self, fallback: str) -> WireClosed:
         return WireClosed(self.link.death_reason or fallback)
 
     async def _exchange(
-        self, message: dict[str, Any], method: Any, rpc_id: Any, extra: Mapping[str, str] | None, deliver: Deliver
+        self,
+        message: dict[str, Any],
+        method: Any,
+        rpc_id: Any,
+        extra: Mapping[str, str] | None,
+        deliver: Deliver,
+        bound: float | None,
     ) -> None:
-        self._learn_version(method, extra)
+        if method == "initialize" or (extra and extra.get(VERSION_HEADER) != self.protocol_version):
+            self._learn_version(method, extra)  # (most requests carry the version it has already)
         try:
-            response = await self._post(_encode(message), self._headers(extra))
+            body, headers = _encode(message), self._headers(extra)
+            response = await self.client.send("POST", self.url, headers, body, bound=bound)
+            if response.status in _REDIRECTS:
+                response = await self._follow(response, body, headers)
         except HttpTimeout as exc:
             # Not a death (the watch says why): this one message failed.
             if rpc_id is not None:

@@ -1415,7 +1415,9 @@ class ConnectionHandle:
         if call_id is not None:
             logger.debug("server %s: call %s of %s", settings.server_name, call_id, name)
         live = self._cell.live or await self._live()
-        if _is_modern(live.session):
+        stamp = live.stamp
+        modern = stamp.modern if stamp is not None else _is_modern(live.session)
+        if modern:
             # 2026-07-28 has no tasks in the SDK (an extension, io.modelcontextprotocol/tasks,
             # that it does not negotiate) and its tool listings carry no execution.taskSupport.
             if as_task:
@@ -1443,6 +1445,7 @@ class ConnectionHandle:
         )
         progressed: ProgressFnT | None = None
         bus = self._cell.bus
+        bound = timeout if timeout is not None else settings.call_timeout
         # Progress is asked for (a progressToken) only when something can see it: the caller's
         # callback, a deadline that progress pushes back, or a subscriber to tool:progress.
         if on_progress is not None or deadline is not None or bus.has_subscribers or as_task:
@@ -1466,10 +1469,11 @@ class ConnectionHandle:
 
         async def op(live: LiveSession) -> mcp_types.CallToolResult:
             session = live.session
-            meta = self._log_meta(session)
+            # The log-level opt-in is a 2026-07-28 thing; this session's own stamp says (one attribute).
+            meta = self._log_meta(session) if live.stamp is None or live.stamp.modern else None
             try:
                 # _fulfilled's first step, inline: two coroutine frames less on the hot path.
-                first = await live.call_tool(name, args, on_progress=progressed, meta=meta)
+                first = await live.call_tool(name, args, on_progress=progressed, meta=meta, bound=bound)
                 if not isinstance(first, mcp_types.InputRequiredResult):
                     return first
 
@@ -1483,6 +1487,7 @@ class ConnectionHandle:
                         input_responses=responses,
                         request_state=state,
                         meta=self._log_meta(session),
+                        bound=bound,
                     )
 
                 # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
@@ -1496,7 +1501,11 @@ class ConnectionHandle:
                 return await self._run_task(live, name, args, progressed, ids)
 
             return await self._request("tools/call", live_op=task_op, timeout=timeout, tool=name, progress=deadline)
-        return await self._request("tools/call", live_op=op, timeout=timeout, tool=name, progress=deadline)
+        try:
+            # _request's first pass, inline (a coroutine frame less per call): the session in hand.
+            return await live.request("tools/call", live_op=op, timeout=bound, tool=name, progress=deadline)
+        except SessionEnded:
+            return await self._request("tools/call", live_op=op, timeout=timeout, tool=name, progress=deadline)
 
     def _invalid_output(self, name: str, exc: Exception) -> ToolOutputInvalid:
         return ToolOutputInvalid(

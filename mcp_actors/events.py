@@ -240,6 +240,15 @@ class EventBus:
     # a reference dying during an emit never mutates what is being iterated).
     _refs: dict[int, weakref.ref[Subscription]] = attrs.field(factory=dict, init=False)
     _fanout: tuple[weakref.ref[Subscription], ...] = attrs.field(default=(), init=False)
+    has_subscribers: bool = attrs.field(default=False, init=False)
+    """Whether an event emitted now would reach anyone (kept with the subscriptions; read-only).
+
+    An emitter on a hot path (one ``tool:called`` per tool call) tests this first and
+    builds nothing when nobody listens: an event no subscriber can see costs an attrs
+    value, a clock read and a payload dict for nothing. Such a skipped event takes no
+    ``seq`` and is not counted in :attr:`EventBusStatistics.emitted`. A plain attribute, not
+    a property: a call reads it up to four times, and a property is a function call each.
+    """
     _seq: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -267,18 +276,8 @@ class EventBus:
         key = id(sub)
         self._refs[key] = weakref.ref(sub, lambda _ref: self._forget(key))
         self._fanout = tuple(self._refs.values())
+        self.has_subscribers = True
         return sub
-
-    @property
-    def has_subscribers(self) -> bool:
-        """Whether an event emitted now would reach anyone.
-
-        An emitter on a hot path (one ``tool:called`` per tool call) tests this first and
-        builds nothing when nobody listens: an event no subscriber can see costs an attrs
-        value, a clock read and a payload dict for nothing. Such a skipped event takes no
-        ``seq`` and is not counted in :attr:`EventBusStatistics.emitted`.
-        """
-        return bool(self._fanout)
 
     def emit(self, type: EventType | str, **data: Any) -> Event:
         """Deliver an event to every live subscriber without blocking.
@@ -311,3 +310,4 @@ class EventBus:
     def _forget(self, key: int) -> None:
         if self._refs.pop(key, None) is not None:
             self._fanout = tuple(self._refs.values())
+            self.has_subscribers = bool(self._fanout)

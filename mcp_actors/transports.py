@@ -288,8 +288,10 @@ class StdioWire:
     """Whose turn it is to write (a semaphore, not a lock: a cut line's rest is finished by another task)."""
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
 
-    async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
-        """Write ``message`` as one line; ``headers`` mean nothing on stdio.
+    async def send(
+        self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None, bound: float | None = None
+    ) -> None:
+        """Write ``message`` as one line; ``headers`` and ``bound`` mean nothing on stdio.
 
         Raises:
             WireClosed: The link is dead, or the server stopped reading its stdin (the link

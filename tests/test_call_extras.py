@@ -87,10 +87,12 @@ async def test_progress_is_asked_for_only_when_something_can_see_it(
     tokens: list[object] = []
     send = WireDispatcher.send_raw_request
 
-    async def watched(self: WireDispatcher, method: str, params: Any, opts: Any = None) -> dict[str, Any]:
+    async def watched(
+        self: WireDispatcher, method: str, params: Any, opts: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         if method == "tools/call":
             tokens.append((opts or {}).get("on_progress") is not None)
-        return await send(self, method, params, opts)
+        return await send(self, method, params, opts, **kwargs)
 
     monkeypatch.setattr(WireDispatcher, "send_raw_request", watched)
     async with runtime_at(tmp_path) as rt:

@@ -60,6 +60,37 @@ async def test_http_list_call_and_concurrency(transport: str, kind: str) -> None
                 await handle.aclose()
 
 
+async def test_a_tool_call_states_its_timeout_to_the_http_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tools/call tells the HTTP client the call's timeout as its ``bound`` (the request's scope
+    ends it by then), so the client looks up no effective deadline on the call path; other
+    requests state none and the client finds the deadline itself."""
+    from mcp_actors._http11 import HttpClient
+
+    stated: list[tuple[bytes, float | None]] = []
+    send = HttpClient.send
+
+    async def watched(self: HttpClient, *args: object, bound: float | None = None, **kwargs: object) -> object:
+        body = args[3] if len(args) > 3 else kwargs.get("body", b"")
+        assert isinstance(body, bytes)
+        stated.append((body, bound))
+        return await send(self, *args, bound=bound, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(HttpClient, "send", watched)
+    async with serve_http(demo_server_command("--transport", "streamable-http", "--port", "0")) as server:
+        handle, start = open_connection(http_settings(server.url, "http"), events.EventBus())
+        async with trio.open_nursery() as nursery:
+            await nursery.start(start)
+            try:
+                await handle.list_tools()
+                assert text_of(await handle.call_tool("echo", {"text": "a"})) == "a"
+                assert text_of(await handle.call_tool("echo", {"text": "b"}, timeout=12.5)) == "b"
+            finally:
+                await handle.aclose()
+    calls = [bound for body, bound in stated if b'"tools/call"' in body]
+    assert calls == [20.0, 12.5]  # the server's call timeout, then the call's own
+    assert all(bound is None for body, bound in stated if b'"tools/call"' not in body)
+
+
 @pytest.mark.parametrize(("transport", "kind"), KINDS)
 async def test_http_timeout_is_typed(transport: str, kind: str) -> None:
     """A slow HTTP call past its timeout raises ToolCallTimeout; the session keeps working."""

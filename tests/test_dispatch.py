@@ -41,10 +41,12 @@ class TapWire:
     sent: list[dict[str, Any]] = attrs.field(factory=list)
     headers: list[dict[str, str]] = attrs.field(factory=list)
 
-    async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+    async def send(
+        self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None, bound: float | None = None
+    ) -> None:
         self.sent.append(message)
         self.headers.append(dict(headers or {}))
-        await self.inner.send(message, headers=headers)
+        await self.inner.send(message, headers=headers, bound=bound)
 
     async def run(self, deliver: Deliver, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         await self.inner.run(deliver, task_status=task_status)
@@ -419,7 +421,9 @@ class HandWire:
     deliver: Deliver | None = None
     ended: trio.Event = attrs.field(factory=trio.Event)
 
-    async def send(self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None) -> None:
+    async def send(
+        self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None, bound: float | None = None
+    ) -> None:
         await trio.lowlevel.checkpoint()
 
     async def run(self, deliver: Deliver, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

@@ -13,6 +13,7 @@ import functools
 import gzip
 import math
 import ssl
+import time
 import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -362,7 +363,7 @@ async def test_a_response_closed_early_closes_its_connection() -> None:
         client.close()
 
 
-async def test_an_idle_connection_the_server_closed_is_not_used(mock_clock: trio.testing.MockClock) -> None:
+async def test_an_idle_connection_the_server_closed_is_not_used() -> None:
     """A pooled connection idle for a while that the server closed is noticed before use; a new one is opened."""
     closed = trio.Event()
 
@@ -379,9 +380,9 @@ async def test_an_idle_connection_the_server_closed_is_not_used(mock_clock: trio
         await fetch(client, server.url)
         with trio.fail_after(BOUND):
             await closed.wait()
-        mock_clock.jump(_FRESH + 1)  # idle long enough to be looked at before use
         [pool] = client._pools.values()
-        assert pool.idle[0].stale(trio.current_time())
+        pool.idle[0].idle_since -= _FRESH + 1  # idle long enough to be looked at before use (real time)
+        assert pool.idle[0].stale(time.monotonic())
         assert (await fetch(client, server.url))[1] == b"once"
         assert server.accepts == 2 and len(server.requests) == 2
         client.close()
@@ -534,10 +535,17 @@ async def test_an_unsupported_content_encoding_is_a_decoding_error() -> None:
         client.close()
 
 
-@pytest.mark.parametrize("caller_deadline", [None, 60.0], ids=["no-caller-deadline", "later-caller-deadline"])
-async def test_read_timeout_is_typed(mock_clock: trio.testing.MockClock, caller_deadline: float | None) -> None:
+@pytest.mark.parametrize(
+    ("caller_deadline", "bound"),
+    [(None, None), (60.0, None), (60.0, 60.0)],
+    ids=["no-caller-deadline", "later-caller-deadline", "later-bound-stated"],
+)
+async def test_read_timeout_is_typed(
+    mock_clock: trio.testing.MockClock, caller_deadline: float | None, bound: float | None
+) -> None:
     """A server that never answers: HttpTimeout (phase read) after exactly the read timeout of
-    silence, also inside a caller's deadline that comes later (the read timeout stays in charge)."""
+    silence, also inside a caller's deadline that comes later, found or stated as ``bound``
+    (the read timeout stays in charge)."""
 
     async def handler(peer: Peer, server: Server) -> None:
         while (request := await peer.read_request()) is not None:
@@ -553,18 +561,20 @@ async def test_read_timeout_is_typed(mock_clock: trio.testing.MockClock, caller_
         start = trio.current_time()
         with trio.move_on_after(caller_deadline if caller_deadline is not None else math.inf):
             with pytest.raises(HttpTimeout, match=r"sent nothing for 7\.5 s") as info:
-                await client.send("POST", Url.parse(server.url), body=b"{}")
+                await client.send("POST", Url.parse(server.url), body=b"{}", bound=bound)
         assert info.value.phase == "read"
         assert trio.current_time() - start == pytest.approx(7.5)
         client.close()
 
 
+@pytest.mark.parametrize("bound", [None, 2.0], ids=["found", "stated"])
 async def test_an_earlier_deadline_of_the_callers_ends_the_exchange_and_its_connection(
-    mock_clock: trio.testing.MockClock,
+    mock_clock: trio.testing.MockClock, bound: float | None
 ) -> None:
     """A caller's deadline before the read timeout bounds the exchange (the client adds no
-    scope of its own then): the caller is cancelled at its deadline, the connection is not
-    reused, and the next request gets a new one."""
+    scope of its own then), whether the client finds it or the caller states it as
+    ``bound``: the caller is cancelled at its deadline, the connection is not reused, and
+    the next request gets a new one."""
 
     async def handler(peer: Peer, server: Server) -> None:
         while (request := await peer.read_request()) is not None:
@@ -579,13 +589,34 @@ async def test_an_earlier_deadline_of_the_callers_ends_the_exchange_and_its_conn
         mock_clock.autojump_threshold = 0
         start = trio.current_time()
         with trio.move_on_after(2.0) as caller:
-            await client.send("POST", Url.parse(server.url), body=b"{}")
+            await client.send("POST", Url.parse(server.url), body=b"{}", bound=bound)
         assert caller.cancelled_caught
         assert trio.current_time() - start == pytest.approx(2.0)
         assert client.statistics() == {server.url.removesuffix("/mcp"): 0}  # the connection went with it
         _, body = await fetch(client, server.url)
         assert body == b"ok"
         assert server.accepts == 2
+        client.close()
+
+
+async def test_a_stated_bound_is_taken_at_its_word(mock_clock: trio.testing.MockClock) -> None:
+    """``bound`` is the caller's promise, not looked up: one within the read timeout makes the
+    client add no read timeout of its own, so a caller that breaks the promise (no scope of
+    its own ends the request) waits past the read timeout. Why a caller must state it only
+    for a send its own unshielded scope ends (the request's timeout)."""
+
+    async def handler(peer: Peer, server: Server) -> None:
+        while (request := await peer.read_request()) is not None:
+            server.requests.append(request)  # never answered
+
+    async with serve(handler) as server:
+        client = HttpClient(read_timeout=7.5)
+        mock_clock.autojump_threshold = 0
+        start = trio.current_time()
+        with trio.move_on_after(100.0) as net:  # the test's own net, far past the read timeout
+            await client.send("POST", Url.parse(server.url), body=b"{}", bound=1.0)
+        assert net.cancelled_caught
+        assert trio.current_time() - start == pytest.approx(100.0)
         client.close()
 
 
