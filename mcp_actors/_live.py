@@ -83,6 +83,8 @@ The SDK's union is a plain one: pydantic tries every member on every block (7.4 
 text block, against 2.4 us for this list of it, measured). The members' ``type`` fields are
 distinct literals, so both accept exactly the same blocks and build the same SDK models.
 """
+_CONTENT_BLOCKS: Final = _CONTENT.validator
+"""Its core validator, called directly: the adapter's ``validate_python`` is a Python layer per call."""
 
 
 def _call_result(raw: dict[str, Any]) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
@@ -96,13 +98,13 @@ def _call_result(raw: dict[str, Any]) -> mcp_types.CallToolResult | mcp_types.In
         content = raw.get("content")
         if type(content) is list:
             try:
-                blocks = _CONTENT.validate_python(content, by_name=False)
+                blocks = _CONTENT_BLOCKS.validate_python(content, by_name=False)
             except ValidationError:
                 pass  # the whole result's validation below names the fault
             else:
                 raw = {**raw, "content": blocks}  # models already: the result's union takes them as they are
         try:
-            plain: mcp_types.CallToolResult = _PLAIN_RESULT.validate_python(raw, by_name=False)
+            plain: mcp_types.CallToolResult = _PLAIN_RESULT.validate_python(raw, by_name=False)  # (a SchemaValidator)
         except ValidationError:
             pass
         else:
@@ -203,14 +205,6 @@ class SessionEnded(Exception):
 
 
 @attrs.define(eq=False)
-class _Request:
-    """One request in flight: cancelling its scope ends it, ``lost`` says it was the connection's end."""
-
-    scope: trio.CancelScope
-    lost: ConnectionFailed | None = None
-
-
-@attrs.define(eq=False)
 class ProgressDeadline:
     """A request deadline that progress pushes back (``resetTimeoutOnProgress``), never past a hard bound.
 
@@ -266,7 +260,8 @@ class LiveSession:
     """The session's dispatcher: the one way our own requests (``tools/call``) are sent."""
     stamp: RequestStamp | None = None
     """What every request we send ourselves carries (set with :attr:`dispatcher`)."""
-    _requests: set[_Request] = attrs.field(factory=set, init=False)
+    _requests: set[trio.CancelScope] = attrs.field(factory=set, init=False)
+    """The scopes of the requests in flight; :meth:`end` cancels them and starts a new set."""
     _ended: trio.Event = attrs.field(factory=trio.Event, init=False)
     _validators: dict[str, tuple[Any, Any]] = attrs.field(factory=dict, init=False)
     _header_maps: dict[str, tuple[Any, dict[tuple[str, ...], str]]] = attrs.field(factory=dict, init=False)
@@ -400,10 +395,9 @@ class LiveSession:
             return
         self.lost = error
         self._ended.set()
-        requests, self._requests = self._requests, set()
-        for request in requests:
-            request.lost = error
-            request.scope.cancel()
+        requests, self._requests = self._requests, set()  # a request ended here finds its set replaced
+        for scope in requests:
+            scope.cancel()
 
     async def request(
         self,
@@ -442,12 +436,13 @@ class LiveSession:
         """
         if self.lost is not None:
             raise SessionEnded(self.label)
-        request = _Request(scope=trio.CancelScope(deadline=trio.current_time() + timeout))
-        self._requests.add(request)
+        scope = trio.CancelScope(deadline=trio.current_time() + timeout)
+        requests = self._requests
+        requests.add(scope)
         if progress is not None:
-            progress.arm(request.scope, timeout)
+            progress.arm(scope, timeout)
         try:
-            with request.scope:
+            with scope:
                 try:
                     if live_op is not None:
                         return await live_op(self)
@@ -482,10 +477,11 @@ class LiveSession:
                 server=self.label,
             ) from exc
         finally:
-            self._requests.discard(request)
-        # Only two things cancel request.scope: the session's end and the deadline.
-        if request.lost is not None:
-            raise request.lost
+            requests.discard(scope)
+        # Only two things cancel the scope: the session's end (which replaced the set the
+        # request was registered in) and the deadline.
+        if requests is not self._requests and self.lost is not None:
+            raise self.lost
         if die_on_timeout:
             # Silence means death here: let the actor declare it (state first), then report it.
             self.link.die(f"the server did not answer a {what} within {timeout:g}s")
