@@ -35,9 +35,10 @@ no-op provider records nothing and has no span to propagate), so they cost nothi
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final
 
 import anyio
@@ -93,6 +94,9 @@ _TRANSPORT: Final = TransportContext(kind="jsonrpc", can_send_request=True)
 """Every inbound message on a wire rides a full duplex channel (stdio; HTTP says otherwise in its own wire)."""
 
 _tracer = otel_trace.get_tracer("mcp-python-sdk")
+
+_NO_SPAN: Final = contextlib.nullcontext(None)
+"""A request's span when no OpenTelemetry SDK is there: none."""
 """The SDK's own instrumentation scope, so our spans are indistinguishable from its."""
 
 _NO_SDK_PROVIDERS: Final = (otel_trace.ProxyTracerProvider, otel_trace.NoOpTracerProvider)
@@ -377,14 +381,35 @@ class WireDispatcher:
         pending = _Pending(on_progress)
         self._pending[key] = pending
         try:
-            if tracing:
-                outcome = await self._traced(method, out_params, meta or {}, request_id, message, pending, opts, bound)
-            else:
+            # The SDK's client span around the exchange, when an OpenTelemetry SDK is there.
+            with self._client_span(method, out_params, meta, request_id) if tracing else _NO_SPAN as span:
                 if meta:
                     out_params["_meta"] = meta
                 if out_params:  # JSON-RPC forbids "params": null; an empty object is left out, as the SDK does
                     message["params"] = out_params
-                outcome = await self._exchange(method, request_id, message, pending, opts, bound)
+                if opts.get("timeout") is None:
+                    # The untimed exchange (every tools/call of ours) inline, a coroutine frame less
+                    # per call; the SDK's request clock is in _timed_exchange.
+                    # A cancellation already pending surfaces here, while the request provably was never
+                    # written; past this point a cancelled write counts as issued (the peer ignores a
+                    # cancel for an id it never saw; skipping it could leak a delivered request's work).
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                    try:
+                        await self.wire.send(message, headers=opts.get("headers"), bound=bound)
+                        # Settled already when the wire exchanged it inside send (streamable HTTP).
+                        outcome = pending.outcome if pending.outcome is not None else await pending.wait()
+                    except WireClosed:  # only a send raises it (the request's own, or the wire's death under it)
+                        raise MCPError(code=CONNECTION_CLOSED, message="Connection closed") from None
+                    except trio.Cancelled:
+                        await self._abandoned(request_id, opts)
+                        raise
+                else:
+                    outcome = await self._timed_exchange(method, request_id, message, pending, opts, bound)
+                if span is not None and "error" in outcome and outcome is not _CLOSED:
+                    error = _mcp_error(outcome["error"])
+                    code = str(error.code)
+                    span.set_attributes({"error.type": code, "rpc.response.status_code": code})
+                    span.set_status(otel_trace.StatusCode.ERROR, error.message)
         finally:
             self._pending.pop(key, None)  # on every path: a late answer is dropped, not leaked
         if pending.progress is not None:
@@ -398,36 +423,20 @@ class WireDispatcher:
             raise MCPError(code=INTERNAL_ERROR, message=f"malformed response from the server: result {result!r:.200}")
         raise _mcp_error(outcome.get("error"))
 
-    async def _traced(
-        self,
-        method: str,
-        params: dict[str, Any],
-        meta: dict[str, Any],
-        request_id: RequestId,
-        message: dict[str, Any],
-        pending: _Pending,
-        opts: CallOptions,
-        bound: float | None,
-    ) -> dict[str, Any]:
-        """:meth:`_exchange` inside the SDK's client span (same name, kind, attributes and error marks)."""
+    @contextlib.contextmanager
+    def _client_span(
+        self, method: str, params: dict[str, Any], meta: dict[str, Any] | None, request_id: RequestId
+    ) -> Iterator[otel_trace.Span]:
+        """The SDK's client span (same name, kind and attributes), its context injected into ``meta``."""
         target = params.get("name")
         name = f"MCP send {method} {target}" if isinstance(target, str) else f"MCP send {method}"
         attributes = {"mcp.method.name": method, "jsonrpc.request.id": str(request_id)}
         with _tracer.start_as_current_span(name, kind=otel_trace.SpanKind.CLIENT, attributes=attributes) as span:
-            propagate.inject(meta)  # SEP-414: the peer sees this span as its parent
-            if meta:
-                params["_meta"] = meta
-            if params:
-                message["params"] = params
-            outcome = await self._exchange(method, request_id, message, pending, opts, bound)
-            if "error" in outcome and outcome is not _CLOSED:
-                error = _mcp_error(outcome["error"])
-                code = str(error.code)
-                span.set_attributes({"error.type": code, "rpc.response.status_code": code})
-                span.set_status(otel_trace.StatusCode.ERROR, error.message)
-            return outcome
+            if meta is not None:
+                propagate.inject(meta)  # SEP-414: the peer sees this span as its parent
+            yield span
 
-    async def _exchange(
+    async def _timed_exchange(
         self,
         method: str,
         request_id: RequestId,
@@ -436,19 +445,17 @@ class WireDispatcher:
         opts: CallOptions,
         bound: float | None,
     ) -> dict[str, Any]:
-        """Write the request and wait for its answer, with the SDK's timeout and abandon rules."""
+        """Write the request and wait for its answer within ``opts["timeout"]`` (the SDK's timeout and abandon rules).
+
+        The untimed exchange is :meth:`send_raw_request`'s own (the same steps without the clock).
+        """
         headers = opts.get("headers")
         timeout = opts.get("timeout")
-        # A cancellation already pending surfaces here, while the request provably was never
-        # written; past this point a cancelled write counts as issued (the peer ignores a
-        # cancel for an id it never saw; skipping it could leak a delivered request's work).
+        assert timeout is not None
+        # A cancellation already pending surfaces here (see send_raw_request).
         await trio.lowlevel.checkpoint_if_cancelled()
         armed = False
         try:
-            if timeout is None:
-                await self.wire.send(message, headers=headers, bound=bound)
-                # Settled already when the wire exchanged it inside send (streamable HTTP).
-                return pending.outcome if pending.outcome is not None else await pending.wait()
             # The SDK's request clock: a person answering an OAuth prompt during the
             # request pauses it (``waiting_on_a_person``), as on the SDK's own path.
             with request_clock(timeout) as clock:
@@ -477,12 +484,16 @@ class WireDispatcher:
                     logger.warning("courtesy cancel for timed-out request %r gave up: wire blocked", request_id)
             raise MCPError(code=REQUEST_TIMEOUT, message=f"Request {method!r} timed out") from None
         except trio.Cancelled:
-            if opts.get("cancel_on_abandon", True):
-                with trio.move_on_after(_ABANDON_WRITE_TIMEOUT, shield=True) as scope:
-                    await self._cancel_outbound(request_id, "caller cancelled")
-                if scope.cancelled_caught:
-                    logger.warning("courtesy cancel for caller-cancelled request %r gave up: wire blocked", request_id)
+            await self._abandoned(request_id, opts)
             raise
+
+    async def _abandoned(self, request_id: RequestId, opts: CallOptions) -> None:
+        """The caller gave up on a written request: tell the peer (shielded, bounded), unless asked not to."""
+        if opts.get("cancel_on_abandon", True):
+            with trio.move_on_after(_ABANDON_WRITE_TIMEOUT, shield=True) as scope:
+                await self._cancel_outbound(request_id, "caller cancelled")
+            if scope.cancelled_caught:
+                logger.warning("courtesy cancel for caller-cancelled request %r gave up: wire blocked", request_id)
 
     async def _cancel_outbound(self, request_id: RequestId, reason: str) -> None:
         await self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})

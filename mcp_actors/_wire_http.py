@@ -485,7 +485,9 @@ class HttpWire:
             return
         kind = response.headers.get("content-type").partition(";")[0].strip().lower()
         if kind == "application/json":
-            body = await response.aread()
+            body = response.read_now()
+            if body is None:
+                body = await response.aread()
             self._deliver_json(body, method, rpc_id, deliver)
         elif kind == "text/event-stream":
             await self._read_sse_answer(response, method, rpc_id, deliver)
