@@ -104,7 +104,7 @@ def _call_result(raw: dict[str, Any]) -> mcp_types.CallToolResult | mcp_types.In
             else:
                 raw = {**raw, "content": blocks}  # models already: the result's union takes them as they are
         try:
-            plain: mcp_types.CallToolResult = _PLAIN_RESULT.validate_python(raw, by_name=False)  # (a SchemaValidator)
+            plain: mcp_types.CallToolResult = _PLAIN_RESULT.validate_python(raw, by_name=False)
         except ValidationError:
             pass
         else:
