@@ -383,8 +383,6 @@ class _Pool:
         now = time.monotonic()
         while idle:
             connection = idle.pop()
-            if not connection.buffer and now - connection.idle_since <= _FRESH:
-                return connection  # fresh: not worth a look (stale's first two tests, inline)
             if not connection.stale(now):
                 return connection
             connection.close()
