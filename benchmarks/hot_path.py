@@ -26,6 +26,7 @@ run at all fails the benchmark).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -38,7 +39,7 @@ import attrs
 from benchmarks._common import Bench, Metric, core_failures, parse_options, toolserver
 from benchmarks._peers import Contender
 
-__all__ = ["EVERYTHING", "main", "run"]
+__all__ = ["EVERYTHING", "everything_installed", "main", "run"]
 
 GOAL = (
     "mcp-actors >= 2x the raw mcp.Client's calls/s and ahead of every peer, <= 0.7x its latency,"
@@ -75,6 +76,31 @@ def _servers(quick: bool) -> list[tuple[str, str, Any, dict[str, Any]]]:
     if shutil.which("node") and shutil.which("npx") and _answers(EVERYTHING) is None:
         servers.append(("everything", "everything server (node), stdio", EVERYTHING, {"message": "hello"}))
     return servers
+
+
+def everything_installed(bound: float = 180.0) -> list[str] | str:
+    """The everything server's argv without npx (``node <its entry> stdio``), or why there is none.
+
+    ``npx -y`` asks the npm registry for the package's newest version at every start (a
+    network round trip of ~0.8 s here, in its debug log), so twenty servers started through
+    it took 21-47 s on two cores that were busy for only ~21 s of it: a start-up figure then
+    measures the network. npx resolves the package once here (installing it on first
+    use); every contender then starts the installed entry with ``node``.
+    """
+    package = EVERYTHING[2]
+    command = [EVERYTHING[0], "-y", "-p", package, "-c", "command -v mcp-server-everything"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=bound, check=False)
+    except subprocess.TimeoutExpired:
+        return f"npx did not resolve {package} within {bound:g}s"
+    except OSError as exc:
+        return f"could not run npx: {exc}"
+    found = done.stdout.strip().splitlines()
+    entry = os.path.realpath(found[-1]) if found else ""
+    node = shutil.which("node")
+    if done.returncode != 0 or not os.path.isfile(entry) or node is None:
+        return f"npx did not resolve {package} (exit {done.returncode}): {done.stderr.strip()[-200:]}"
+    return [node, entry, *EVERYTHING[3:]]
 
 
 def _answers(argv: list[str], bound: float = 180.0) -> str | None:

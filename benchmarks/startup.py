@@ -59,10 +59,15 @@ def _shapes(quick: bool, bench: Bench) -> list[tuple[str, str, list[str], int]]:
         ("light_one", "1 light server (the fixed cost)", toolserver(), 1),
         ("light_many", f"{MANY} light servers", toolserver(), MANY),
     ]
-    why = "node/npx is not on the PATH" if not (shutil.which("node") and shutil.which("npx")) else None
-    why = why or hot_path._answers(hot_path.EVERYTHING)
-    if why is None:
-        shapes.append(("everything_many", f"{MANY} everything servers (node)", hot_path.EVERYTHING, MANY))
+    why: str | None = "node/npx is not on the PATH" if not (shutil.which("node") and shutil.which("npx")) else None
+    everything = hot_path.everything_installed() if why is None else why
+    if isinstance(everything, list):
+        why = hot_path._answers(everything)
+    else:
+        why = everything
+    if why is None and isinstance(everything, list):
+        # Started with node, not npx: npx asks the registry at every start (see everything_installed).
+        shapes.append(("everything_many", f"{MANY} everything servers (node, its installed entry)", everything, MANY))
     else:
         bench.notes.append(f"the everything server was not measured: {why}")
     return shapes

@@ -31,10 +31,27 @@ from typing import Any, Protocol
 
 import anyio
 
-__all__ = ["Driver", "Session", "main"]
+__all__ = ["Driver", "Session", "main", "server_env"]
 
 SERVER_MARKERS = ("mcp_actors.demo_server", "fault_server", "_toolserver.py", "server-everything")
 """Substrings of a server's command line: how a driver finds its own server processes."""
+
+
+def server_env() -> dict[str, str]:
+    """The environment every contender starts a stdio server with: this driver's whole one.
+
+    A server's start must cost the same whichever client starts it, or a start-up figure
+    compares the servers and not the clients. mcp-actors gives a stdio server the host's
+    whole environment (../shared/DESIGN.md); the SDK, left to itself, gives a short list
+    (``HOME``, ``PATH``, ``SHELL``, ``TERM``, ...). The two differ in what a server does at
+    start: with ``NODE_EXTRA_CA_CERTS`` set, as on our benchmark machine, every Node server
+    parses a CA bundle (~40 ms of CPU), which made twenty everything servers start 1.15x
+    slower under mcp-actors than under the raw SDK on two cores, and 0.98x with the same
+    environment for both (docs/performance.md, round 10). So every driver that builds the
+    SDK's server parameters (its own or a peer's) passes this explicitly.
+    """
+    return dict(os.environ)
+
 
 CALL_TIMEOUT = 60.0
 """Upper bound of any single call in a scenario: a wedged contender fails the run, never hangs it."""

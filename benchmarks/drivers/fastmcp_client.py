@@ -47,7 +47,9 @@ class FastmcpDriver:
     def prepare(self, servers: list[Any]) -> None:
         self.config = {
             "mcpServers": {
-                f"s{i}": {"url": s, "transport": "http"} if isinstance(s, str) else {"command": s[0], "args": s[1:]}
+                f"s{i}": {"url": s, "transport": "http"}
+                if isinstance(s, str)
+                else {"command": s[0], "args": s[1:], "env": _harness.server_env()}
                 for i, s in enumerate(servers)
             }
         }

@@ -37,7 +37,8 @@ class LangchainSession:
 class LangchainDriver:
     def prepare(self, servers: list[list[str]]) -> None:
         self.connections: dict[str, Any] = {
-            f"s{i}": {"command": argv[0], "args": argv[1:], "transport": "stdio"} for i, argv in enumerate(servers)
+            f"s{i}": {"command": argv[0], "args": argv[1:], "transport": "stdio", "env": _harness.server_env()}
+            for i, argv in enumerate(servers)
         }
 
     @contextlib.asynccontextmanager

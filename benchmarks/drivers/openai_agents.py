@@ -38,7 +38,7 @@ class AgentsDriver:
             MCPServerStreamableHttp({"url": s}, cache_tools_list=True, name=f"s{i}", client_session_timeout_seconds=60)
             if isinstance(s, str)
             else MCPServerStdio(
-                {"command": s[0], "args": s[1:]},
+                {"command": s[0], "args": s[1:], "env": _harness.server_env()},
                 cache_tools_list=True,
                 name=f"s{i}",
                 client_session_timeout_seconds=60,

@@ -38,7 +38,8 @@ class RawDriver:
     def prepare(self, servers: list[Any]) -> None:
         # A URL (the harness started an HTTP server) is passed as is: streamable HTTP.
         self.params: list[Any] = [
-            s if isinstance(s, str) else StdioServerParameters(command=s[0], args=s[1:]) for s in servers
+            s if isinstance(s, str) else StdioServerParameters(command=s[0], args=s[1:], env=_harness.server_env())
+            for s in servers
         ]
 
     @contextlib.asynccontextmanager

@@ -41,7 +41,9 @@ class GroupSession:
 class GroupDriver:
     def prepare(self, servers: list[Any]) -> None:
         self.params: list[Any] = [
-            StreamableHttpParameters(url=s) if isinstance(s, str) else StdioServerParameters(command=s[0], args=s[1:])
+            StreamableHttpParameters(url=s)
+            if isinstance(s, str)
+            else StdioServerParameters(command=s[0], args=s[1:], env=_harness.server_env())
             for s in servers
         ]
 
