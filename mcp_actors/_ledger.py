@@ -44,6 +44,11 @@ LEDGER_VERSION = 1
 LEDGER_GLOB = "host-*.json"
 # A temporary ledger file older than this is debris of a host that died mid-write.
 _STALE_TMP_AGE = 60.0
+SETTLE = 0.02
+"""Seconds a background write waits for the rest of a burst of changes (see :class:`LedgerWriter`).
+
+A server's PID reaches the disk up to this much later; the file already names the host's
+marker, by which a sweep finds the server anyway."""
 
 
 @attrs.frozen(kw_only=True)
@@ -161,11 +166,19 @@ class LedgerWriter:
     ``ProcessTracker.start_safety_net``), which is what a sweep kills by; an entry that
     reaches the disk a moment after its spawn only adds the PID and group.
 
+    A drain waits *settle* seconds before its first write. Twenty servers starting register
+    one by one, a millisecond or so apart, and each write (a handful of file-system calls,
+    ~0.3 ms of CPU) took the GIL from the event loop in the middle of those starts: without
+    the wait a 20-server start cost 23-25 writes, with it a few (docs/performance.md,
+    round 10). :meth:`flush` does not wait.
+
     Args:
         ledger: The file to write.
+        settle: Seconds a drain waits for more changes before it writes.
     """
 
     ledger: Ledger
+    settle: float = attrs.field(default=SETTLE, kw_only=True)
     _state: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _io: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _pending: tuple[Entry, ...] | None = attrs.field(default=None, init=False)
@@ -210,6 +223,7 @@ class LedgerWriter:
     def _drain(self) -> None:
         """The worker's job: write until nothing is pending (a submit meanwhile is picked up here)."""
         try:
+            time.sleep(self.settle)  # let the rest of a burst arrive (a flush meanwhile writes at once)
             while True:
                 with self._state:
                     if self._pending is None:

@@ -210,3 +210,41 @@ def test_the_runtimes_background_jobs_run_in_order_and_a_failure_spares_the_next
     _run_jobs([(broken, "starting the reaper sidecar"), (lambda: ran.append("sweep"), "sweeping the process ledger")])
     assert ran == ["net", "sweep"]
     assert "starting the reaper sidecar failed" in caplog.text and "no room on the disk" in caplog.text
+
+
+def test_a_burst_of_changes_spread_over_the_settle_reaches_the_disk_as_one_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty servers starting register one by one, a millisecond or so apart: the writer waits
+    a moment (``settle``) before it writes, so the burst costs one write, not one per server."""
+    ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+    writer = _ledger.LedgerWriter(ledger, settle=2.0)  # far longer than the gaps below, even on a loaded machine
+    write = _ledger.Ledger.write
+    written: list[list[int]] = []
+    done = threading.Event()
+
+    def counted_write(self: _ledger.Ledger, entries: object) -> None:
+        pids = [e.target.pid for e in entries]  # type: ignore[attr-defined]
+        written.append(pids)
+        write(self, entries)  # type: ignore[arg-type]
+        if pids == [101, 102, 103]:
+            done.set()
+
+    monkeypatch.setattr(_ledger.Ledger, "write", counted_write)
+    entries: list[_ledger.Entry] = []
+    for pid in (101, 102, 103):
+        entries.append(_ledger.Entry(target=Target(pid, 1.0, pid), label="s"))
+        writer.submit(entries, wait=False)
+        threading.Event().wait(0.05)  # the next spawn: long enough for a worker to have written
+    assert done.wait(BOUND)
+    assert written == [[101, 102, 103]]
+    assert [p["pid"] for p in json.loads(ledger.path.read_text())["processes"]] == [101, 102, 103]
+
+
+def test_flush_writes_at_once_without_waiting_out_the_settle(tmp_path: Path) -> None:
+    """The exit path and ``flush_ledger`` must not wait for a burst to settle."""
+    ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+    writer = _ledger.LedgerWriter(ledger, settle=BOUND)
+    writer.submit([_ledger.Entry(target=Target(101, 1.0, 101), label="a")], wait=False)
+    writer.flush()
+    assert [p["pid"] for p in json.loads(ledger.path.read_text())["processes"]] == [101]
