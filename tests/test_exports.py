@@ -65,6 +65,16 @@ def test_importing_the_package_is_light() -> None:
     assert out == ["False", "False"]
 
 
+def test_the_connection_actor_brings_anyios_trio_backend_so_a_first_connection_imports_nothing() -> None:
+    """The SDK's session needs anyio's trio backend; it is loaded with us, not on the first connect."""
+    import subprocess
+    import sys
+
+    code = "import sys, mcp_actors.connection; print('anyio._backends._trio' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True"]
+
+
 def test_every_module_is_documented_public_private_or_a_program() -> None:
     """No module slips into the public face unnoticed: it is in the documented list, private, or a program."""
     import pathlib
