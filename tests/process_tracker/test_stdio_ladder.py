@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import trio
 
+from mcp_actors._kill import marker_of
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
 from mcp_actors.transports import StdioParams, open_stdio_transport
 
@@ -26,6 +27,25 @@ def escapees(pidfile: Path) -> list[ProcessIdentity]:
 
 def lines(pidfile: Path) -> int:
     return len(pidfile.read_text().splitlines()) if pidfile.exists() else 0
+
+
+def describe(identity: ProcessIdentity, tracker: ProcessTracker) -> str:
+    """What the kill ladder saw of a process it should have killed (for a failure's message).
+
+    This test failed once, under two copies of the suite at once, and passed in every
+    rerun; the message says enough to tell the possible causes apart next time: the
+    process not found by its tag, its create_time read differently (a clock step moves
+    psutil's epoch create_time), or a kill that did not land in time.
+    """
+    try:
+        proc = psutil.Process(identity.pid)
+        seen = f"status={proc.status()} create_time={proc.create_time()!r} marker={marker_of(identity.pid)!r}"
+    except psutil.Error as exc:
+        seen = f"gone ({type(exc).__name__})"
+    return (
+        f"{identity.label} pid={identity.pid} recorded create_time={identity.create_time!r}: {seen}; "
+        f"tracker tags {dict(tracker._tags)}; boot_time now {psutil.boot_time()!r}"
+    )
 
 
 async def wait_for_line(pidfile: Path, count: int) -> None:
@@ -52,7 +72,9 @@ async def test_closing_a_stdio_server_kills_its_escaped_grandchild_only(
                 (escaped_a,) = escapees(pidfiles[0])
                 assert escaped_a.is_alive() and link.process is not None
                 server_a = link.process
-            assert not escaped_a.is_alive() and not server_a.is_alive()
+                tags_while_open = describe(server_a, tracker)
+            assert not escaped_a.is_alive(), f"{describe(escaped_a, tracker)}; server while open: {tags_while_open}"
+            assert not server_a.is_alive(), describe(server_a, tracker)
             (escaped_b,) = escapees(pidfiles[1])
             assert escaped_b.is_alive()
         assert not escaped_b.is_alive()
