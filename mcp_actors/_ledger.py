@@ -181,17 +181,22 @@ class LedgerWriter:
     settle: float = attrs.field(default=SETTLE, kw_only=True)
     _state: threading.Lock = attrs.field(factory=threading.Lock, init=False)
     _io: threading.Lock = attrs.field(factory=threading.Lock, init=False)
-    _pending: tuple[Entry, ...] | None = attrs.field(default=None, init=False)
+    _pending: Iterable[Entry] | None = attrs.field(default=None, init=False)
     _draining: bool = attrs.field(default=False, init=False)
 
     def submit(self, entries: Iterable[Entry], *, wait: bool) -> None:
         """Make *entries* the ledger's content: now (``wait``), or soon in a worker thread.
 
+        *entries* is iterated when it is written, in the worker's thread: pass something
+        nobody changes afterwards. The tracker passes a snapshot whose entries are made only
+        then, so that a registration does not build one entry per tracked server on the
+        event loop (the newest of a burst's snapshots is the only one built).
+
         Never raises for want of a thread: when none can be started, the state is written
         here, as with ``wait``.
         """
         with self._state:
-            self._pending = tuple(entries)
+            self._pending = entries
             if not wait:
                 if self._draining:
                     return  # the drain in flight writes the newest state

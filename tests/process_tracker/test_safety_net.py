@@ -234,7 +234,7 @@ def test_a_burst_of_changes_spread_over_the_settle_reaches_the_disk_as_one_write
     entries: list[_ledger.Entry] = []
     for pid in (101, 102, 103):
         entries.append(_ledger.Entry(target=Target(pid, 1.0, pid), label="s"))
-        writer.submit(entries, wait=False)
+        writer.submit(list(entries), wait=False)
         threading.Event().wait(0.05)  # the next spawn: long enough for a worker to have written
     assert done.wait(BOUND)
     assert written == [[101, 102, 103]]
@@ -248,3 +248,33 @@ def test_flush_writes_at_once_without_waiting_out_the_settle(tmp_path: Path) -> 
     writer.submit([_ledger.Entry(target=Target(101, 1.0, 101), label="a")], wait=False)
     writer.flush()
     assert [p["pid"] for p in json.loads(ledger.path.read_text())["processes"]] == [101]
+
+
+async def test_a_registration_on_the_event_loop_builds_no_ledger_entries_there(
+    tracker: ProcessTracker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each registration used to build an entry per tracked server on the loop: a start of N
+    servers built N²/2 of them there. Now the writer builds them, in its own thread."""
+    tracker.start_safety_net()
+    built_in: list[int] = []
+    entry = _ledger.Entry
+
+    def counted_entry(**fields: object) -> _ledger.Entry:
+        built_in.append(threading.get_ident())
+        return entry(**fields)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_ledger, "Entry", counted_entry)
+    spawned = [spawn_server(label=f"s{n}") for n in range(3)]
+    identities = [identity for _, identity, _ in spawned]
+    try:
+        for identity in identities:
+            tracker.register(identity)
+        loop_thread = threading.get_ident()
+        assert loop_thread not in built_in
+        contents = await trio.to_thread.run_sync(ledger_contents, tracker)
+        assert [p["pid"] for p in contents["processes"]] == [i.pid for i in identities]  # type: ignore[attr-defined]
+        assert loop_thread not in built_in
+    finally:
+        force_kill(identities)
+        for proc, _, _ in spawned:
+            proc.wait()
