@@ -533,6 +533,10 @@ class _RegistryActor:
         self.slots: dict[str, str] = {}
         self.cache: dict[str, _CacheEntry] = {}
         self.views: dict[str, ToolView] = {}
+        self.tool_ids: dict[str, tuple[str, str]] = {}
+        """Every view's tool ids, kept with the views (:meth:`set_view`): a listing's publish
+        copies it instead of walking every server's tools (N listings of N servers with T
+        tools each walked N²·T tools on the actor's loop)."""
         self.view_sources: dict[str, tuple[mcp_types.Tool, ...]] = {}
         self.ids = ToolIdMap()
         self.fetches: dict[str, _Fetch] = {}
@@ -542,11 +546,20 @@ class _RegistryActor:
 
     # --------------------------------------------------------------- publishing
 
-    def publish(self) -> None:
-        tool_ids: dict[str, tuple[str, str]] = {}
-        for view in self.views.values():
+    def set_view(self, server_id: str, view: ToolView | None) -> None:
+        """Replace a server's view in place (the views keep their order) or, with ``None``, drop
+        it; its tool ids go with it."""
+        old = self.views.get(server_id) if view is not None else self.views.pop(server_id, None)
+        if old is not None:
+            for tool in old.tools:
+                self.tool_ids.pop(tool.id, None)
+        if view is not None:
+            self.views[server_id] = view
             for tool in view.tools:
-                tool_ids[tool.id] = (tool.server_id, tool.name)
+                self.tool_ids[tool.id] = (tool.server_id, tool.name)
+
+    def publish(self) -> None:
+        tool_ids = dict(self.tool_ids)
         self.ref.snapshot = Snapshot(
             records=dict(self.records),
             handles=dict(self.handles),
@@ -681,7 +694,7 @@ class _RegistryActor:
     def forget_tools(self, server_id: str) -> None:
         """Drop everything known of a server's tools (it is gone, or its connection changed)."""
         self.cache.pop(server_id, None)
-        self.views.pop(server_id, None)
+        self.set_view(server_id, None)
         self.view_sources.pop(server_id, None)
         self.ids.forget_server(server_id)
 
@@ -835,7 +848,7 @@ class _RegistryActor:
                 fetched_at=entry.fetched_at,
                 epoch=entry.epoch,
             )
-        self.views[record.id] = view
+        self.set_view(record.id, view)
         self.view_sources[record.id] = tools
         return view
 
@@ -936,7 +949,7 @@ class _RegistryActor:
                     self.cache.pop(message.server_id, None)
                     view = self.views.get(message.server_id)
                     if view is not None:
-                        self.views[message.server_id] = attrs.evolve(view, fetched_at=-math.inf)
+                        self.set_view(message.server_id, attrs.evolve(view, fetched_at=-math.inf))
                         self.publish()
                     message.reply.send(None)
                 case _:

@@ -312,6 +312,33 @@ async def test_ids_of_tools_that_are_gone_are_dropped(tmp_path: Path) -> None:
         assert len(svc._registry.snapshot.tool_ids) == len(tools)
 
 
+async def test_tool_ids_follow_each_servers_listing_and_removal_and_spare_the_others(tmp_path: Path) -> None:
+    """The id index is kept per view (no walk of every server's tools per listing): a
+    re-listing, a stale mark and a removal change one server's ids and no other's."""
+    async with runtime_at(tmp_path) as rt:
+        svc = rt.service
+        await svc.add(fault_input("f"))
+        await svc.add(fault_input("g"))
+        f_tools = await svc.list_server_tools("f")
+        g_tools = await svc.list_server_tools("g")
+        demo_tools = await svc.list_server_tools("demo")
+        everyone = [*demo_tools, *f_tools, *g_tools]
+        assert {svc.resolve_tool_id(t.id)[1] for t in everyone} == {t.name for t in everyone}
+        assert set(svc._registry.snapshot.tool_ids) == {t.id for t in everyone}
+        await svc.reconnect("f")  # a new connection: f's listing is fetched and its view replaced
+        again = await svc.list_server_tools("f")
+        assert [t.id for t in again] == [t.id for t in f_tools]
+        assert set(svc._registry.snapshot.tool_ids) == {t.id for t in everyone}
+        await svc.remove("f")
+        for tool in f_tools:
+            with pytest.raises(ToolNotFound):
+                svc.resolve_tool_id(tool.id)
+        assert {svc.resolve_tool_id(t.id)[1] for t in [*demo_tools, *g_tools]} == {
+            t.name for t in [*demo_tools, *g_tools]
+        }
+        assert set(svc._registry.snapshot.tool_ids) == {t.id for t in [*demo_tools, *g_tools]}
+
+
 async def test_update_accepts_the_records_camel_case_keys(tmp_path: Path) -> None:
     """update() takes the config file's camelCase keys (as add() does), as a mapping or keywords."""
     async with runtime_at(tmp_path, connect_on_add=False) as rt:
