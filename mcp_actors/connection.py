@@ -61,7 +61,11 @@ import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
 
-import anyio._backends._trio  # noqa: F401 - see below
+# The SDK's ClientSession enters an anyio task group, and anyio imports its trio backend the
+# first time one is made: ~6 ms on the first connection of a host on plain trio, between the
+# spawn and the first byte to the server (docs/performance.md, round 10). Imported with the
+# connection actor, it costs the host its import time instead of its first connection.
+import anyio._backends._trio  # noqa: F401
 import attrs
 import mcp.types as mcp_types
 import trio
@@ -107,11 +111,6 @@ from supervisors import (
     backoff_delay,
     open_mailbox,
 )
-
-# The SDK's ClientSession enters an anyio task group, and anyio imports its trio backend the
-# first time one is made: ~6 ms on the first connection of a host on plain trio, between the
-# spawn and the first byte to the server (docs/performance.md, round 10). Imported with the
-# connection actor, it costs the host its import time instead of its first connection.
 
 __all__ = [
     "ConnectionHandle",

@@ -323,7 +323,7 @@ def _sidecar_argv(ledger: Path, term_grace: float, *, marker: str | None = None)
     return python
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)  # holds a dict: compared and hashed by identity
 class _LedgerSnapshot:
     """The tracked processes at one registration, made into ledger entries only when written.
 
