@@ -59,17 +59,13 @@ def _shapes(quick: bool, bench: Bench) -> list[tuple[str, str, list[str], int]]:
         ("light_one", "1 light server (the fixed cost)", toolserver(), 1),
         ("light_many", f"{MANY} light servers", toolserver(), MANY),
     ]
-    why: str | None = "node/npx is not on the PATH" if not (shutil.which("node") and shutil.which("npx")) else None
-    everything = hot_path.everything_installed() if why is None else why
-    if isinstance(everything, list):
-        why = hot_path._answers(everything)
-    else:
-        why = everything
-    if why is None and isinstance(everything, list):
-        # Started with node, not npx: npx asks the registry at every start (see everything_installed).
-        shapes.append(("everything_many", f"{MANY} everything servers (node, its installed entry)", everything, MANY))
-    else:
+    # Started with node, not npx: npx asks the registry at every start (see everything_installed).
+    everything = hot_path.everything_installed() if shutil.which("npx") else "node/npx is not on the PATH"
+    why = everything if isinstance(everything, str) else hot_path._answers(everything)
+    if why is not None:
         bench.notes.append(f"the everything server was not measured: {why}")
+    elif isinstance(everything, list):
+        shapes.append(("everything_many", f"{MANY} everything servers (node, its installed entry)", everything, MANY))
     return shapes
 
 

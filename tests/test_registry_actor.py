@@ -314,7 +314,7 @@ async def test_ids_of_tools_that_are_gone_are_dropped(tmp_path: Path) -> None:
 
 async def test_tool_ids_follow_each_servers_listing_and_removal_and_spare_the_others(tmp_path: Path) -> None:
     """The id index is kept per view (no walk of every server's tools per listing): a
-    re-listing, a stale mark and a removal change one server's ids and no other's."""
+    re-listing and a removal change one server's ids and no other's."""
     async with runtime_at(tmp_path) as rt:
         svc = rt.service
         await svc.add(fault_input("f"))

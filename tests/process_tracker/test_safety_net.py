@@ -216,12 +216,23 @@ def test_a_burst_of_changes_spread_over_the_settle_reaches_the_disk_as_one_write
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Twenty servers starting register one by one, a millisecond or so apart: the writer waits
-    a moment (``settle``) before it writes, so the burst costs one write, not one per server."""
+    a moment (``settle``) before it writes, so the burst costs one write, not one per server.
+
+    The settle is held open by the test (no clock): the drain's wait signals that it began and
+    ends when the test says, after the burst's other changes."""
     ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
-    writer = _ledger.LedgerWriter(ledger, settle=2.0)  # far longer than the gaps below, even on a loaded machine
+    writer = _ledger.LedgerWriter(ledger, settle=2.0)
     write = _ledger.Ledger.write
     written: list[list[int]] = []
-    done = threading.Event()
+    done, settling, settled = threading.Event(), threading.Event(), threading.Event()
+    sleep = _ledger.time.sleep
+
+    def held_settle(seconds: float) -> None:
+        if seconds != writer.settle:
+            sleep(seconds)
+            return
+        settling.set()
+        settled.wait(BOUND)
 
     def counted_write(self: _ledger.Ledger, entries: object) -> None:
         pids = [e.target.pid for e in entries]  # type: ignore[attr-defined]
@@ -231,11 +242,15 @@ def test_a_burst_of_changes_spread_over_the_settle_reaches_the_disk_as_one_write
             done.set()
 
     monkeypatch.setattr(_ledger.Ledger, "write", counted_write)
+    monkeypatch.setattr(_ledger.time, "sleep", held_settle)
     entries: list[_ledger.Entry] = []
     for pid in (101, 102, 103):
         entries.append(_ledger.Entry(target=Target(pid, 1.0, pid), label="s"))
         writer.submit(list(entries), wait=False)
-        threading.Event().wait(0.05)  # the next spawn: long enough for a worker to have written
+        # The first change started a drain: from here on it is settling (without a settle it
+        # would have written already and this wait would fail).
+        assert settling.wait(BOUND)
+    settled.set()
     assert done.wait(BOUND)
     assert written == [[101, 102, 103]]
     assert [p["pid"] for p in json.loads(ledger.path.read_text())["processes"]] == [101, 102, 103]
