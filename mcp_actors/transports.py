@@ -716,7 +716,8 @@ async def open_stdio_transport(
     tracker = tracker or ProcessTracker.get_instance()
     params = params.resolved(label=label)
     # The host's marker lets a later ledger sweep prove an orphan in this server's group is ours.
-    env = {**_merged_env(params.env), **tracker.child_env()}
+    marker = tracker.child_env()
+    env = {**_merged_env(params.env), **marker}
     executable = resolve_command(params.command, env, server=label)
     check_cwd(params.cwd, server=label)
     # No server may exist before the reaper sidecar does (the runtime started it long ago).
@@ -756,7 +757,7 @@ async def open_stdio_transport(
     except psutil.Error:
         create_time = 0.0
     identity = ProcessIdentity(pid=process.pid, create_time=create_time, pgid=process.pid, label=label)
-    tracker.register(identity)
+    tracker.register(identity, tag=next(iter(marker.values())))  # the tag we set: no /proc read
     secrets = params.secret_values()
     tail = StderrTail(secrets=secrets)
     link = TransportLink(secrets=secrets, label=label, process=identity, stderr=tail)

@@ -30,9 +30,9 @@ from mcp_actors.store import ConfigStore
 def die_at_first_registration(tracker: ProcessTracker, *, after: bool) -> None:
     register = tracker.register
 
-    def register_then_die(identity: ProcessIdentity) -> None:
+    def register_then_die(identity: ProcessIdentity, *, tag: str | None = None) -> None:
         if after:
-            register(identity)
+            register(identity, tag=tag)
         report = {"marker": tracker.marker, "spawned": [identity.pid, identity.create_time]}
         print(json.dumps(report), flush=True)
         os.kill(os.getpid(), signal.SIGKILL)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 import trio
+import trio.testing
 from pt_support import force_kill, spawn_server
 
 from mcp_actors import _ledger
@@ -50,6 +51,47 @@ async def test_wait_safety_net_starts_the_net_from_trio(tracker: ProcessTracker)
     await tracker.wait_safety_net()
     assert tracker.reaper_pid is not None
     assert ledger_contents(tracker)["processes"] == []
+
+
+async def test_a_burst_of_spawns_waiting_for_the_net_shares_one_worker_job(tracker: ProcessTracker) -> None:
+    """Twenty servers that start while the sidecar is still starting wait for one job, not twenty.
+
+    Each job is a worker thread (a new one, when all are busy) blocked on the net's lock:
+    twenty of them cost the host a thread start and a GIL hand-off each in the middle of a
+    start-up (docs/performance.md, round 11).
+    """
+    calls: list[None] = []
+    start = tracker.start_safety_net
+
+    def counted() -> None:
+        calls.append(None)
+        start()
+
+    tracker.start_safety_net = counted  # type: ignore[method-assign]
+    waiting = 0
+
+    async def wait() -> None:
+        nonlocal waiting
+        await tracker.wait_safety_net()
+        waiting -= 1
+
+    released = False
+    tracker._net_lock.acquire()  # the runtime's own start of the net is under way
+    try:
+        async with trio.open_nursery() as nursery:
+            for _ in range(20):
+                waiting += 1
+                nursery.start_soon(wait)
+            await trio.testing.wait_all_tasks_blocked()
+            lock_held = waiting == 20
+            tracker._net_lock.release()  # the start is done; the nursery waits for the twenty
+            released = True
+    finally:
+        if not released:
+            tracker._net_lock.release()
+    assert lock_held and waiting == 0
+    assert len(calls) == 1
+    assert tracker.reaper_pid is not None
 
 
 async def test_a_registration_on_the_event_loop_starts_no_thread_once_the_net_is_up(tracker: ProcessTracker) -> None:

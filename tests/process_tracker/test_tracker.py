@@ -250,6 +250,25 @@ def test_kill_all_sync_kills_a_grandchild_that_escaped_into_its_own_session(trac
         proc.wait(timeout=10)
 
 
+def test_a_registration_given_the_spawns_tag_kills_the_escapee_by_it(tracker: ProcessTracker) -> None:
+    """The spawner knows the tag it put in the environment: given it, register reads no /proc file.
+
+    The kill ladder finds the escaped grandchild by that tag as it would by one read back.
+    """
+    env = tracker.child_env()
+    (tag,) = env.values()
+    proc, leader, escapee = spawn_server(escapee=True, env={**os.environ, **env})
+    assert escapee is not None
+    try:
+        tracker.register(leader, tag=tag)
+        assert tracker.target_of(leader).tag == tag
+        tracker.kill_all_sync()
+        assert not leader.is_alive() and not escapee.is_alive()
+    finally:
+        force_kill([leader, escapee])
+        proc.wait(timeout=10)
+
+
 async def test_close_connection_kills_only_its_own_servers_escaped_grandchild(tracker: ProcessTracker) -> None:
     """Closing one connection kills its server's setsid grandchild (by tag), not another server's."""
     spawned = [spawn_server(escapee=True, env={**os.environ, **tracker.child_env()}, label=f"s{n}") for n in range(2)]
