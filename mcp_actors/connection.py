@@ -642,14 +642,16 @@ class _ConnectionActor:
 
     def _connected(self, live: LiveSession, result: mcp_types.InitializeResult | mcp_types.DiscoverResult) -> None:
         info = live.session.server_info if isinstance(result, mcp_types.DiscoverResult) else result.server_info
-        self.cell.bump_tools_epoch()
-        self.cell.bump_resources_epoch()
-        self.cell.bump_prompts_epoch()
         self.cell.listings.forget()
         self.cell.live = live
+        status = self.cell.status
+        # Every listing epoch moves on (a new session's lists are new), in the state's one evolve.
         self.cell.transition(
             ConnectionState.CONNECTED,
             server_info=(info.name, info.version) if info is not None else None,
+            tools_epoch=status.tools_epoch + 1,
+            resources_epoch=status.resources_epoch + 1,
+            prompts_epoch=status.prompts_epoch + 1,
         )
         self._answer_waiters(live)
 
