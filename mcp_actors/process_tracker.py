@@ -517,11 +517,13 @@ class ProcessTracker:
             return
         # The servers of a start-up all arrive here while the runtime's own start of the net
         # runs: they share one worker job (each job would be a thread blocked on the lock).
+        # A job that ended without a net (the host is exiting, or this is a forked child)
+        # leaves each waiter to try itself, and meet the same refusal, as before any spawn.
         starts = _net_starts()
-        started = starts.get(id(self))
-        if started is not None:
+        while (started := starts.get(id(self))) is not None:
             await started.wait()
-            return
+            if self._net_ready:
+                return
         started = starts[id(self)] = trio.Event()
         try:
             await trio.to_thread.run_sync(self.start_safety_net)  # not cancellable: it finishes

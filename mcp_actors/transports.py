@@ -43,6 +43,7 @@ import pydantic
 import trio
 
 from mcp_actors import _variables
+from mcp_actors._kill import MARKER_ENV
 from mcp_actors._redact import install_log_filter, registered_secrets
 from mcp_actors._transport_base import StderrTail as StderrTail
 from mcp_actors._transport_base import TransportLink as TransportLink
@@ -757,7 +758,7 @@ async def open_stdio_transport(
     except psutil.Error:
         create_time = 0.0
     identity = ProcessIdentity(pid=process.pid, create_time=create_time, pgid=process.pid, label=label)
-    tracker.register(identity, tag=next(iter(marker.values())))  # the tag we set: no /proc read
+    tracker.register(identity, tag=marker[MARKER_ENV])  # the tag we set: no /proc read
     secrets = params.secret_values()
     tail = StderrTail(secrets=secrets)
     link = TransportLink(secrets=secrets, label=label, process=identity, stderr=tail)

@@ -94,6 +94,32 @@ async def test_a_burst_of_spawns_waiting_for_the_net_shares_one_worker_job(track
     assert tracker.reaper_pid is not None
 
 
+async def test_waiters_of_a_net_start_that_failed_each_meet_the_failure(tracker: ProcessTracker) -> None:
+    """A shared start that raised (a tracker used in a forked child) leaves no waiter to spawn without a net.
+
+    Each waiter tries the start itself and gets the same refusal, as when each had its own job.
+    """
+
+    def refuse() -> None:
+        raise RuntimeError("used in a forked child")
+
+    tracker.start_safety_net = refuse  # type: ignore[method-assign]
+    outcomes: list[str] = []
+
+    async def wait() -> None:
+        try:
+            await tracker.wait_safety_net()
+        except RuntimeError as exc:
+            outcomes.append(str(exc))
+        else:
+            outcomes.append("returned without a net")
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(wait)
+    assert outcomes == ["used in a forked child"] * 3
+
+
 async def test_a_registration_on_the_event_loop_starts_no_thread_once_the_net_is_up(tracker: ProcessTracker) -> None:
     """The first registration on the event loop starts no thread: an idle one of trio's cache writes.
 
