@@ -49,7 +49,6 @@ from mcp_actors._registry import (
 from mcp_actors._token_store import FileTokenStore, TokenStore
 from mcp_actors.connection import ConnectionHandle
 from mcp_actors.process_tracker import ProcessTracker
-from mcp_actors.records import ServerType
 from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 from supervisors import (
@@ -242,11 +241,6 @@ async def open_runtime(
         # Read the config once up front so a corrupt file fails here, with its own typed
         # error (path, line, column), rather than as a registry start failure.
         first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
-        if any(r.is_active and r.type is ServerType.STDIO for r in first_records):
-            # Let the net finish on an idle loop: every spawn waits for it, and its worker
-            # thread, short of the GIL while the tree starts, took ~10 ms instead of ~1 ms
-            # at twenty servers (docs/performance.md, round 11).
-            await tracker.wait_safety_net()
         # The registry's first start reuses that read; a restart reads afresh.
         ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
         ref.fingerprint = fingerprint

@@ -17,9 +17,6 @@ from pt_support import force_kill, spawn_server
 from mcp_actors import _ledger
 from mcp_actors._kill import Target
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
-from mcp_actors.records import new_server_id, record_from_json_dict
-from mcp_actors.runtime import open_runtime
-from mcp_actors.store import ConfigStore
 
 if TYPE_CHECKING:
     import outcome
@@ -121,76 +118,6 @@ async def test_waiters_of_a_net_start_that_failed_each_meet_the_failure(tracker:
         for _ in range(3):
             nursery.start_soon(wait)
     assert outcomes == ["used in a forked child"] * 3
-
-
-def _config(tmp_path: Path, *servers: dict[str, object]) -> Path:
-    path = tmp_path / "servers.json"
-    ConfigStore(path).save([record_from_json_dict({"id": new_server_id(), **server}) for server in servers])
-    return path
-
-
-async def _open_while_the_net_is_held(tracker: ProcessTracker, config: Path, *, hold: float) -> tuple[bool, bool]:
-    """Open a runtime while the net's start is held up for ``hold`` seconds at most.
-
-    Returns (it yielded while the net was held, the net was up when it yielded).
-    """
-    yielded = trio.Event()
-    net_up_at_yield: list[bool] = []
-    done = trio.Event()
-
-    async def host() -> None:
-        async with open_runtime(config, connect_on_add=False):
-            net_up_at_yield.append(tracker.reaper_pid is not None)
-            yielded.set()
-            await done.wait()
-
-    released = False
-    tracker._net_lock.acquire()  # the net's start is slow (the runtime's background job waits on this)
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(host)
-            with trio.move_on_after(hold):
-                await yielded.wait()
-            while_held = yielded.is_set()
-            tracker._net_lock.release()
-            released = True
-            with trio.fail_after(BOUND):
-                await yielded.wait()
-            done.set()
-    finally:
-        if not released:
-            tracker._net_lock.release()
-    return while_held, net_up_at_yield == [True]
-
-
-async def test_a_runtime_with_stdio_servers_yields_once_the_net_is_up(
-    tracker: ProcessTracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The net is started on an idle loop, before the tree: no spawn waits for it afterwards.
-
-    In the background, its worker thread got the GIL back only between the tree's steps:
-    ~10 ms instead of ~1 ms at twenty servers, with every spawn waiting for it
-    (docs/performance.md, round 11).
-    """
-    monkeypatch.setattr(ProcessTracker, "get_instance", classmethod(lambda cls: tracker))
-    stdio = {"name": "s", "type": "stdio", "config": {"command": "python3", "args": ["-c", "pass"]}}
-    config = _config(tmp_path, stdio)
-    # Held for a second: time enough for a runtime that does not wait to yield without the net.
-    while_held, net_up = await _open_while_the_net_is_held(tracker, config, hold=1.0)
-    assert not while_held
-    assert net_up
-
-
-async def test_a_runtime_without_stdio_servers_does_not_wait_for_the_net(
-    tracker: ProcessTracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Only stdio servers need the net: a host of remote servers (or of none) starts without it."""
-    monkeypatch.setattr(ProcessTracker, "get_instance", classmethod(lambda cls: tracker))
-    remote = {"name": "r", "type": "http", "config": {"url": "http://127.0.0.1:9/mcp"}}
-    idle = {"name": "off", "type": "stdio", "config": {"command": "python3"}, "isActive": False}
-    config = _config(tmp_path, remote, idle)
-    while_held, _ = await _open_while_the_net_is_held(tracker, config, hold=BOUND)
-    assert while_held
 
 
 async def test_a_registration_on_the_event_loop_starts_no_thread_once_the_net_is_up(tracker: ProcessTracker) -> None:
