@@ -1,4 +1,5 @@
-"""The two measuring tools of round 7 run: ``benchmarks.scope_cost`` and ``benchmarks.instructions``.
+"""The measuring tools run: ``benchmarks.scope_cost`` and ``benchmarks.instructions`` (round 7),
+``benchmarks.startup_layers`` (round 11).
 
 ``instructions`` runs each contender's loop under valgrind; here its loop runs natively
 (the ``--child`` mode valgrind would run) against the real light server, and its refusal
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import instructions, scope_cost
+from benchmarks import instructions, scope_cost, startup_layers
 from benchmarks._common import toolserver
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -97,3 +98,17 @@ def test_startup_measures_only_the_shapes_asked_for_and_names_the_ones_there_are
     assert select_shapes(shapes, ["light_many", "light_one"]) == shapes  # the benchmark's order
     with pytest.raises(SystemExit, match="no shape everything_many in this run; there are: light_one, light_many"):
         select_shapes(shapes, ["everything_many"])
+
+
+def test_startup_layers_starts_and_lists_with_each_client_and_prints_their_figures(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One round of two light servers per client, each in its own interpreter: a row per client."""
+    startup_layers.main(["--servers", "2", "--rounds", "1"])
+    rows = capsys.readouterr().out.splitlines()[2:]
+    assert [row.split()[0] for row in rows] == list(startup_layers.KINDS)
+    for row in rows:
+        wall, cpu, loop_cpu, paired = row.split()[1:]
+        assert float(wall) > 0 and float(cpu) > 0 and float(loop_cpu) > 0
+        assert paired.endswith("x")
+    assert rows[0].split()[-1] == "1.000x"  # the raw SDK against itself

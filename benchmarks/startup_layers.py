@@ -1,0 +1,189 @@
+"""Where start-up's CPU goes, by layer: the raw SDK, our layer under the actors, the whole runtime.
+
+N light servers (``benchmarks/_toolserver.py``) are started and listed concurrently in one
+fresh interpreter per start, by three clients:
+
+- ``raw``: the SDK's ``mcp.Client`` per server, all opened at once;
+- ``layer``: what the connection actor runs on, without the actors: ``open_transport`` (the
+  process tracker, the stderr pumps, the registration), ``WireDispatcher`` and the SDK's
+  ``ClientSession`` (``initialize``, ``tools/list``);
+- ``runtime``: ``open_runtime`` and ``McpService.list_server_tools`` per server.
+
+The clock and the CPU counters start inside ``trio.run`` (imports excluded) and stop when
+every tool list is in hand. The three run in turn, round after round; each client's
+figures are medians, and its wall time is also given as a ratio to the raw SDK's paired
+by round (docs/performance.md, round 11: the layer costs what the raw SDK costs, the
+actors add the rest).
+
+    python -m benchmarks.startup_layers [--servers N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import trio
+
+from benchmarks._common import toolserver
+
+__all__ = ["KINDS", "main", "measure"]
+
+KINDS = ("raw", "layer", "runtime")
+"""The clients, in the order each round runs them."""
+CHILD_TIMEOUT = 300.0
+
+
+async def _raw(server: list[str], count: int, ready: trio.Event, stop: trio.Event) -> None:
+    from mcp import Client, StdioServerParameters
+
+    listed = 0
+
+    async def hold() -> None:
+        nonlocal listed
+        params = StdioServerParameters(command=server[0], args=server[1:], env=dict(os.environ))
+        async with Client(params, mode="legacy") as client:
+            await client.list_tools()
+            listed += 1
+            if listed == count:
+                ready.set()
+            await stop.wait()
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(count):
+            nursery.start_soon(hold)
+
+
+async def _layer(server: list[str], count: int, ready: trio.Event, stop: trio.Event) -> None:
+    from mcp.client.session import ClientSession
+
+    from mcp_actors._dispatch import WireDispatcher
+    from mcp_actors.process_tracker import ProcessTracker
+    from mcp_actors.transports import StdioParams, open_transport
+
+    # As the runtime does before its first spawn (in the background there).
+    await trio.to_thread.run_sync(ProcessTracker.get_instance().start_safety_net)
+    listed = 0
+
+    async def hold(n: int) -> None:
+        nonlocal listed
+        async with open_transport(StdioParams(command=server[0], args=server[1:]), label=f"s{n}") as link:
+            assert link.wire is not None
+            async with ClientSession(dispatcher=WireDispatcher(link.wire)) as session:
+                await session.initialize()
+                await session.list_tools()
+                listed += 1
+                if listed == count:
+                    ready.set()
+                await stop.wait()
+
+    async with trio.open_nursery() as nursery:
+        for n in range(count):
+            nursery.start_soon(hold, n)
+
+
+async def _runtime(server: list[str], count: int, ready: trio.Event, stop: trio.Event) -> None:
+    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors.runtime import open_runtime
+    from mcp_actors.store import ConfigStore
+
+    path = Path(os.environ["MCP_ACTORS_STATE_DIR"]) / "servers.json"
+    config = {"command": server[0], "args": server[1:], "protocol": "legacy"}
+    records = [
+        record_from_json_dict({"id": new_server_id(), "name": f"s{n}", "type": "stdio", "config": config})
+        for n in range(count)
+    ]
+    await trio.to_thread.run_sync(ConfigStore(path).save, records)
+    async with open_runtime(path, connect_on_add=False) as runtime:
+        async with trio.open_nursery() as nursery:
+            for n in range(count):
+                nursery.start_soon(runtime.service.list_server_tools, f"s{n}")
+        ready.set()
+        await stop.wait()
+
+
+def _child(kind: str, count: int) -> dict[str, float]:
+    """One start in this interpreter: its wall time and CPU (process, and the loop's thread)."""
+    import anyio._backends._trio  # noqa: F401  # the SDK's session imports it at its first use: not timed
+    import mcp  # noqa: F401
+
+    import mcp_actors.runtime  # noqa: F401
+
+    run = {"raw": _raw, "layer": _layer, "runtime": _runtime}[kind]
+    server = toolserver()
+    figures: dict[str, float] = {}
+
+    async def main() -> None:
+        ready, stop = trio.Event(), trio.Event()
+        wall, cpu, loop = time.perf_counter(), time.process_time(), time.thread_time()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(run, server, count, ready, stop)
+            await ready.wait()
+            figures["wall_ms"] = (time.perf_counter() - wall) * 1000
+            figures["cpu_ms"] = (time.process_time() - cpu) * 1000
+            figures["loop_cpu_ms"] = (time.thread_time() - loop) * 1000
+            stop.set()
+
+    trio.run(main)
+    return figures
+
+
+def measure(kind: str, count: int) -> dict[str, float]:
+    """Run one start of ``kind`` with ``count`` servers in a fresh interpreter (its own state directory)."""
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-layers-") as state:
+        done = subprocess.run(
+            [sys.executable, "-m", "benchmarks.startup_layers", "--child", kind, str(count)],
+            capture_output=True,
+            text=True,
+            timeout=CHILD_TIMEOUT,
+            cwd=Path(__file__).resolve().parent.parent,
+            env={**os.environ, "MCP_ACTORS_STATE_DIR": state},
+            check=False,
+        )
+    if done.returncode != 0:
+        raise RuntimeError(f"{kind}: exited with {done.returncode}: {done.stderr.strip()[-2000:]}")
+    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.startup_layers", description=__doc__)
+    parser.add_argument("--servers", type=int, default=20, help="light servers per start (default 20)")
+    parser.add_argument("--rounds", type=int, default=8, help="rounds of the three clients (default 8)")
+    parser.add_argument("--child", nargs=2, metavar=("KIND", "COUNT"), help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    if options.child is not None:
+        kind, count = options.child
+        print(json.dumps(_child(kind, int(count))), flush=True)
+        return
+    rounds: list[dict[str, dict[str, float]]] = []
+    for n in range(options.rounds):
+        print(f"[startup_layers] round {n + 1}/{options.rounds}", file=sys.stderr, flush=True)
+        rounds.append({kind: measure(kind, options.servers) for kind in KINDS})
+    print(f"{options.servers} light servers started and listed, {options.rounds} rounds; load {_load()}")
+    print(f"{'client':8s} {'wall ms':>8s} {'CPU ms':>8s} {'loop CPU ms':>12s} {'wall / raw, paired':>19s}")
+    for kind in KINDS:
+        values = {key: statistics.median(r[kind][key] for r in rounds) for key in ("wall_ms", "cpu_ms", "loop_cpu_ms")}
+        paired = statistics.median(r[kind]["wall_ms"] / r["raw"]["wall_ms"] for r in rounds)
+        print(
+            f"{kind:8s} {values['wall_ms']:8.1f} {values['cpu_ms']:8.1f} {values['loop_cpu_ms']:12.1f} {paired:18.3f}x"
+        )
+
+
+def _load() -> str:
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
+
+
+if __name__ == "__main__":
+    main()
