@@ -90,19 +90,27 @@ async def _layer(server: list[str], count: int, ready: trio.Event, stop: trio.Ev
             nursery.start_soon(hold, n)
 
 
-async def _runtime(server: list[str], count: int, ready: trio.Event, stop: trio.Event) -> None:
+def _config_path() -> Path:
+    return Path(os.environ["MCP_ACTORS_STATE_DIR"]) / "servers.json"
+
+
+def _write_config(server: list[str], count: int) -> None:
+    """The runtime's servers, in its config file before the clock starts (as in benchmarks.startup)."""
     from mcp_actors.records import new_server_id, record_from_json_dict
-    from mcp_actors.runtime import open_runtime
     from mcp_actors.store import ConfigStore
 
-    path = Path(os.environ["MCP_ACTORS_STATE_DIR"]) / "servers.json"
     config = {"command": server[0], "args": server[1:], "protocol": "legacy"}
     records = [
         record_from_json_dict({"id": new_server_id(), "name": f"s{n}", "type": "stdio", "config": config})
         for n in range(count)
     ]
-    await trio.to_thread.run_sync(ConfigStore(path).save, records)
-    async with open_runtime(path, connect_on_add=False) as runtime:
+    ConfigStore(_config_path()).save(records)
+
+
+async def _runtime(server: list[str], count: int, ready: trio.Event, stop: trio.Event) -> None:
+    from mcp_actors.runtime import open_runtime
+
+    async with open_runtime(_config_path(), connect_on_add=False) as runtime:
         async with trio.open_nursery() as nursery:
             for n in range(count):
                 nursery.start_soon(runtime.service.list_server_tools, f"s{n}")
@@ -119,6 +127,8 @@ def _child(kind: str, count: int) -> dict[str, float]:
 
     run = {"raw": _raw, "layer": _layer, "runtime": _runtime}[kind]
     server = toolserver()
+    if kind == "runtime":
+        _write_config(server, count)
     figures: dict[str, float] = {}
 
     async def main() -> None:
