@@ -21,6 +21,7 @@ actors add the rest).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -28,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -42,24 +43,39 @@ KINDS = ("raw", "layer", "runtime")
 CHILD_TIMEOUT = 300.0
 
 
-async def _raw(server: list[str], count: int, ready: trio.Event, stop: trio.Event) -> None:
-    from mcp import Client, StdioServerParameters
+async def _hold_all(
+    count: int,
+    ready: trio.Event,
+    stop: trio.Event,
+    listed: Callable[[int], contextlib.AbstractAsyncContextManager[object]],
+) -> None:
+    """Enter ``listed(n)`` for every server at once; set ``ready`` once all are in, hold them until ``stop``."""
+    done = 0
 
-    listed = 0
-
-    async def hold() -> None:
-        nonlocal listed
-        params = StdioServerParameters(command=server[0], args=server[1:], env=dict(os.environ))
-        async with Client(params, mode="legacy") as client:
-            await client.list_tools()
-            listed += 1
-            if listed == count:
+    async def hold(n: int) -> None:
+        nonlocal done
+        async with listed(n):
+            done += 1
+            if done == count:
                 ready.set()
             await stop.wait()
 
     async with trio.open_nursery() as nursery:
-        for _ in range(count):
-            nursery.start_soon(hold)
+        for n in range(count):
+            nursery.start_soon(hold, n)
+
+
+async def _raw(server: list[str], count: int, ready: trio.Event, stop: trio.Event) -> None:
+    from mcp import Client, StdioServerParameters
+
+    @contextlib.asynccontextmanager
+    async def listed(_n: int) -> AsyncIterator[object]:
+        params = StdioServerParameters(command=server[0], args=server[1:], env=dict(os.environ))
+        async with Client(params, mode="legacy") as client:
+            await client.list_tools()
+            yield client
+
+    await _hold_all(count, ready, stop, listed)
 
 
 async def _layer(server: list[str], count: int, ready: trio.Event, stop: trio.Event) -> None:
@@ -71,23 +87,17 @@ async def _layer(server: list[str], count: int, ready: trio.Event, stop: trio.Ev
 
     # As the runtime does before its first spawn (in the background there).
     await trio.to_thread.run_sync(ProcessTracker.get_instance().start_safety_net)
-    listed = 0
 
-    async def hold(n: int) -> None:
-        nonlocal listed
+    @contextlib.asynccontextmanager
+    async def listed(n: int) -> AsyncIterator[object]:
         async with open_transport(StdioParams(command=server[0], args=server[1:]), label=f"s{n}") as link:
             assert link.wire is not None
             async with ClientSession(dispatcher=WireDispatcher(link.wire)) as session:
                 await session.initialize()
                 await session.list_tools()
-                listed += 1
-                if listed == count:
-                    ready.set()
-                await stop.wait()
+                yield session
 
-    async with trio.open_nursery() as nursery:
-        for n in range(count):
-            nursery.start_soon(hold, n)
+    await _hold_all(count, ready, stop, listed)
 
 
 def _config_path() -> Path:
