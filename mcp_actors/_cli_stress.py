@@ -381,7 +381,8 @@ async def _run(settings: Any, show_live: bool, ctrl_c: list[bool]) -> dict[str, 
     """Run under a SIGINT handler: the first Ctrl-C stops gracefully, the second aborts.
 
     Each Ctrl-C received is appended to ``ctrl_c`` (the caller's, so it is known even when
-    the second one ends the run with ``KeyboardInterrupt``).
+    the second one ends the run with ``KeyboardInterrupt``), and one if the run was stopped
+    because a worker died of one (a SIGINT that reached only the workers).
     """
     import trio
 
@@ -414,6 +415,8 @@ async def _run(settings: Any, show_live: bool, ctrl_c: list[bool]) -> dict[str, 
 
                 async def main() -> None:
                     result.update(await run_stress(settings, stop=stop, on_progress=on_progress))
+                    if stop.is_set() and not ctrl_c:
+                        ctrl_c.append(True)  # a worker died of a Ctrl-C this process did not see
                     nursery.cancel_scope.cancel()
 
                 if signals_here:

@@ -46,6 +46,7 @@ __all__ = [
     "ServerProtocolError",
     "ServerStartFailed",
     "StressConfigInvalid",
+    "StressWorkerDied",
     "ToolCallDenied",
     "ToolCallFailed",
     "ToolCallTimeout",
@@ -338,6 +339,28 @@ class StressConfigInvalid(ConfigError):
     Attributes:
         field: The offending option (``--rate``) or scenario path (``operations[2].weight``).
     """
+
+
+class StressWorkerDied(McpActorsError):
+    """A stress run's worker process died: killed from outside (the kernel's OOM killer,
+    ``kill -9``) or crashed. Its calls are lost and the run stops with an error.
+
+    Check the machine's memory (``dmesg`` names the OOM killer's victims) and run again,
+    with fewer ``--workers`` if memory is short. A Ctrl-C that kills a worker still
+    starting is not this error: the run is interrupted, as by any Ctrl-C.
+
+    Attributes:
+        worker: The worker's index (0-based).
+        exit_code: Its exit status; negative for the signal that ended it, ``None`` if unknown.
+    """
+
+    worker: int
+    exit_code: int | None
+
+    def __init__(self, message: str, *, server: str | None = None, worker: int = 0, exit_code: int | None = None):
+        super().__init__(message, server=server)
+        self.worker = worker
+        self.exit_code = exit_code
 
 
 # ----------------------------------------------------------------------------- authorization

@@ -14,6 +14,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,7 +24,7 @@ from typing import Any
 import attrs
 import trio
 
-from mcp_actors.errors import ServerNotFound, StressConfigInvalid
+from mcp_actors.errors import ServerNotFound, StressConfigInvalid, StressWorkerDied
 from mcp_actors.records import new_server_id, record_from_json_dict, record_to_json_dict, redact_url
 from mcp_actors.stress._engine import LoadPlan
 from mcp_actors.stress._parse import Slo
@@ -200,12 +201,16 @@ async def run_stress(
 
     Args:
         settings: The run.
-        stop: Set it to stop early (Ctrl-C): calls in flight finish and are reported.
+        stop: Set it to stop early (Ctrl-C): calls in flight finish and are reported. The
+            run sets it too when a worker process died of SIGINT while starting (a Ctrl-C
+            sent to the process group reaches workers that do not ignore it yet): check
+            ``stop.is_set()`` afterwards to know the run was interrupted.
         on_progress: Called about twice a second with merged live counters.
 
     Raises:
         StressConfigInvalid, McpActorsError: The run could not start (bad target, the
             server could not be connected, an unsupported operation).
+        StressWorkerDied: A worker process died of anything else (the OOM killer, a kill).
     """
     stop = stop if stop is not None else trio.Event()
     from mcp_actors.service import McpService  # the parent checks before any worker or server starts
@@ -233,6 +238,10 @@ async def run_stress(
     return doc
 
 
+_CTRL_C_GRACE = 1.0
+"""Seconds a dead worker's death waits for the host's own Ctrl-C (see ``_died_of_ctrl_c``)."""
+
+
 def _retire_after_one() -> bool:
     """trio-parallel ``retire``: a worker process serves one job, then exits (nothing lingers)."""
     return True
@@ -249,6 +258,7 @@ async def _run_workers(
 
     control = Path(tempfile.mkdtemp(prefix="mcp-actors-stress-control-"))
     wires: list[dict[str, Any] | None] = [None] * workers
+    interrupted = [False] * workers
     all_done = trio.Event()
     start_wall = [time.time()]
     try:
@@ -263,11 +273,19 @@ async def _run_workers(
                     control_dir=str(control),
                     start_timeout=settings.start_timeout,
                 )
-                wire = await ctx.run_sync(run_worker, job, kill_on_cancel=True)
-                if "failed" in wire:
-                    raise_failure(wire["failed"])
-                wires[index] = wire
-                if all(w is not None for w in wires):
+                try:
+                    wire = await ctx.run_sync(run_worker, job, kill_on_cancel=True)
+                except trio_parallel.BrokenWorkerError as exc:
+                    exit_code = _exit_code(exc)
+                    if not await _died_of_ctrl_c(exit_code, stop):
+                        raise _worker_died(index, exit_code) from None
+                    stop.set()  # the others stop too: the run is interrupted
+                    interrupted[index] = True
+                else:
+                    if "failed" in wire:
+                        raise_failure(wire["failed"])
+                    wires[index] = wire
+                if all(w is not None or gone for w, gone in zip(wires, interrupted, strict=True)):
                     all_done.set()
 
             async with trio.open_nursery() as nursery:
@@ -281,6 +299,49 @@ async def _run_workers(
     finally:
         shutil.rmtree(control, ignore_errors=True)
     return [w for w in wires if w is not None], start_wall[0]
+
+
+async def _died_of_ctrl_c(exit_code: int | None, stop: trio.Event) -> bool:
+    """Whether a dead worker was killed by a Ctrl-C rather than by a fault.
+
+    A worker ignores SIGINT only once trio-parallel's loop runs in it; a Ctrl-C sent to the
+    process group (a terminal's) kills a worker still starting: by the signal, or with
+    status 1 when the interrupt hit the interpreter's own start. The host got the same
+    Ctrl-C, and its handler sets ``stop`` within a pass or two of the loop: the worker's
+    death may be seen first, so ``stop`` is waited for, briefly (``_CTRL_C_GRACE``).
+    """
+    if exit_code == -signal.SIGINT:
+        return True
+    with trio.move_on_after(_CTRL_C_GRACE):
+        await stop.wait()
+    return stop.is_set()
+
+
+def _exit_code(exc: BaseException) -> int | None:
+    """The exit status of the worker behind trio-parallel's ``BrokenWorkerProcessError``."""
+    for arg in exc.args:
+        code = getattr(arg, "exitcode", None)  # its multiprocessing Process
+        if isinstance(code, int):
+            return code
+    return None
+
+
+def _worker_died(index: int, exit_code: int | None) -> StressWorkerDied:
+    if exit_code is None:
+        how = "died"
+    elif exit_code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-exit_code).name}"
+        except ValueError:
+            how = f"was killed by signal {-exit_code}"
+    else:
+        how = f"exited with status {exit_code}"
+    return StressWorkerDied(
+        f"stress worker {index} {how}; its calls are lost. Check the machine's memory (dmesg names the "
+        "OOM killer's victims) and run again, with fewer --workers if memory is short",
+        worker=index,
+        exit_code=exit_code,
+    )
 
 
 async def _barrier(control: Path, workers: int, bound: float, start_wall: list[float], stop: trio.Event) -> None:

@@ -7,7 +7,9 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -78,35 +80,61 @@ def _descendants(proc: psutil.Process) -> list[psutil.Process]:
         return []
 
 
-def _servers(proc: psutil.Process) -> list[psutil.Process]:
+def _running(proc: psutil.Process, argv_head: list[str]) -> list[psutil.Process]:
+    """``proc``'s descendants whose argv starts with ``argv_head``.
+
+    The whole argv is compared, not searched: a child the host has forked but not yet
+    exec'd (trio runs ``ldconfig`` at import, multiprocessing spawns its workers) still
+    shows the host's own command line, which names the fault server inside ``--command``.
+    """
     found = []
     for child in _descendants(proc):
         try:
-            if "mcp_actors.testing.fault_server" in " ".join(child.cmdline()):
+            if child.cmdline()[: len(argv_head)] == argv_head:
                 found.append(child)
         except psutil.Error:
             continue
     return found
 
 
-def _start_and_wait_for_servers(tmp_path: Path, count: int) -> tuple[subprocess.Popen[bytes], list[psutil.Process]]:
+def _servers(proc: psutil.Process) -> list[psutil.Process]:
+    return _running(proc, fault_server_command())
+
+
+def _workers(proc: psutil.Process) -> list[psutil.Process]:
+    """The host's trio-parallel worker processes (multiprocessing's spawn_main)."""
+    try:
+        return [p for p in _running(proc, [sys.executable, "-B", "-c"]) if "spawn_main" in p.cmdline()[3]]
+    except (psutil.Error, IndexError):
+        return []
+
+
+def _start_stress(tmp_path: Path, workers: int) -> subprocess.Popen[bytes]:
     argv = cli_argv(
         "stress", "--command", FAULT, "--tool", "echo", "--args", '{"text": "x"}',
-        "--rate", "20", "--duration", "60s", "--workers", str(count), "--json", "--no-live",
+        "--rate", "20", "--duration", "60s", "--workers", str(workers), "--json", "--no-live",
     )  # fmt: skip
     # TMPDIR puts the run's control directory (progress files) where the test can read it.
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), TMPDIR=str(tmp_path)
     )
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
     )
-    host = psutil.Process(proc.pid)
+
+
+def _wait_until(proc: subprocess.Popen[bytes], found: Callable[[], list[psutil.Process]], what: str) -> None:
     deadline = time.monotonic() + 60
-    while len(_servers(host)) < count:
+    while not found():
         assert proc.poll() is None, proc.communicate()[1].decode()
-        assert time.monotonic() < deadline, "the servers did not start"
-        time.sleep(0.1)
+        assert time.monotonic() < deadline, f"{what} did not start"
+        time.sleep(0.005)
+
+
+def _start_and_wait_for_servers(tmp_path: Path, count: int) -> tuple[subprocess.Popen[bytes], list[psutil.Process]]:
+    proc = _start_stress(tmp_path, count)
+    host = psutil.Process(proc.pid)
+    _wait_until(proc, lambda: _servers(host)[count - 1 :], "the servers")
     return proc, _descendants(host)
 
 
@@ -153,4 +181,40 @@ def test_second_ctrl_c_aborts_and_leaves_nothing(tmp_path: Path) -> None:
     os.killpg(proc.pid, signal.SIGINT)
     proc.communicate(timeout=60)
     assert proc.returncode == 130
+    _assert_all_gone(family)
+
+
+def test_ctrl_c_reaching_a_starting_worker_interrupts_the_run(tmp_path: Path) -> None:
+    """A Ctrl-C that kills a worker process still starting is an interruption (130), not a crash.
+
+    A worker ignores SIGINT only once trio-parallel's loop runs in it; the terminal's Ctrl-C
+    reaches the whole process group, so a worker still importing dies of it. The test holds
+    the worker (SIGSTOP) as soon as it is exec'd, sends the Ctrl-C, then lets it go on.
+    """
+    proc = _start_stress(tmp_path, 1)
+    host = psutil.Process(proc.pid)
+    _wait_until(proc, lambda: _workers(host), "the worker")
+    [worker] = _workers(host)
+    worker.suspend()
+    family = _descendants(host)
+    os.killpg(proc.pid, signal.SIGINT)
+    worker.resume()
+    _, err = proc.communicate(timeout=60)
+    stderr = err.decode()
+    assert proc.returncode == 130, stderr
+    assert "unexpected" not in stderr and "interrupted" in stderr, stderr
+    _assert_all_gone(family)
+
+
+def test_a_worker_killed_mid_run_fails_the_run_with_a_typed_error(tmp_path: Path) -> None:
+    """A worker killed from outside (as by the OOM killer) ends the run with StressWorkerDied; its servers die too."""
+    proc, family = _start_and_wait_for_servers(tmp_path, 1)
+    _wait_for_calls(tmp_path, proc)
+    [worker] = _workers(psutil.Process(proc.pid))
+    worker.kill()
+    _, err = proc.communicate(timeout=60)
+    stderr = err.decode()
+    assert proc.returncode == 1, stderr
+    assert "stress worker 0 was killed by SIGKILL; its calls are lost" in stderr, stderr
+    assert "unexpected" not in stderr, stderr
     _assert_all_gone(family)
