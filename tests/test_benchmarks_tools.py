@@ -76,6 +76,29 @@ def test_startup_pairs_each_rounds_values_so_a_slow_spell_moves_no_estimate() ->
     assert paired(metric, "ours", RAW_KEY, lambda a, b: a / b) == pytest.approx(0.075 / 0.070)
 
 
+def test_startup_interval_brackets_the_paired_ratio_and_says_whether_it_decides_the_goal() -> None:
+    """benchmarks.startup.paired_interval: a bootstrap interval around the paired median, the same every time."""
+    from benchmarks._common import RAW_KEY, Metric
+    from benchmarks.startup import paired, paired_interval, verdict_of_interval
+
+    metric = Metric(key="light_many", title="20 light servers", unit="s")
+    ratios = [0.96, 0.98, 1.0, 1.01, 1.02, 1.03, 1.04, 1.06, 1.08, 1.2]
+    for ratio in ratios:
+        metric.add_value("ours", 0.7 * ratio)
+        metric.add_value(RAW_KEY, 0.7)
+    metric.finish()
+    median = paired(metric, "ours", RAW_KEY, lambda a, b: a / b)
+    interval = paired_interval(metric, "ours", RAW_KEY, lambda a, b: a / b)
+    assert median is not None and interval is not None
+    low, high = interval
+    assert min(ratios) <= low <= median <= high <= max(ratios) and low < high
+    assert paired_interval(metric, "ours", RAW_KEY, lambda a, b: a / b) == interval  # seeded
+    assert verdict_of_interval(interval, 1.0).startswith("not resolved")
+    assert verdict_of_interval((1.01, 1.05), 1.0) == "NOT met"
+    assert verdict_of_interval((0.97, 0.995), 1.0) == "met"
+    assert paired_interval(metric, "ours", "nobody", lambda a, b: a / b) is None
+
+
 def test_startup_pairs_nothing_when_a_failed_round_left_the_values_unpaired() -> None:
     from benchmarks._common import RAW_KEY, Metric
     from benchmarks.startup import paired
