@@ -272,6 +272,7 @@ async def _run_workers(
                     records=records,
                     control_dir=str(control),
                     start_timeout=settings.start_timeout,
+                    host_pid=os.getpid(),
                 )
                 try:
                     wire = await ctx.run_sync(run_worker, job, kill_on_cancel=True)

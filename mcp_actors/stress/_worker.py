@@ -9,12 +9,17 @@ directory, which needs nothing but a shared disk and survives any worker crash:
 * ``stop``     — written by the parent (Ctrl-C): stop starting calls, finish, report;
 * ``progress-W.json`` — rewritten twice a second: counters and the latency histogram.
 
+A worker process also watches its host: when the host is gone (killed, crashed) the
+worker ends its run at once and closes its servers, instead of driving load until the
+run's duration ends.
+
 Only the public library API is used on the target side: ``open_runtime`` and the
 ``McpService`` methods.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -39,6 +44,10 @@ __all__ = ["WorkerJob", "error_kind", "raise_failure", "run_worker", "worker_mai
 
 PROGRESS_INTERVAL = 0.5
 GO_POLL = 0.005
+HOST_POLL = 0.2
+"""Seconds between checks that the host process lives, where no pidfd can say it at once."""
+
+logger = logging.getLogger(__name__)
 
 
 @attrs.frozen(kw_only=True)
@@ -52,6 +61,8 @@ class WorkerJob:
         control_dir: The directory shared with the parent (``None``: start at once, no files).
         start_timeout: Seconds to wait for the connections and for the ``go`` file.
         slack: Seconds a call may outlive its timeout before it counts as over time.
+        host_pid: The parent's PID when the worker runs in a process of its own: the worker
+            ends its run as soon as that process is gone (see :func:`_end_with_host`).
     """
 
     plan: LoadPlan
@@ -60,6 +71,7 @@ class WorkerJob:
     control_dir: str | None = None
     start_timeout: float = 120.0
     slack: float = 1.0
+    host_pid: int | None = None
 
 
 def run_worker(job: WorkerJob) -> dict[str, Any]:
@@ -129,10 +141,56 @@ def error_kind(exc: BaseException) -> str:
 
 
 async def worker_main(job: WorkerJob, *, stop: trio.Event | None = None) -> dict[str, Any]:
-    """Run one worker: connect, wait for ``go``, drive the load, report its tally (wire form)."""
+    """Run one worker: connect, wait for ``go``, drive the load, report its tally (wire form).
+
+    With ``job.host_pid``, the run ends at once when the host process is gone: its servers
+    are closed as at any runtime's exit, and the result says so (nobody is left to read it).
+    """
+    stop = stop if stop is not None else trio.Event()
+    if job.host_pid is None:
+        return await _work(job, stop)
+    wire: dict[str, Any] | None = None
+    async with trio.open_nursery() as guard:
+        guard.start_soon(_end_with_host, job.host_pid, guard.cancel_scope)
+        wire = await _work(job, stop)
+        guard.cancel_scope.cancel()
+    if wire is None:
+        return {"failed": {"type": "ActorStopped", "message": "the stress host process is gone", "server": None}}
+    return wire
+
+
+async def _end_with_host(host_pid: int, scope: trio.CancelScope) -> None:
+    """Cancel ``scope`` once the host process is gone (killed, crashed): the run has no one to report to.
+
+    A worker process is its host's child (trio-parallel spawns it), so a host that is gone
+    shows as a changed parent PID. On Linux a pidfd wakes the worker the moment the host
+    exits; elsewhere the parent PID is checked every ``HOST_POLL`` seconds.
+    """
+    pidfd = -1
+    if hasattr(os, "pidfd_open"):
+        with contextlib.suppress(OSError):
+            pidfd = os.pidfd_open(host_pid)
+    try:
+        # Checked after the pidfd is open: it then names our parent, not a reused PID.
+        if os.getppid() == host_pid:
+            if pidfd >= 0:
+                await trio.lowlevel.wait_readable(pidfd)
+            else:
+                while True:  # no event to wait for: a parent's death is seen by polling
+                    await trio.sleep(HOST_POLL)
+                    if os.getppid() != host_pid:
+                        break
+    finally:
+        if pidfd >= 0:
+            trio.lowlevel.notify_closing(pidfd)
+            os.close(pidfd)
+    logger.warning("stress worker: the host process %d is gone; ending the run", host_pid)
+    scope.cancel()
+
+
+async def _work(job: WorkerJob, stop: trio.Event) -> dict[str, Any]:
     from mcp_actors.runtime import open_runtime  # not at import: the parent never needs it
 
-    stop = stop if stop is not None else trio.Event()
     control = Path(job.control_dir) if job.control_dir else None
     index = job.plan.worker
     with tempfile.TemporaryDirectory(prefix="mcp-actors-stress-") as tmp:

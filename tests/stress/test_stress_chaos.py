@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
@@ -153,11 +154,24 @@ def _wait_for_calls(tmp_path: Path, proc: subprocess.Popen[bytes]) -> None:
         time.sleep(0.1)
 
 
+def _running_still(proc: psutil.Process) -> bool:
+    """Alive and not a zombie: an orphan's zombie waits for an init that may not reap it here."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
 def _assert_all_gone(procs: list[psutil.Process]) -> None:
-    _, alive = psutil.wait_procs(procs, timeout=15)
+    deadline = time.monotonic() + 15
+    while (alive := [p for p in procs if _running_still(p)]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    described = []
     for p in alive:
-        p.kill()
-    assert not alive, [" ".join(p.cmdline()) for p in alive if p.is_running()]
+        with contextlib.suppress(psutil.Error):
+            described.append(" ".join(p.cmdline()))
+            p.kill()
+    assert not alive, described
 
 
 def test_ctrl_c_stops_gracefully_and_reports(tmp_path: Path) -> None:
@@ -217,4 +231,18 @@ def test_a_worker_killed_mid_run_fails_the_run_with_a_typed_error(tmp_path: Path
     assert proc.returncode == 1, stderr
     assert "stress worker 0 was killed by SIGKILL; its calls are lost" in stderr, stderr
     assert "unexpected" not in stderr, stderr
+    _assert_all_gone(family)
+
+
+@pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL])
+def test_a_host_killed_mid_run_takes_its_workers_and_their_servers_along(tmp_path: Path, how: signal.Signals) -> None:
+    """The stress host killed (kill, a CI timeout, a crash): its workers stop at once, not when --duration ends.
+
+    The run would last 60 s; the worker processes and their servers must be gone well before.
+    """
+    proc, family = _start_and_wait_for_servers(tmp_path, 1)
+    _wait_for_calls(tmp_path, proc)
+    assert _workers(psutil.Process(proc.pid))
+    os.kill(proc.pid, how)
+    assert proc.wait(timeout=60) == -how
     _assert_all_gone(family)
