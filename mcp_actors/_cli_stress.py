@@ -5,7 +5,7 @@ Registered by :mod:`mcp_actors.cli` with ``app.add_typer(stress_app, name="stres
 ``mcp-actors stress [TARGET] [WORKLOAD] [LOAD] [OUTPUT]`` runs a load; the subcommands
 ``merge`` and ``compare`` work on ``--json`` results. Exit status: 0 when the run finished
 and every ``--slo`` threshold holds, 1 when a threshold fails, 2 for bad options, 3 when the
-target cannot be reached, 130 on Ctrl-C (after printing what was measured).
+target cannot be reached, 130 on Ctrl-C or SIGTERM (after printing what was measured).
 """
 
 from __future__ import annotations
@@ -261,9 +261,10 @@ def stress(
             doc = trio.run(_run, settings, show_live, ctrl_c)
         finally:
             if ctrl_c and threading.current_thread() is threading.main_thread():
-                # The person asked to stop: a Ctrl-C still pending (trio re-delivers the ones
-                # its receiver did not consume) must not kill the report on its way out.
+                # The person asked to stop: a Ctrl-C or SIGTERM still pending (trio re-delivers
+                # the ones its receiver did not consume) must not kill the report on its way out.
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
         interrupted = bool(ctrl_c)
         _write_outputs(doc, as_json=as_json, csv_path=csv_path, html_path=html_path, save=save)
         if interrupted:
@@ -378,7 +379,10 @@ def _settings(ctx: typer.Context, **o: Any) -> Any:
 
 
 async def _run(settings: Any, show_live: bool, ctrl_c: list[bool]) -> dict[str, Any]:
-    """Run under a SIGINT handler: the first Ctrl-C stops gracefully, the second aborts.
+    """Run under a SIGINT and SIGTERM handler: the first stops gracefully, the second aborts.
+
+    SIGTERM (a service manager's stop, a CI job's timeout) is taken as a Ctrl-C: whoever
+    sends it gets the results measured so far, as a load tool's users expect.
 
     Each Ctrl-C received is appended to ``ctrl_c`` (the caller's, so it is known even when
     the second one ends the run with ``KeyboardInterrupt``), and one if the run was stopped
@@ -402,7 +406,7 @@ async def _run(settings: Any, show_live: bool, ctrl_c: list[bool]) -> dict[str, 
     # Ctrl-C handling needs the main thread (signal handlers); elsewhere the host handles it.
     signals_here = threading.current_thread() is threading.main_thread()
     try:
-        with trio.open_signal_receiver(signal.SIGINT) if signals_here else _no_signals() as signals:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) if signals_here else _no_signals() as signals:
             async with trio.open_nursery() as nursery:
 
                 async def watch() -> None:
