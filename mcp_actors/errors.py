@@ -357,7 +357,9 @@ class StressWorkerDied(McpActorsError):
     worker: int
     exit_code: int | None
 
-    def __init__(self, message: str, *, server: str | None = None, worker: int = 0, exit_code: int | None = None):
+    def __init__(
+        self, message: str, *, server: str | None = None, worker: int = 0, exit_code: int | None = None
+    ) -> None:
         super().__init__(message, server=server)
         self.worker = worker
         self.exit_code = exit_code
