@@ -174,28 +174,29 @@ def _assert_all_gone(procs: list[psutil.Process]) -> None:
     assert not alive, described
 
 
-def test_ctrl_c_stops_gracefully_and_reports(tmp_path: Path) -> None:
-    """Ctrl-C (SIGINT to the group) mid-run: exit 130, the calls made so far reported, no process left."""
-    proc, family = _start_and_wait_for_servers(tmp_path, 2)
+def _stopped_mid_run(tmp_path: Path, workers: int, stop: Callable[[int], None]) -> dict:
+    """Start a run, wait for calls, ``stop(host_pid)``; check exit 130 and nothing left; the report."""
+    proc, family = _start_and_wait_for_servers(tmp_path, workers)
     _wait_for_calls(tmp_path, proc)
-    os.killpg(proc.pid, signal.SIGINT)
+    stop(proc.pid)
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err.decode()
-    doc = json.loads(out)
+    _assert_all_gone(family)
+    doc: dict = json.loads(out)
+    return doc
+
+
+def test_ctrl_c_stops_gracefully_and_reports(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT to the group) mid-run: exit 130, the calls made so far reported, no process left."""
+    doc = _stopped_mid_run(tmp_path, 2, lambda pid: os.killpg(pid, signal.SIGINT))
     assert doc["summary"]["requests"] > 0
     assert doc["summary"]["measured_seconds"] < 30
-    _assert_all_gone(family)
 
 
 def test_sigterm_stops_gracefully_and_reports_like_ctrl_c(tmp_path: Path) -> None:
     """SIGTERM (a service manager's or a CI job's timeout) is a stop request: results printed, exit 130."""
-    proc, family = _start_and_wait_for_servers(tmp_path, 1)
-    _wait_for_calls(tmp_path, proc)
-    os.kill(proc.pid, signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err.decode()
-    assert json.loads(out)["summary"]["requests"] > 0
-    _assert_all_gone(family)
+    doc = _stopped_mid_run(tmp_path, 1, lambda pid: os.kill(pid, signal.SIGTERM))
+    assert doc["summary"]["requests"] > 0
 
 
 def test_second_ctrl_c_aborts_and_leaves_nothing(tmp_path: Path) -> None:
