@@ -40,7 +40,7 @@ from benchmarks import hot_path
 from benchmarks._common import RAW_KEY, Bench, Metric, demo_server, run_main, toolserver
 from benchmarks._peers import Contender
 
-__all__ = ["main", "paired", "paired_interval", "run", "verdict_of_interval"]
+__all__ = ["client_cpu_note", "main", "paired", "paired_interval", "run", "verdict_of_interval"]
 
 GOAL = "20 servers in <= 1.0x the raw SDK's concurrent time, fixed cost <= 10 ms over it (issue 15)"
 MANY = 20
@@ -74,7 +74,25 @@ def _medians(metric: Metric) -> dict[str, float]:
     return {k: e["median"] for k, e in metric.results.items() if "median" in e}
 
 
-def paired(metric: Metric, first: str, second: str, combine: Callable[[float, float], float]) -> float | None:
+def _series(metric: Metric, contender: str, field: str | None) -> list[float]:
+    """A contender's values by round: the metric's own, or a field of each round's driver result."""
+    entry = metric.results.get(contender, {})
+    if field is None:
+        return list(entry.get("values") or [])
+    extras = entry.get("extra") or []
+    if len(extras) != len(entry.get("values") or []) or any(field not in e for e in extras):
+        return []
+    return [float(e[field]) for e in extras]
+
+
+def paired(
+    metric: Metric,
+    first: str,
+    second: str,
+    combine: Callable[[float, float], float],
+    *,
+    field: str | None = None,
+) -> float | None:
     """The median over rounds of ``combine(first's value, second's value)`` of the same round.
 
     The contenders of one round run one after the other, seconds apart; this machine's
@@ -83,10 +101,11 @@ def paired(metric: Metric, first: str, second: str, combine: Callable[[float, fl
     medians moves by up to that gap when the spells fall unevenly on the contenders; the
     same round's two values mostly share a spell, so their difference or ratio does not.
 
-    ``None`` when a contender has no values or a failed round left the two unpaired.
+    ``field`` pairs another figure of the same rounds instead (a key of the driver's
+    result, such as ``cpu_seconds``). ``None`` when a contender has no values or a failed
+    round left the two unpaired.
     """
-    a = metric.results.get(first, {}).get("values") or []
-    b = metric.results.get(second, {}).get("values") or []
+    a, b = _series(metric, first, field), _series(metric, second, field)
     if not a or len(a) != len(b):
         return None
     return float(statistics.median(combine(x, y) for x, y in zip(a, b, strict=True)))
@@ -100,6 +119,7 @@ def paired_interval(
     *,
     confidence: float = 0.95,
     resamples: int = 2000,
+    field: str | None = None,
 ) -> tuple[float, float] | None:
     """A bootstrap interval for :func:`paired`: where the median of the rounds' values lies.
 
@@ -107,10 +127,9 @@ def paired_interval(
     same interval) and the interval holds the middle ``confidence`` of the resampled
     medians. A goal a few per cent from the estimate needs it: the rounds of a 20-server
     start spread by tens of per cent here, and a run's median alone cannot say whether
-    0.98x or 1.03x is on either side of 1.0. ``None`` as for :func:`paired`.
+    0.98x or 1.03x is on either side of 1.0. ``field`` and ``None`` as for :func:`paired`.
     """
-    a = metric.results.get(first, {}).get("values") or []
-    b = metric.results.get(second, {}).get("values") or []
+    a, b = _series(metric, first, field), _series(metric, second, field)
     if not a or len(a) != len(b):
         return None
     values = [combine(x, y) for x, y in zip(a, b, strict=True)]
@@ -128,6 +147,28 @@ def verdict_of_interval(interval: tuple[float, float], limit: float) -> str:
     if low > limit:
         return "NOT met"
     return "not resolved by this run (the interval holds the goal's limit)"
+
+
+def client_cpu_note(metric: Metric, what: str) -> str | None:
+    """The client's own CPU over the start, ours against the raw SDK's, paired by round.
+
+    On a machine with fewer cores than servers, every millisecond of the client's CPU
+    during the start is taken from the servers' start, so this difference is how the
+    wall-time ratio moves on any such machine, measured without the wall time's noise:
+    a round's CPU varies by a few ms where its wall time varies by hundreds.
+    """
+    cpu = {key: _series(metric, key, "cpu_seconds") for key in ("ours", RAW_KEY)}
+    if not cpu["ours"] or not cpu[RAW_KEY]:
+        return None
+    difference = paired(metric, "ours", RAW_KEY, lambda a, b: (a - b) * 1000, field="cpu_seconds")
+    interval = paired_interval(metric, "ours", RAW_KEY, lambda a, b: (a - b) * 1000, field="cpu_seconds")
+    if difference is None or interval is None:
+        return None
+    return (
+        f"{what}: client CPU over the start, median {statistics.median(cpu['ours']) * 1000:.1f} ms for mcp-actors "
+        f"and {statistics.median(cpu[RAW_KEY]) * 1000:.1f} ms for the raw SDK; paired by round mcp-actors "
+        f"{difference:+.1f} ms, 95 % interval [{interval[0]:+.1f}, {interval[1]:+.1f}]"
+    )
 
 
 def select_shapes(
@@ -192,6 +233,9 @@ def run(bench: Bench, shape_keys: Sequence[str] | None = None) -> dict[str, Any]
                     f"[{interval[0]:.3f}, {interval[1]:.3f}] over {bench.rounds} rounds; "
                     f"goal <= 1.0: {verdict_of_interval(interval, 1.0)}"
                 )
+            cpu_note = client_cpu_note(metrics[key], f"{count} servers ({key})")
+            if cpu_note is not None:
+                bench.notes.append(cpu_note)
     light_one = medians.get("light_one", {})
     if "ours" in light_one and RAW_KEY in light_one:
         fixed_ms = (light_one["ours"] - light_one[RAW_KEY]) * 1000

@@ -154,3 +154,15 @@ def test_quick_hot_path_prints_its_guard(quick_run: QuickRun) -> None:
     assert all(m["results"]["floor"]["status"] == "ok" for m in hot["metrics"])
     [guard] = [n for n in hot["notes"] if n.startswith("regression guard")]
     assert "x raw" in guard and "x floor" in guard and "CPU/call" in guard
+
+
+def test_quick_startup_pairs_the_clients_cpu_with_the_raw_sdks(quick_run: QuickRun) -> None:
+    """Every start-up round reports the client's own CPU, and the run notes ours against the raw SDK's."""
+    _, document = quick_run
+    startup = document["benchmarks"]["startup"]
+    for metric in startup["metrics"]:
+        for key in ("ours", "raw"):
+            extras = metric["results"][key]["extra"]
+            assert extras and all(0 < e["cpu_seconds"] < e["seconds"] * 2 for e in extras), (key, extras)
+    [note] = [n for n in startup["notes"] if "client CPU over the start" in n]
+    assert "for mcp-actors" in note and "for the raw SDK" in note and "95 % interval" in note

@@ -99,6 +99,30 @@ def test_startup_interval_brackets_the_paired_ratio_and_says_whether_it_decides_
     assert paired_interval(metric, "ours", "nobody", lambda a, b: a / b) is None
 
 
+def test_startup_client_cpu_note_pairs_each_rounds_cpu_not_its_wall_time() -> None:
+    """benchmarks.startup.client_cpu_note: ours minus raw CPU by round, from the drivers' ``cpu_seconds``."""
+    from benchmarks._common import RAW_KEY, Metric
+    from benchmarks.startup import client_cpu_note, paired
+
+    metric = Metric(key="light_many", title="20 light servers", unit="s")
+    for index in range(10):
+        # The wall times say nothing of the CPU: ours is 5 ms above raw's in every round.
+        metric.add_value("ours", 0.7, {"seconds": 0.7, "cpu_seconds": 0.040 + index / 1000})
+        metric.add_value(RAW_KEY, 0.9, {"seconds": 0.9, "cpu_seconds": 0.035 + index / 1000})
+    metric.finish()
+    cpu = paired(metric, "ours", RAW_KEY, lambda a, b: (a - b) * 1000, field="cpu_seconds")
+    assert cpu == pytest.approx(5.0)
+    note = client_cpu_note(metric, "20 servers (light_many)")
+    assert note is not None
+    assert note.startswith("20 servers (light_many): client CPU over the start, median 44.5 ms for mcp-actors")
+    assert "and 39.5 ms for the raw SDK; paired by round mcp-actors +5.0 ms, 95 % interval [+5.0, +5.0]" in note
+    # A driver that reports no CPU (an older one) gives no note, never a wrong one.
+    bare = Metric(key="light_many", title="20 light servers", unit="s")
+    bare.add_value("ours", 0.7, {"seconds": 0.7})
+    bare.add_value(RAW_KEY, 0.7, {"seconds": 0.7})
+    assert client_cpu_note(bare, "x") is None
+
+
 def test_startup_pairs_nothing_when_a_failed_round_left_the_values_unpaired() -> None:
     from benchmarks._common import RAW_KEY, Metric
     from benchmarks.startup import paired

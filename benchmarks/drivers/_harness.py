@@ -339,14 +339,21 @@ async def concurrent(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
 
 
 async def startup(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
-    """Seconds from nothing running until every server is connected and its tools listed."""
+    """Seconds from nothing running until every server is connected and its tools listed.
+
+    ``cpu_seconds`` is this process's CPU time (every thread) over the same span: the
+    client's own work, which on a machine with fewer cores than servers slows the servers'
+    start as much as it costs, and which varies far less between rounds than the wall time.
+    """
     servers = job["servers"]
     driver.prepare(servers)
+    cpu_start = time.process_time()
     start = time.perf_counter()
     async with driver.open(servers) as session:
         sizes = await _all_tool_names(session, len(servers))
         elapsed = time.perf_counter() - start
-    return {"seconds": elapsed, "tools": sizes}
+        cpu = time.process_time() - cpu_start
+    return {"seconds": elapsed, "cpu_seconds": cpu, "tools": sizes}
 
 
 async def memory(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
