@@ -15,7 +15,12 @@ figures are medians, and its wall time is also given as a ratio to the raw SDK's
 by round (docs/performance.md, round 11: the layer costs what the raw SDK costs, the
 actors add the rest).
 
-    python -m benchmarks.startup_layers [--servers N] [--rounds R]
+    python -m benchmarks.startup_layers [--servers N] [--rounds R] [--by-task]
+
+``--by-task`` also splits each client's loop CPU by task (a trio instrument reads the
+thread's CPU clock around every task step; the tasks are named by their function): which
+task of ours costs what the raw SDK's do not. The instrument costs ~1 µs a step, so those
+runs' totals are a little higher; the table without it is the one to quote.
 """
 
 from __future__ import annotations
@@ -31,12 +36,13 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from benchmarks._common import toolserver
 
-__all__ = ["KINDS", "main", "measure"]
+__all__ = ["KINDS", "TaskCpu", "by_task_lines", "main", "measure", "task_kind"]
 
 KINDS = ("raw", "layer", "runtime")
 """The clients, in the order each round runs them."""
@@ -128,8 +134,34 @@ async def _runtime(server: list[str], count: int, ready: trio.Event, stop: trio.
         await stop.wait()
 
 
-def _child(kind: str, count: int) -> dict[str, float]:
-    """One start in this interpreter: its wall time and CPU (process, and the loop's thread)."""
+def task_kind(name: str) -> str:
+    """A trio task's name without its instance details: the function it runs (``"(unnamed)"`` if none)."""
+    kind = name.split(" ", 1)[0].split("<", 1)[0].rstrip(".")
+    return kind or "(unnamed)"
+
+
+class TaskCpu(trio.abc.Instrument):
+    """The loop thread's CPU time per task kind (:func:`task_kind`), summed over task steps while :attr:`on`."""
+
+    def __init__(self) -> None:
+        self.on = True
+        self.cpu: dict[str, float] = {}
+        self._since = 0.0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._since = time.thread_time()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if self.on:
+            kind = task_kind(task.name)
+            self.cpu[kind] = self.cpu.get(kind, 0.0) + time.thread_time() - self._since
+
+
+def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
+    """One start in this interpreter: its wall time and CPU (process, and the loop's thread).
+
+    With ``by_task``, also ``tasks``: the loop's CPU (ms) per task kind until every list is in.
+    """
     import anyio._backends._trio  # noqa: F401  # the SDK's session imports it at its first use: not timed
     import mcp  # noqa: F401
 
@@ -139,7 +171,8 @@ def _child(kind: str, count: int) -> dict[str, float]:
     server = toolserver()
     if kind == "runtime":
         _write_config(server, count)
-    figures: dict[str, float] = {}
+    figures: dict[str, Any] = {}
+    tasks = TaskCpu() if by_task else None
 
     async def main() -> None:
         ready, stop = trio.Event(), trio.Event()
@@ -150,17 +183,28 @@ def _child(kind: str, count: int) -> dict[str, float]:
             figures["wall_ms"] = (time.perf_counter() - wall) * 1000
             figures["cpu_ms"] = (time.process_time() - cpu) * 1000
             figures["loop_cpu_ms"] = (time.thread_time() - loop) * 1000
+            if tasks is not None:
+                tasks.on = False
+                figures["tasks"] = {k: v * 1000 for k, v in tasks.cpu.items()}
             stop.set()
 
-    trio.run(main)
+    trio.run(main, instruments=[tasks] if tasks is not None else [])
     return figures
 
 
-def measure(kind: str, count: int) -> dict[str, float]:
+def measure(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
     """Run one start of ``kind`` with ``count`` servers in a fresh interpreter (its own state directory)."""
     with tempfile.TemporaryDirectory(prefix="mcp-actors-layers-") as state:
         done = subprocess.run(
-            [sys.executable, "-m", "benchmarks.startup_layers", "--child", kind, str(count)],
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.startup_layers",
+                "--child",
+                kind,
+                str(count),
+                *(["--by-task"] if by_task else []),
+            ],
             capture_output=True,
             text=True,
             timeout=CHILD_TIMEOUT,
@@ -170,7 +214,7 @@ def measure(kind: str, count: int) -> dict[str, float]:
         )
     if done.returncode != 0:
         raise RuntimeError(f"{kind}: exited with {done.returncode}: {done.stderr.strip()[-2000:]}")
-    figures: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
 
 
@@ -178,16 +222,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.startup_layers", description=__doc__)
     parser.add_argument("--servers", type=int, default=20, help="light servers per start (default 20)")
     parser.add_argument("--rounds", type=int, default=8, help="rounds of the three clients (default 8)")
+    parser.add_argument("--by-task", action="store_true", help="also split each client's loop CPU by task")
     parser.add_argument("--child", nargs=2, metavar=("KIND", "COUNT"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child is not None:
         kind, count = options.child
-        print(json.dumps(_child(kind, int(count))), flush=True)
+        print(json.dumps(_child(kind, int(count), by_task=options.by_task)), flush=True)
         return
-    rounds: list[dict[str, dict[str, float]]] = []
+    rounds: list[dict[str, dict[str, Any]]] = []
     for n in range(options.rounds):
         print(f"[startup_layers] round {n + 1}/{options.rounds}", file=sys.stderr, flush=True)
-        rounds.append({kind: measure(kind, options.servers) for kind in KINDS})
+        rounds.append({kind: measure(kind, options.servers, by_task=options.by_task) for kind in KINDS})
     print(f"{options.servers} light servers started and listed, {options.rounds} rounds; load {_load()}")
     print(f"{'client':8s} {'wall ms':>8s} {'CPU ms':>8s} {'loop CPU ms':>12s} {'wall / raw, paired':>19s}")
     for kind in KINDS:
@@ -196,6 +241,27 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(
             f"{kind:8s} {values['wall_ms']:8.1f} {values['cpu_ms']:8.1f} {values['loop_cpu_ms']:12.1f} {paired:18.3f}x"
         )
+    if options.by_task:
+        for line in by_task_lines(rounds):
+            print(line)
+
+
+def by_task_lines(rounds: Sequence[dict[str, dict[str, Any]]]) -> list[str]:
+    """Each client's loop CPU per task kind (medians over the rounds, a kind absent from a round counting 0).
+
+    The rest of the loop's CPU, between task steps (trio's scheduler, I/O waits' set-up),
+    is the last line of each client.
+    """
+    lines = ["loop CPU by task (ms, medians):"]
+    for kind in KINDS:
+        names = sorted({name for r in rounds for name in r[kind].get("tasks", {})})
+        per_task = {name: statistics.median(r[kind].get("tasks", {}).get(name, 0.0) for r in rounds) for name in names}
+        between = statistics.median(r[kind]["loop_cpu_ms"] - sum(r[kind].get("tasks", {}).values()) for r in rounds)
+        lines.append(f"{kind}:")
+        for name, ms in sorted(per_task.items(), key=lambda item: -item[1]):
+            lines.append(f"  {ms:7.2f}  {name}")
+        lines.append(f"  {between:7.2f}  (between task steps: the scheduler)")
+    return lines
 
 
 def _load() -> str:

@@ -159,3 +159,41 @@ def test_startup_layers_starts_and_lists_with_each_client_and_prints_their_figur
         assert float(wall) > 0 and float(cpu) > 0 and float(loop_cpu) > 0
         assert paired.endswith("x")
     assert rows[0].split()[-1] == "1.000x"  # the raw SDK against itself
+
+
+def test_startup_layers_by_task_names_the_tasks_that_spent_each_clients_loop_cpu(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--by-task``: per client, the loop's CPU by task kind (ours: the session actor's task among them)."""
+    startup_layers.main(["--servers", "2", "--rounds", "1", "--by-task"])
+    out = capsys.readouterr().out
+    table, _, by_task = out.partition("loop CPU by task (ms, medians):\n")
+    assert by_task, out
+    sections: dict[str, list[tuple[float, str]]] = {}
+    current = ""
+    for line in by_task.splitlines():
+        if not line.startswith(" "):
+            current = line.rstrip(":")
+            sections[current] = []
+        else:
+            ms, name = line.split(None, 1)
+            sections[current].append((float(ms), name))
+    assert list(sections) == list(startup_layers.KINDS)
+    runtime = dict((name, ms) for ms, name in sections["runtime"])
+    assert runtime["mcp_actors.connection._ConnectionActor._run_session"] > 0
+    assert "mcp_actors._registry._RegistryActor.fetch" in runtime
+    assert "mcp_actors.connection._ConnectionActor._run_session" not in dict((n, m) for m, n in sections["raw"])
+    # The tasks and the scheduler between them add up to the loop's CPU of the table's row.
+    loop_cpu = float(next(row for row in table.splitlines() if row.startswith("runtime")).split()[3])
+    assert sum(runtime.values()) == pytest.approx(loop_cpu, abs=0.2)  # each printed rounded
+
+
+def test_task_kind_is_the_function_a_trio_task_runs() -> None:
+    assert (
+        startup_layers.task_kind("mcp_actors._dispatch.WireDispatcher.run") == "mcp_actors._dispatch.WireDispatcher.run"
+    )
+    assert (
+        startup_layers.task_kind("mcp.client.stdio.stdio_client.<locals>.stdout_reader")
+        == "mcp.client.stdio.stdio_client"
+    )
+    assert startup_layers.task_kind("<init>") == "(unnamed)"
