@@ -8,16 +8,16 @@ Two rules keep callers and actors from hurting each other:
 
 * The mailbox is always bounded (capacity >= 1, never infinite), so a flood of
   messages turns into backpressure on the senders instead of unbounded memory.
-* The reply channel has room for exactly one answer and the actor answers with
-  ``send_nowait``: answering never blocks, and answering a caller that has given up
-  (cancelled, timed out) is silently ignored instead of crashing the actor.
+* A reply takes exactly one answer and answering never blocks: the answer wakes the
+  waiting caller, and answering a caller that has given up (cancelled, timed out) is
+  silently ignored instead of crashing the actor.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from types import TracebackType
-from typing import Generic, TypeVar, final
+from typing import Final, Generic, TypeVar, final
 
 import attrs
 import trio
@@ -41,6 +41,48 @@ class _Failure:
 
 
 _Answer = _Value[R] | _Failure
+_NO_ANSWER: Final = object()
+"""What a request's slot holds when the actor dropped it: the caller's ``ask`` raises NoReply."""
+
+
+class _Slot:
+    """The caller's side of one request: where its one answer lands and who waits for it.
+
+    Why not a one-slot memory channel (as before): an ``ask`` is on every actor round trip,
+    and a channel pair costs about as much as the rest of the round trip's bookkeeping.
+    Only the trio thread touches a slot (a reply's finalizer hands its answer over with
+    ``run_sync_soon``).
+    """
+
+    __slots__ = ("answer", "gone", "task")
+
+    def __init__(self) -> None:
+        self.answer: object = None
+        self.task: trio.lowlevel.Task | None = None
+        self.gone = False
+        """True once the caller has its answer or gave up: later answers are dropped."""
+
+    def deliver(self, answer: object) -> None:
+        if self.gone or self.answer is not None:
+            return
+        self.answer = answer
+        task = self.task
+        if task is not None:  # else the caller is still delivering its request: it finds the answer
+            self.task = None
+            self.gone = True
+            trio.lowlevel.reschedule(task)
+
+    async def wait(self) -> object:
+        if self.answer is None:  # (not None: answered while the caller waited for room in the mailbox)
+            self.task = trio.lowlevel.current_task()
+
+            def abort(_: trio.lowlevel.RaiseCancelT) -> trio.lowlevel.Abort:
+                self.task = None
+                self.gone = True
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
+        return self.answer
 
 
 @final
@@ -56,10 +98,10 @@ class Reply(Generic[R]):
     Replies are created by :meth:`Mailbox.ask`; do not construct them yourself.
     """
 
-    __slots__ = ("_done", "_send", "_token")
+    __slots__ = ("_done", "_slot", "_token")
 
-    def __init__(self, send: trio.MemorySendChannel[_Answer[R]], token: trio.lowlevel.TrioToken) -> None:
-        self._send = send
+    def __init__(self, slot: _Slot, token: trio.lowlevel.TrioToken) -> None:
+        self._slot = slot
         self._token = token
         self._done = False
 
@@ -81,8 +123,9 @@ class Reply(Generic[R]):
 
     def close(self) -> None:
         """Drop the request without an answer; the caller's ``ask`` raises NoReply."""
-        self._done = True
-        self._send.close()
+        if not self._done:
+            self._done = True
+            self._slot.deliver(_NO_ANSWER)
 
     @property
     def answered(self) -> bool:
@@ -96,35 +139,29 @@ class Reply(Generic[R]):
         False once the caller gave up (cancelled or timed out) or the reply was
         answered; an actor may use it to skip work nobody will see.
         """
-        if self.answered:
-            return False
-        return self._send.statistics().open_receive_channels > 0
+        return not self._done and not self._slot.gone
 
     def _answer(self, answer: _Answer[R]) -> None:
-        if self._done:
-            return
-        self._done = True
-        try:
-            self._send.send_nowait(answer)
-        except (trio.BrokenResourceError, trio.ClosedResourceError, trio.WouldBlock):
-            pass  # the caller gave up; an actor must never crash because of that
-        finally:
-            self._send.close()
+        # Never raises: a caller that gave up makes this a no-op, and an actor must never
+        # crash because of that.
+        if not self._done:
+            self._done = True
+            self._slot.deliver(answer)
 
     def __del__(self) -> None:
         # A reply dropped unanswered (the actor lost the message, or its mailbox was
         # closed with the request still buffered) must wake the caller with NoReply.
-        # Finalizers may run in any thread (cyclic garbage collection), so the close is
+        # Finalizers may run in any thread (cyclic garbage collection), so the answer is
         # handed to the trio loop, which run_sync_soon allows from anywhere.
         try:
             if self._done:
                 return
-            send = self._send
+            slot = self._slot
             token = self._token
         except AttributeError:  # __init__ did not complete
             return
         try:
-            token.run_sync_soon(send.close)
+            token.run_sync_soon(slot.deliver, _NO_ANSWER)
         except Exception:  # the run is over: nobody is waiting any more
             pass
 
@@ -221,23 +258,32 @@ class Mailbox(Generic[T]):
             NoReply: The actor dropped the request without answering.
             Exception: Whatever the actor passed to :meth:`Reply.fail`.
         """
-        send, receive = trio.open_memory_channel[_Answer[R]](1)
-        with receive:
-            reply = Reply(send, trio.lowlevel.current_trio_token())
-            del send  # the reply is the only owner: dropping it means "no answer"
-            message = build(reply)
-            del reply  # likewise, only the message may keep the reply alive now
+        await trio.lowlevel.checkpoint_if_cancelled()
+        slot = _Slot()
+        reply: Reply[R] = Reply(slot, trio.lowlevel.current_trio_token())
+        message = build(reply)
+        del reply  # the message is the reply's only owner: dropping it means "no answer"
+        try:
             try:
-                await self.tell(message)
-            finally:
-                del message
-            try:
-                answer = await receive.receive()
-            except trio.EndOfChannel:
-                raise NoReply("the actor dropped the request without replying") from None
+                # Delivered at once when there is room: no scheduling pass before the wait
+                # (the actor cannot answer before this task blocks, so nothing is missed).
+                self._send.send_nowait(message)
+            except trio.WouldBlock:
+                await self.tell(message)  # waits for room; cancelled there, nothing is delivered
+            except trio.BrokenResourceError:
+                raise MailboxClosed(_ACTOR_GONE) from None
+            except trio.ClosedResourceError:
+                raise MailboxClosed(_HANDLE_CLOSED) from None
+            del message
+            answer = await slot.wait()
+        finally:
+            slot.gone = True
+        if answer is _NO_ANSWER:
+            raise NoReply("the actor dropped the request without replying")
         if isinstance(answer, _Failure):
             raise answer.error
-        return answer.value
+        assert isinstance(answer, _Value)
+        return answer.value  # type: ignore[no-any-return]
 
     def clone(self) -> Mailbox[T]:
         """Return another handle to the same mailbox, closed independently.

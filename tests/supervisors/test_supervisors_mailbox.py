@@ -342,3 +342,61 @@ async def test_reply_block_that_answers_keeps_the_answer() -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(actor)
         assert await send.ask(lambda reply: Add(a=40, b=2, reply=reply)) == 42
+
+
+class _Steps(trio.abc.Instrument):
+    """Counts the steps of the tasks named ``caller``."""
+
+    def __init__(self) -> None:
+        self.caller = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name == "caller":
+            self.caller += 1
+
+
+async def test_ask_delivers_at_once_and_runs_again_only_for_the_answer() -> None:
+    """With room in the mailbox an ask costs its caller two steps: deliver and wait, then the answer.
+
+    Every actor round trip (a connection's first listing takes three) is an ask: a step
+    spent only to deliver would be a scheduler pass on each (docs/performance.md, round 14).
+    """
+    send, receive = open_mailbox[Message](8)
+    log: list[object] = []
+    steps = _Steps()
+    answers: list[int] = []
+
+    async def caller() -> None:
+        answers.append(await send.ask(lambda reply: Add(a=2, b=3, reply=reply)))
+
+    trio.lowlevel.add_instrument(steps)
+    try:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(calculator, receive, log)
+            nursery.start_soon(caller, name="caller")
+            await trio.testing.wait_all_tasks_blocked()
+            send.close()
+    finally:
+        trio.lowlevel.remove_instrument(steps)
+    assert answers == [5]
+    assert steps.caller == 2
+
+
+async def test_ask_that_waited_for_room_keeps_an_answer_given_before_it_ran_again() -> None:
+    """The actor may take a waiting ask's request and answer it before the caller runs again."""
+    send, receive = open_mailbox[Message](1)
+    send.tell_nowait(Note(text="filler"))
+    answers: list[int] = []
+
+    async def caller() -> None:
+        answers.append(await send.ask(lambda reply: Add(a=40, b=2, reply=reply)))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(caller, name="caller")
+        await trio.testing.wait_all_tasks_blocked()  # the caller waits for room
+        assert receive.receive_nowait() == Note(text="filler")  # its request moves into the mailbox
+        request = receive.receive_nowait()
+        assert isinstance(request, Add)
+        request.reply.send(request.a + request.b)  # answered before the caller ran again
+        del request
+    assert answers == [42]
