@@ -362,6 +362,8 @@ class RegistryRef:
         Raises:
             ActorStopped: The runtime is closed, or no incarnation came within the bound.
         """
+        if self._mailbox is not None and not self.closed:
+            return self._mailbox  # serving: no timeout scope for the usual case
         with trio.move_on_after(RESTART_WAIT):
             while True:
                 if self.closed:
