@@ -16,19 +16,32 @@ by round (docs/performance.md, round 11: the layer costs what the raw SDK costs,
 actors add the rest).
 
     python -m benchmarks.startup_layers [--servers N] [--rounds R] [--by-task]
+    python -m benchmarks.startup_layers --instructions [--servers N]
 
 ``--by-task`` also splits each client's loop CPU by task (a trio instrument reads the
 thread's CPU clock around every task step; the tasks are named by their function): which
 task of ours costs what the raw SDK's do not. The instrument costs ~1 µs a step, so those
 runs' totals are a little higher; the table without it is the one to quote.
+
+``--instructions`` counts instead of timing (round 14): each client's start runs once under
+``valgrind --tool=callgrind``, which counts the instructions the client process executes (its
+user space, every thread) between two marker calls around the same span as the clock; the
+servers run natively and are not counted, nor is the kernel's side of the system calls. The
+count repeats within ~1-2 % from run to run where the client's CPU time on this shared
+2-core machine moves by ~10 %, so one run compares the clients' own work. Each client runs
+with N servers and with one, which splits its count into a fixed part and a part per server.
+Each run takes ~30-60 s; two run at a time.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -47,6 +60,14 @@ __all__ = ["KINDS", "TaskCpu", "by_task_lines", "main", "measure", "task_kind"]
 KINDS = ("raw", "layer", "runtime")
 """The clients, in the order each round runs them."""
 CHILD_TIMEOUT = 300.0
+VALGRIND_TIMEOUT = 1800.0
+ZERO_MARK = "getresuid"
+"""The C function a child calls as the counted span starts (callgrind zeroes its counters there)."""
+DUMP_MARK = "getresgid"
+"""The C function a child calls as the span ends (callgrind writes the span's counts there).
+
+Both are system calls nothing else in a start makes (os.getresuid, os.getresgid)."""
+_SUMMARY = re.compile(r"^summary:\s+(\d+)\s*$", re.MULTILINE)
 
 
 async def _hold_all(
@@ -176,10 +197,12 @@ def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
 
     async def main() -> None:
         ready, stop = trio.Event(), trio.Event()
+        os.getresuid()  # ZERO_MARK: --instructions counts from here
         wall, cpu, loop = time.perf_counter(), time.process_time(), time.thread_time()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run, server, count, ready, stop)
             await ready.wait()
+            os.getresgid()  # DUMP_MARK: to here
             figures["wall_ms"] = (time.perf_counter() - wall) * 1000
             figures["cpu_ms"] = (time.process_time() - cpu) * 1000
             figures["loop_cpu_ms"] = (time.thread_time() - loop) * 1000
@@ -218,16 +241,101 @@ def measure(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
     return figures
 
 
+def read_span_count(directory: Path) -> int:
+    """The instructions of the marked span, from the callgrind files a child left in ``directory``.
+
+    Callgrind writes the span's counts when the child calls the dump mark (``cg.<pid>.1``)
+    and the rest at its exit (``cg.<pid>``).
+
+    Raises:
+        RuntimeError: No span was written, or more than one (the mark was called again
+            inside the span, so the count would be of part of it).
+    """
+    spans = sorted(directory.glob("cg.*.[0-9]*"))
+    if len(spans) != 1:
+        raise RuntimeError(f"expected one counted span, found {len(spans)}: {[p.name for p in spans]}")
+    found = _SUMMARY.search(spans[0].read_text(errors="replace"))
+    if found is None:
+        raise RuntimeError(f"{spans[0]}: no 'summary:' line")
+    return int(found.group(1))
+
+
+def count_instructions(kind: str, count: int) -> int:
+    """One start of ``kind`` with ``count`` servers under callgrind; the instructions of its span."""
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-layers-") as state:
+        done = subprocess.run(
+            [
+                "valgrind",
+                "--tool=callgrind",
+                f"--zero-before={ZERO_MARK}",
+                f"--dump-before={DUMP_MARK}",
+                f"--callgrind-out-file={state}/cg.%p",
+                sys.executable,
+                "-m",
+                "benchmarks.startup_layers",
+                "--child",
+                kind,
+                str(count),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=VALGRIND_TIMEOUT,
+            cwd=Path(__file__).resolve().parent.parent,
+            env={**os.environ, "MCP_ACTORS_STATE_DIR": state},
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"{kind}: exited with {done.returncode} under valgrind: {done.stderr.strip()[-2000:]}")
+        return read_span_count(Path(state))
+
+
+def instruction_lines(counts: dict[tuple[str, int], int], servers: int) -> list[str]:
+    """The table of ``--instructions``: each client's count (millions) at ``servers`` and at one
+    server, the part per server and the fixed part they imply, and the count at ``servers`` over
+    the raw SDK's (when it was counted)."""
+    kinds = [kind for kind in KINDS if (kind, servers) in counts]
+    lines = [
+        f"instructions the client executes to start and list (millions; callgrind, every thread of the "
+        f"client, not the servers nor the kernel); load {_load()}",
+        f"{'client':8s} {f'{servers} servers':>11s} {'1 server':>9s} {'per server':>11s} {'fixed':>7s} {'÷ raw':>7s}",
+    ]
+    for kind in kinds:
+        many, one = counts[kind, servers] / 1e6, counts[kind, 1] / 1e6
+        per_server = (many - one) / (servers - 1)
+        ratio = f"{counts[kind, servers] / counts['raw', servers]:6.3f}x" if ("raw", servers) in counts else "-"
+        lines.append(f"{kind:8s} {many:11.1f} {one:9.1f} {per_server:11.2f} {one - per_server:7.1f} {ratio:>7s}")
+    return lines
+
+
+def _instructions(kinds: Sequence[str], servers: int) -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+    if servers < 2:
+        raise SystemExit("--instructions needs --servers 2 or more (it also counts one server)")
+    jobs = [(kind, n) for kind in kinds for n in (servers, 1)]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:  # one per core
+        futures = {job: pool.submit(count_instructions, *job) for job in jobs}
+        counts = {job: future.result() for job, future in futures.items()}
+    for line in instruction_lines(counts, servers):
+        print(line)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.startup_layers", description=__doc__)
     parser.add_argument("--servers", type=int, default=20, help="light servers per start (default 20)")
     parser.add_argument("--rounds", type=int, default=8, help="rounds of the three clients (default 8)")
     parser.add_argument("--by-task", action="store_true", help="also split each client's loop CPU by task")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count each client's instructions under valgrind instead"
+    )
     parser.add_argument("--child", nargs=2, metavar=("KIND", "COUNT"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child is not None:
         kind, count = options.child
         print(json.dumps(_child(kind, int(count), by_task=options.by_task)), flush=True)
+        return
+    if options.instructions:
+        _instructions(KINDS, options.servers)
         return
     rounds: list[dict[str, dict[str, Any]]] = []
     for n in range(options.rounds):

@@ -1,5 +1,5 @@
 """The measuring tools run: ``benchmarks.scope_cost`` and ``benchmarks.instructions`` (round 7),
-``benchmarks.startup_layers`` (round 11).
+``benchmarks.startup_layers`` (round 11; its ``--instructions`` count, round 14).
 
 ``instructions`` runs each contender's loop under valgrind; here its loop runs natively
 (the ``--child`` mode valgrind would run) against the real light server, and its refusal
@@ -197,3 +197,74 @@ def test_task_kind_is_the_function_a_trio_task_runs() -> None:
         == "mcp.client.stdio.stdio_client"
     )
     assert startup_layers.task_kind("<init>") == "(unnamed)"
+
+
+# A span's file as callgrind 3.19 writes it at the dump mark (its head and its last lines; the
+# cache lines' trailing blanks dropped).
+_SPAN_FILE = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 4242
+cmd:  python -m benchmarks.startup_layers --child runtime 20
+part: 1
+
+
+desc: I1 cache:
+desc: D1 cache:
+desc: LL cache:
+
+desc: Timerange: Basic block 0 - 1006896509
+desc: Trigger: --dump-before=getresgid
+
+positions: line
+events: Ir
+summary: 127902115
+
+
+totals: 194152488
+"""
+
+
+def test_startup_instructions_read_the_count_of_the_marked_span_only(tmp_path: Path) -> None:
+    """The span's file (``cg.<pid>.1``) is read, not the whole run's (``cg.<pid>``, written at exit)."""
+    (tmp_path / "cg.4242.1").write_text(_SPAN_FILE)
+    (tmp_path / "cg.4242").write_text(_SPAN_FILE.replace("part: 1", "part: 2").replace("127902115", "4646317014"))
+    assert startup_layers.read_span_count(tmp_path) == 127_902_115
+
+
+def test_startup_instructions_refuse_a_span_cut_in_two(tmp_path: Path) -> None:
+    """The dump mark called twice inside a start would count only part of it: that is an error, not a figure."""
+    (tmp_path / "cg.4242.1").write_text(_SPAN_FILE)
+    (tmp_path / "cg.4242.2").write_text(_SPAN_FILE.replace("part: 1", "part: 2"))
+    with pytest.raises(RuntimeError, match="expected one counted span, found 2"):
+        startup_layers.read_span_count(tmp_path)
+    for path in tmp_path.iterdir():
+        path.unlink()
+    with pytest.raises(RuntimeError, match="found 0"):
+        startup_layers.read_span_count(tmp_path)
+
+
+def test_startup_instructions_split_each_clients_count_into_a_fixed_part_and_a_part_per_server() -> None:
+    counts = {
+        ("raw", 20): 103_700_000,
+        ("raw", 1): 8_340_000,
+        ("layer", 20): 75_100_000,
+        ("layer", 1): 7_850_000,
+        ("runtime", 20): 128_000_000,
+        ("runtime", 1): 16_000_000,
+    }
+    rows = {line.split()[0]: line.split()[1:] for line in startup_layers.instruction_lines(counts, 20)[2:]}
+    assert list(rows) == ["raw", "layer", "runtime"]
+    many, one, per_server, fixed, ratio = rows["runtime"]
+    assert (many, one) == ("128.0", "16.0")
+    assert per_server == "5.89"  # (128.0 - 16.0) / 19
+    assert fixed == "10.1"  # the one server's count less one server's part
+    assert ratio == "1.234x"  # 128.0 / 103.7
+    assert rows["raw"][-1] == "1.000x"
+    assert rows["layer"][2] == "3.54"
+
+
+def test_startup_instructions_without_valgrind_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(startup_layers.shutil, "which", lambda _name: None)
+    with pytest.raises(SystemExit, match="valgrind is not installed"):
+        startup_layers.main(["--instructions"])
