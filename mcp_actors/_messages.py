@@ -72,13 +72,16 @@ class FillListing:
 
     Attributes:
         kind: What to list.
-        live: The connection the caller looked at (the listing must come from it).
+        live: The connection the caller looked at (the listing must come from it); ``None``
+            when it saw none: the actor connects (or joins the attempt under way) and
+            lists on that connection, one round trip for a cold server's first listing
+            instead of a connect and then a fill.
         max_age: Seconds a published listing may be old and still answer; ``0`` means the
             caller wants it fetched now (it still joins a fill under way).
     """
 
     kind: ListingKind
-    live: LiveSession = attrs.field(eq=False, repr=False)
+    live: LiveSession | None = attrs.field(eq=False, repr=False)
     max_age: float
     reply: Reply[Listing]
 

@@ -872,10 +872,8 @@ class _RegistryActor:
         try:
             for attempt in (1, 2):
                 try:
-                    await handle.connect()
-                    epoch = handle.status().tools_epoch
                     self.ref.tool_list_requests += 1
-                    tools = await handle.list_tools()
+                    tools, epoch = await handle.list_tools_at_epoch()  # connects first if it must
                     break
                 except ServerConnectionLost:
                     if attempt == 2:

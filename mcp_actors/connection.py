@@ -389,7 +389,8 @@ class _ConnectionActor:
     """One incarnation of a server's actor; restarted by the slot's supervisor.
 
     It owns the mailbox loop, at most one session task at a time, and the requests
-    waiting for that session (``_waiters``). It never runs a request itself.
+    waiting for that session (``_waiters``, and ``_cold_fills``: listings asked for before
+    it existed). It never runs a request itself.
     """
 
     def __init__(self, slot: _Slot, *, eager: bool) -> None:
@@ -402,6 +403,8 @@ class _ConnectionActor:
         self._inbox_scope = trio.CancelScope()
         self._session: _SessionRun | None = None
         self._waiters: list[Reply[LiveSession]] = []
+        self._cold_fills: list[FillListing] = []
+        """Listings asked for with no connection: filled on the one being made, or failed with it."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -469,6 +472,12 @@ class _ConnectionActor:
     def _fill_listing(self, message: FillListing) -> None:
         """Answer a listing miss from the cache, or join (or start) the one fill of it."""
         live, kind = message.live, message.kind
+        if live is None:
+            live = self.cell.live
+            if live is None:  # cold: connect (or join the attempt) and list on that connection
+                self._cold_fills.append(message)
+                self._start_session()
+                return
         if live is not self.cell.live or live.lost is not None:
             message.reply.fail(SessionEnded(self.label))  # the caller asks again on the current connection
             return
@@ -505,6 +514,12 @@ class _ConnectionActor:
                 reply.send(outcome)
             else:
                 reply.fail(outcome)
+        fills, self._cold_fills = self._cold_fills, []
+        for message in fills:
+            if isinstance(outcome, LiveSession):
+                self._fill_listing(attrs.evolve(message, live=outcome))
+            else:
+                message.reply.fail(outcome)
 
     def _die(self, failure: McpActorsError, live: LiveSession | None) -> None:
         """End this incarnation, in one step with no checkpoint (the order is the contract).
@@ -542,7 +557,7 @@ class _ConnectionActor:
             if self._session is run:
                 self._session = None
             stopping = trio.current_effective_deadline() == -math.inf
-            if self._waiters and self.slot.failure is None and not stopping:
+            if (self._waiters or self._cold_fills) and self.slot.failure is None and not stopping:
                 self._start_session()  # demand arrived while the previous session was closing
 
     async def _session_life(self, run: _SessionRun) -> None:
@@ -612,7 +627,7 @@ class _ConnectionActor:
         if self.slot.failure is not None:
             return  # the death was declared while connected
         if run.close_why is not None:
-            if not self._waiters:
+            if not (self._waiters or self._cold_fills):
                 cell.transition(ConnectionState.DISCONNECTED)
             return
         if failure is None and run.live is None and scope.cancelled_caught:
@@ -1135,14 +1150,17 @@ class ConnectionHandle:
 
         A hit costs no round trip. A miss asks the actor, which joins every concurrent miss
         into one request (see :mod:`mcp_actors._cache`); giving up here never cancels it.
+        With no connection the same one request has the actor connect first (a cold
+        server's first listing is one round trip, not a connect and then a fill).
         """
         cell = self._cell
         while True:
-            live = await self._live()  # connected first: a listing belongs to one connection
-            listing = cell.listings.lookup(kind, live, cell.epoch(kind), max_age)
-            if listing is not None:
-                await trio.lowlevel.checkpoint()
-                return listing
+            live = cell.live  # None: the actor connects first (a listing belongs to one connection)
+            if live is not None:
+                listing = cell.listings.lookup(kind, live, cell.epoch(kind), max_age)
+                if listing is not None:
+                    await trio.lowlevel.checkpoint()
+                    return listing
             try:
                 return await self._ask(
                     lambda r: FillListing(kind=kind, live=live, max_age=max_age, reply=r),  # noqa: B023
@@ -1155,6 +1173,16 @@ class ConnectionHandle:
         """Every tool the server offers (all pages), fetched now (concurrent calls share one request)."""
         listing = await self._listing(ListingKind.TOOLS, max_age=0.0)
         return listing.items
+
+    async def list_tools_at_epoch(self) -> tuple[tuple[mcp_types.Tool, ...], int]:
+        """:meth:`list_tools`, with the ``tools_epoch`` the list belongs to (caches key on it).
+
+        A ``notifications/tools/list_changed`` moves the status's ``tools_epoch`` on; a cache
+        entry stamped with this epoch is stale from then on. Connects first when not
+        connected, in the same request to the actor.
+        """
+        listing = await self._listing(ListingKind.TOOLS, max_age=0.0)
+        return listing.items, listing.epoch
 
     async def list_prompts(self) -> tuple[mcp_types.Prompt, ...]:
         """The server's prompts, all pages (empty when it has none); concurrent calls share one request."""

@@ -341,3 +341,82 @@ async def test_closing_after_a_crash_stops_at_once(when: str, autojump_clock: tr
         closing_at = trio.current_time()
         await handle.aclose()
     assert trio.current_time() - closing_at < 1.0
+
+
+class _CallerSteps(trio.abc.Instrument):
+    """Counts the steps of the task named ``caller``."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name == "caller":
+            self.steps += 1
+
+
+async def test_a_cold_servers_first_listing_is_one_round_trip_to_its_actor(autojump_clock: trio.abc.Clock) -> None:
+    """The actor connects and lists on one request: the caller runs to ask and once more for the list.
+
+    It asked "connect", then "list on this connection" (three steps) until round 14; every
+    first listing of a runtime's start is one (docs/performance.md).
+    """
+    async with running(settings_for(fault_server())) as ([handle], _sub):
+        assert handle.status().state is ConnectionState.DISCONNECTED
+        names: list[str] = []
+        steps = _CallerSteps()
+
+        async def caller() -> None:
+            names.extend(tool.name for tool in await handle.list_tools())
+
+        trio.lowlevel.add_instrument(steps)
+        try:
+            with trio.fail_after(BOUND):
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(caller, name="caller")
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+        assert {"echo", "add"} <= set(names)
+        assert handle.status().state is ConnectionState.CONNECTED
+        assert steps.steps == 2
+
+
+@pytest.mark.parametrize("end", ["the server dies", "a disconnect"])
+async def test_listings_waiting_on_a_connection_attempt_get_its_end_at_once(
+    end: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """Cold listings wait on the attempt like connects do: its failure answers them at once, not a timeout."""
+    server = fault_server(slow_start=600)
+    async with running(settings_for(server, connect_timeout=600.0, intensity=NO_RESTART)) as ([handle], _sub):
+        outcomes: list[BaseException] = []
+
+        async def lister() -> None:
+            try:
+                await handle.list_tools()
+            except ConnectionFailed as exc:
+                outcomes.append(exc)
+
+        with trio.fail_after(BOUND):
+            async with trio.open_nursery() as nursery:
+                for _ in range(3):
+                    nursery.start_soon(lister)
+                await wait_started(server)
+                if end == "a disconnect":
+                    await handle.disconnect()
+                else:
+                    server.kill()
+        assert len(outcomes) == 3
+        if end == "a disconnect":
+            assert all("abandoned" in str(exc) for exc in outcomes)
+            assert handle.status().state is ConnectionState.DISCONNECTED
+
+
+async def test_list_tools_at_epoch_names_the_connections_tools_epoch(autojump_clock: trio.abc.Clock) -> None:
+    """The epoch given with a list is the status's ``tools_epoch`` of its connection; a new connection moves it."""
+    async with running(settings_for(fault_server())) as ([handle], _sub):
+        with trio.fail_after(BOUND):
+            tools, epoch = await handle.list_tools_at_epoch()
+            assert epoch == handle.status().tools_epoch
+            await handle.reconnect()
+            again, later = await handle.list_tools_at_epoch()
+        assert later == handle.status().tools_epoch > epoch
+        assert [t.name for t in again] == [t.name for t in tools]
