@@ -45,7 +45,7 @@ _NO_ANSWER: Final = object()
 """What a request's slot holds when the actor dropped it: the caller's ``ask`` raises NoReply."""
 
 
-class _Slot:
+class _AnswerSlot:
     """The caller's side of one request: where its one answer lands and who waits for it.
 
     Why not a one-slot memory channel (as before): an ``ask`` is on every actor round trip,
@@ -63,6 +63,7 @@ class _Slot:
         """True once the caller has its answer or gave up: later answers are dropped."""
 
     def deliver(self, answer: object) -> None:
+        """Keep the first answer and wake the waiting caller (a no-op once it has one or gave up)."""
         if self.gone or self.answer is not None:
             return
         self.answer = answer
@@ -73,6 +74,7 @@ class _Slot:
             trio.lowlevel.reschedule(task)
 
     async def wait(self) -> object:
+        """The answer: at once if it came while the caller waited for room, else when it comes."""
         if self.answer is None:  # (not None: answered while the caller waited for room in the mailbox)
             self.task = trio.lowlevel.current_task()
 
@@ -100,7 +102,7 @@ class Reply(Generic[R]):
 
     __slots__ = ("_done", "_slot", "_token")
 
-    def __init__(self, slot: _Slot, token: trio.lowlevel.TrioToken) -> None:
+    def __init__(self, slot: _AnswerSlot, token: trio.lowlevel.TrioToken) -> None:
         self._slot = slot
         self._token = token
         self._done = False
@@ -259,7 +261,7 @@ class Mailbox(Generic[T]):
             Exception: Whatever the actor passed to :meth:`Reply.fail`.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        slot = _Slot()
+        slot = _AnswerSlot()
         reply: Reply[R] = Reply(slot, trio.lowlevel.current_trio_token())
         message = build(reply)
         del reply  # the message is the reply's only owner: dropping it means "no answer"
