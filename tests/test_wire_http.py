@@ -558,7 +558,11 @@ async def test_the_wire_goes_through_the_environment_proxy(monkeypatch: pytest.M
         # initialize, initialized, the call; maybe the GET stream (refused: 405); the DELETE that ends the session.
         assert [line for line in seen.lines if line.startswith("POST")] == [f"POST {url} HTTP/1.1"] * 3, seen.lines
         assert set(seen.lines) <= {f"{method} {url} HTTP/1.1" for method in ("POST", "GET", "DELETE")}, seen.lines
-        assert seen.lines[-1] == f"DELETE {url} HTTP/1.1", seen.lines
+        # The DELETE follows every POST (they share the pooled connection, in order). The GET
+        # has a connection of its own: the proxy may read its first line after the DELETE's
+        # when the loop is slow to run its task (seen once with two suites on two cores).
+        without_get = [line for line in seen.lines if not line.startswith("GET")]
+        assert without_get[-1] == f"DELETE {url} HTTP/1.1" and without_get.count(without_get[-1]) == 1, seen.lines
 
 
 async def test_a_header_with_a_line_break_is_a_misconfiguration_naming_the_header() -> None:
