@@ -215,28 +215,34 @@ def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
     return figures
 
 
+def _run_child(
+    kind: str, count: int, state: str, *, under: Sequence[str] = (), extra: Sequence[str] = (), timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """One start of ``kind`` in a fresh interpreter (``under`` a tool such as valgrind), state in ``state``.
+
+    Raises:
+        RuntimeError: The child failed (its stderr's end is in the message).
+    """
+    done = subprocess.run(
+        [*under, sys.executable, "-m", "benchmarks.startup_layers", "--child", kind, str(count), *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=Path(__file__).resolve().parent.parent,
+        env={**os.environ, "MCP_ACTORS_STATE_DIR": state},
+        check=False,
+    )
+    if done.returncode != 0:
+        how = f" under {under[0]}" if under else ""
+        raise RuntimeError(f"{kind}: exited with {done.returncode}{how}: {done.stderr.strip()[-2000:]}")
+    return done
+
+
 def measure(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
     """Run one start of ``kind`` with ``count`` servers in a fresh interpreter (its own state directory)."""
     with tempfile.TemporaryDirectory(prefix="mcp-actors-layers-") as state:
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "benchmarks.startup_layers",
-                "--child",
-                kind,
-                str(count),
-                *(["--by-task"] if by_task else []),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=CHILD_TIMEOUT,
-            cwd=Path(__file__).resolve().parent.parent,
-            env={**os.environ, "MCP_ACTORS_STATE_DIR": state},
-            check=False,
-        )
-    if done.returncode != 0:
-        raise RuntimeError(f"{kind}: exited with {done.returncode}: {done.stderr.strip()[-2000:]}")
+        extra = ["--by-task"] if by_task else []
+        done = _run_child(kind, count, state, extra=extra, timeout=CHILD_TIMEOUT)
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
 
@@ -263,29 +269,14 @@ def read_span_count(directory: Path) -> int:
 def count_instructions(kind: str, count: int) -> int:
     """One start of ``kind`` with ``count`` servers under callgrind; the instructions of its span."""
     with tempfile.TemporaryDirectory(prefix="mcp-actors-layers-") as state:
-        done = subprocess.run(
-            [
-                "valgrind",
-                "--tool=callgrind",
-                f"--zero-before={ZERO_MARK}",
-                f"--dump-before={DUMP_MARK}",
-                f"--callgrind-out-file={state}/cg.%p",
-                sys.executable,
-                "-m",
-                "benchmarks.startup_layers",
-                "--child",
-                kind,
-                str(count),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=VALGRIND_TIMEOUT,
-            cwd=Path(__file__).resolve().parent.parent,
-            env={**os.environ, "MCP_ACTORS_STATE_DIR": state},
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"{kind}: exited with {done.returncode} under valgrind: {done.stderr.strip()[-2000:]}")
+        callgrind = [
+            "valgrind",
+            "--tool=callgrind",
+            f"--zero-before={ZERO_MARK}",
+            f"--dump-before={DUMP_MARK}",
+            f"--callgrind-out-file={state}/cg.%p",
+        ]
+        _run_child(kind, count, state, under=callgrind, timeout=VALGRIND_TIMEOUT)
         return read_span_count(Path(state))
 
 

@@ -18,7 +18,7 @@ import pytest
 import trio
 import trio.testing
 from mcp.server.mcpserver import MCPServer
-from testkit import drain, running, state_is, text_of, wait_event
+from testkit import counting_steps, drain, running, state_is, text_of, wait_event
 
 from mcp_actors import events
 from mcp_actors.connection import CLIENT_INFO, ConnectionHandle, ConnectionSettings, ConnectionState, open_connection
@@ -343,17 +343,6 @@ async def test_closing_after_a_crash_stops_at_once(when: str, autojump_clock: tr
     assert trio.current_time() - closing_at < 1.0
 
 
-class _CallerSteps(trio.abc.Instrument):
-    """Counts the steps of the task named ``caller``."""
-
-    def __init__(self) -> None:
-        self.steps = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task.name == "caller":
-            self.steps += 1
-
-
 async def test_a_cold_servers_first_listing_is_one_round_trip_to_its_actor(autojump_clock: trio.abc.Clock) -> None:
     """The actor connects and lists on one request: the caller runs to ask and once more for the list.
 
@@ -363,21 +352,16 @@ async def test_a_cold_servers_first_listing_is_one_round_trip_to_its_actor(autoj
     async with running(settings_for(fault_server())) as ([handle], _sub):
         assert handle.status().state is ConnectionState.DISCONNECTED
         names: list[str] = []
-        steps = _CallerSteps()
 
         async def caller() -> None:
             names.extend(tool.name for tool in await handle.list_tools())
 
-        trio.lowlevel.add_instrument(steps)
-        try:
-            with trio.fail_after(BOUND):
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(caller, name="caller")
-        finally:
-            trio.lowlevel.remove_instrument(steps)
+        with counting_steps("caller") as steps, trio.fail_after(BOUND):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(caller, name="caller")
         assert {"echo", "add"} <= set(names)
         assert handle.status().state is ConnectionState.CONNECTED
-        assert steps.steps == 2
+        assert steps.count == 2
 
 
 @pytest.mark.parametrize("end", ["the server dies", "a disconnect"])

@@ -1,8 +1,9 @@
 """Helpers shared by the test modules (importable everywhere: ``from testkit import text_of``).
 
 One home for what tests kept writing again: the text of a tool result, draining an event
-subscription, a runtime on the test's own config file, and connection slots run for a block
-(``running``) with their event waits.
+subscription, a runtime on the test's own config file, connection slots run for a block
+(``running``) with their event waits, and how often the scheduler ran a task
+(``counting_steps``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,29 @@ def drain(sub: events.Subscription) -> list[events.Event]:
             out.append(sub.receive_nowait())
         except trio.WouldBlock:
             return out
+
+
+class StepCount(trio.abc.Instrument):
+    """Counts the steps of the tasks named ``name``: how often the scheduler ran them."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.count = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name == self.name:
+            self.count += 1
+
+
+@contextlib.contextmanager
+def counting_steps(name: str) -> Iterator[StepCount]:
+    """Count the steps of the tasks named ``name`` while the block runs (start them with ``name=``)."""
+    counter = StepCount(name)
+    trio.lowlevel.add_instrument(counter)
+    try:
+        yield counter
+    finally:
+        trio.lowlevel.remove_instrument(counter)
 
 
 @contextlib.asynccontextmanager

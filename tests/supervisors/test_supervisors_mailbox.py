@@ -8,6 +8,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
+from testkit import counting_steps
 
 from supervisors import Mailbox, MailboxClosed, NoReply, Reply, open_mailbox
 
@@ -344,17 +345,6 @@ async def test_reply_block_that_answers_keeps_the_answer() -> None:
         assert await send.ask(lambda reply: Add(a=40, b=2, reply=reply)) == 42
 
 
-class _Steps(trio.abc.Instrument):
-    """Counts the steps of the tasks named ``caller``."""
-
-    def __init__(self) -> None:
-        self.caller = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task.name == "caller":
-            self.caller += 1
-
-
 async def test_ask_delivers_at_once_and_runs_again_only_for_the_answer() -> None:
     """With room in the mailbox an ask costs its caller two steps: deliver and wait, then the answer.
 
@@ -363,23 +353,19 @@ async def test_ask_delivers_at_once_and_runs_again_only_for_the_answer() -> None
     """
     send, receive = open_mailbox[Message](8)
     log: list[object] = []
-    steps = _Steps()
     answers: list[int] = []
 
     async def caller() -> None:
         answers.append(await send.ask(lambda reply: Add(a=2, b=3, reply=reply)))
 
-    trio.lowlevel.add_instrument(steps)
-    try:
+    with counting_steps("caller") as steps:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(calculator, receive, log)
             nursery.start_soon(caller, name="caller")
             await trio.testing.wait_all_tasks_blocked()
             send.close()
-    finally:
-        trio.lowlevel.remove_instrument(steps)
     assert answers == [5]
-    assert steps.caller == 2
+    assert steps.count == 2
 
 
 async def test_ask_that_waited_for_room_keeps_an_answer_given_before_it_ran_again() -> None:
