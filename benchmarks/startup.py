@@ -40,7 +40,16 @@ from benchmarks import hot_path
 from benchmarks._common import RAW_KEY, Bench, Metric, demo_server, run_main, toolserver
 from benchmarks._peers import Contender
 
-__all__ = ["client_cpu_note", "main", "paired", "paired_interval", "run", "verdict_of_interval"]
+__all__ = [
+    "client_cpu_note",
+    "core_time_notes",
+    "main",
+    "median_interval",
+    "paired",
+    "paired_interval",
+    "run",
+    "verdict_of_interval",
+]
 
 GOAL = "20 servers in <= 1.0x the raw SDK's concurrent time, fixed cost <= 10 ms over it (issue 15)"
 MANY = 20
@@ -132,7 +141,11 @@ def paired_interval(
     a, b = _series(metric, first, field), _series(metric, second, field)
     if not a or len(a) != len(b):
         return None
-    values = [combine(x, y) for x, y in zip(a, b, strict=True)]
+    return median_interval([combine(x, y) for x, y in zip(a, b, strict=True)], confidence, resamples)
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95, resamples: int = 2000) -> tuple[float, float]:
+    """A bootstrap interval of the median of ``values`` (resampled with a fixed seed)."""
     rng = random.Random(0)
     medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
     tail = (1.0 - confidence) / 2
@@ -169,6 +182,66 @@ def client_cpu_note(metric: Metric, what: str) -> str | None:
         f"and {statistics.median(cpu[RAW_KEY]) * 1000:.1f} ms for the raw SDK; paired by round mcp-actors "
         f"{difference:+.1f} ms, 95 % interval [{interval[0]:+.1f}, {interval[1]:+.1f}]"
     )
+
+
+def _core_time(metric: Metric, contender: str) -> list[tuple[float, float, float]] | None:
+    """(wall, servers' CPU, client's CPU with its helpers') per round, in seconds."""
+    walls = _series(metric, contender, None)
+    servers = _series(metric, contender, "servers_cpu_seconds")
+    client = _series(metric, contender, "cpu_seconds")
+    helpers = _series(metric, contender, "helpers_cpu_seconds")
+    if not walls or not (len(walls) == len(servers) == len(client) == len(helpers)):
+        return None
+    return [(w, s, c + h) for w, s, c, h in zip(walls, servers, client, helpers, strict=True)]
+
+
+def core_time_notes(metric: Metric, what: str, cores: int) -> list[str]:
+    """Where a CPU-bound start's core-time went, ours against the raw SDK's, and its wall
+    time with the servers' CPU held equal.
+
+    With more servers than cores the start keeps every core busy: ``cores x wall`` is the
+    servers' CPU, plus the client's (its process and its helpers), plus what stayed idle.
+    The servers' part is ~95 % of it for 20 light servers on two cores, and it moves by
+    ±50 ms of CPU from one start to the next with any client: that, not the client, is most
+    of a round's spread in wall time. A round's wall time less ``(its servers' CPU - the
+    run's median) / cores`` is what it would have been had the servers used the run's
+    median CPU. The ratio of those, paired by round, estimates the same ratio as the wall
+    time's with much less noise -- provided the servers do the same work under both
+    clients, which the first note checks (their paired CPU difference, with its interval).
+
+    Empty when a contender's rounds carry no servers' CPU (a driver older than the field).
+    """
+    ours, raw = _core_time(metric, "ours"), _core_time(metric, RAW_KEY)
+    if not ours or not raw or len(ours) != len(raw):
+        return []
+    reference = statistics.median(s for _w, s, _c in ours + raw)
+
+    def adjusted(wall: float, servers: float) -> float:
+        return wall - (servers - reference) / cores
+
+    def idle(wall: float, servers: float, client: float) -> float:
+        return cores * wall - servers - client
+
+    servers_diff = [(a[1] - b[1]) * 1000 for a, b in zip(ours, raw, strict=True)]
+    idle_ours = [idle(*round_) * 1000 for round_ in ours]
+    idle_raw = [idle(*round_) * 1000 for round_ in raw]
+    idle_diff = [a - b for a, b in zip(idle_ours, idle_raw, strict=True)]
+    ratios = [adjusted(a[0], a[1]) / adjusted(b[0], b[1]) for a, b in zip(ours, raw, strict=True)]
+    low, high = median_interval(servers_diff)
+    idle_low, idle_high = median_interval(idle_diff)
+    ratio_low, ratio_high = median_interval(ratios)
+    return [
+        f"{what}: the servers' CPU over the start, median {statistics.median(a[1] for a in ours) * 1000:.0f} ms "
+        f"under mcp-actors and {statistics.median(b[1] for b in raw) * 1000:.0f} ms under the raw SDK; paired by "
+        f"round {statistics.median(servers_diff):+.1f} ms, 95 % interval [{low:+.1f}, {high:+.1f}]",
+        f"{what}: idle core-time ({cores} x wall - servers' CPU - client's CPU), median "
+        f"{statistics.median(idle_ours):.0f} ms for mcp-actors and {statistics.median(idle_raw):.0f} ms for the raw "
+        f"SDK; paired by round {statistics.median(idle_diff):+.1f} ms, "
+        f"95 % interval [{idle_low:+.1f}, {idle_high:+.1f}]",
+        f"{what}: wall time with the servers' CPU held at the run's median ({reference * 1000:.0f} ms), "
+        f"mcp-actors / raw SDK paired by round {statistics.median(ratios):.3f}, 95 % interval "
+        f"[{ratio_low:.3f}, {ratio_high:.3f}]; goal <= 1.0: {verdict_of_interval((ratio_low, ratio_high), 1.0)}",
+    ]
 
 
 def select_shapes(
@@ -236,6 +309,9 @@ def run(bench: Bench, shape_keys: Sequence[str] | None = None) -> dict[str, Any]
             cpu_note = client_cpu_note(metrics[key], f"{count} servers ({key})")
             if cpu_note is not None:
                 bench.notes.append(cpu_note)
+            cores = bench.machine_before.get("cpus") or 1
+            if count > cores:  # only a start that keeps every core busy splits its core-time so
+                bench.notes += core_time_notes(metrics[key], f"{count} servers ({key})", cores)
     light_one = medians.get("light_one", {})
     if "ours" in light_one and RAW_KEY in light_one:
         fixed_ms = (light_one["ours"] - light_one[RAW_KEY]) * 1000

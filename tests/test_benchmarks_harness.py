@@ -82,3 +82,40 @@ async def test_calls_that_answer_are_never_ended_by_the_watch(autojump_clock: tr
     assert driver.session.calls == 4001
     latencies = await _harness.sequential(_Driver(wedge_at=None), _job(calls=3000, warmup=0, call_timeout=0.5))
     assert len(latencies["latencies"]) == 3000
+
+
+_BURN = """
+import sys, time
+end = float(sys.argv[1])
+while time.thread_time() < end:
+    pass
+print("burnt", flush=True)
+time.sleep(60)
+"""
+
+
+def test_descendants_cpu_splits_the_servers_cpu_from_the_clients_helpers() -> None:
+    """``descendants_cpu``: a server (its command line names a server) and a helper, each burning known CPU.
+
+    Real child processes: one whose command line carries a server marker burns 0.4 s of
+    CPU, one without burns 0.1 s. Each figure grows by at least its own burn and the
+    server's is not counted with the helper's (other tests' processes below this one are
+    in both readings, and only their growth in the meantime counts).
+    """
+    import subprocess
+
+    servers_before, helpers_before = _harness.descendants_cpu()
+    server = subprocess.Popen([sys.executable, "-c", _BURN, "0.4", "_toolserver.py"], stdout=subprocess.PIPE)
+    helper = subprocess.Popen([sys.executable, "-c", _BURN, "0.1", "helper"], stdout=subprocess.PIPE)
+    try:
+        for child in (server, helper):
+            assert child.stdout is not None and child.stdout.readline() == b"burnt\n"
+        servers_cpu, helpers_cpu = _harness.descendants_cpu()
+        assert servers_cpu - servers_before >= 0.4
+        assert 0.1 <= helpers_cpu - helpers_before < 0.4
+        assert _harness.cpu_seconds_of(server.pid) >= 0.4
+    finally:
+        for child in (server, helper):
+            child.kill()
+            child.wait()
+    assert _harness.cpu_seconds_of(server.pid) == 0.0  # gone: nothing, not an error

@@ -149,6 +149,45 @@ def is_zombie(pid: int) -> bool:
     return _state(pid) == "Z"
 
 
+def cpu_seconds_of(pid: int) -> float:
+    """CPU time ``pid`` has used so far, every live thread, user and system; 0.0 when it is gone.
+
+    From ``/proc/<pid>/task/*/schedstat`` (the scheduler's nanoseconds), not from
+    ``/proc/<pid>/stat``: that one counts in clock ticks of 10 ms, as much as a light
+    server's whole start. A thread that already exited is not counted (a Python server has
+    one thread; Node's live as long as the server). Without schedstat (a kernel built
+    without it), the ticks of ``/proc/<pid>/stat``.
+    """
+    try:
+        total = 0
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/schedstat") as f:
+                total += int(f.read().split()[0])
+        return total / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def descendants_cpu() -> tuple[float, float]:
+    """CPU seconds so far of our server processes, and of every other process below us.
+
+    The others are the client's helpers (mcp-actors' reaper sidecar): their CPU is the
+    client's, not the servers'.
+    """
+    below = descendants()
+    servers = set(server_pids(below))
+    return (
+        sum(cpu_seconds_of(p) for p in below if p in servers),
+        sum(cpu_seconds_of(p) for p in below if p not in servers),
+    )
+
+
 def rss_bytes() -> int:
     """Resident set size of this process."""
     with open("/proc/self/statm") as f:
@@ -344,6 +383,10 @@ async def startup(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
     ``cpu_seconds`` is this process's CPU time (every thread) over the same span: the
     client's own work, which on a machine with fewer cores than servers slows the servers'
     start as much as it costs, and which varies far less between rounds than the wall time.
+    ``servers_cpu_seconds`` is what the servers' processes used until then (their whole
+    start: they are idle once listed), ``helpers_cpu_seconds`` what the client's other
+    processes used (read just after the span; see :func:`descendants_cpu`): with both, a
+    start's core-time splits into servers, client and idle (``benchmarks.startup``).
     """
     servers = job["servers"]
     driver.prepare(servers)
@@ -353,7 +396,14 @@ async def startup(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
         sizes = await _all_tool_names(session, len(servers))
         elapsed = time.perf_counter() - start
         cpu = time.process_time() - cpu_start
-    return {"seconds": elapsed, "cpu_seconds": cpu, "tools": sizes}
+        servers_cpu, helpers_cpu = descendants_cpu()
+    return {
+        "seconds": elapsed,
+        "cpu_seconds": cpu,
+        "servers_cpu_seconds": servers_cpu,
+        "helpers_cpu_seconds": helpers_cpu,
+        "tools": sizes,
+    }
 
 
 async def memory(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
