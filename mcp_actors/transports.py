@@ -75,7 +75,7 @@ __all__ = [
     "register_transport_kind",
 ]
 
-_SPAWN_CONCURRENCY: Final = 4
+_SPAWN_CONCURRENCY: Final = 20
 """Spawns at a time per trio run (each runs in a worker thread; see open_stdio_transport)."""
 _SPAWN_SLOTS: trio.lowlevel.RunVar[trio.Semaphore] = trio.lowlevel.RunVar("mcp_actors_spawn_slots")
 
@@ -723,9 +723,12 @@ async def open_stdio_transport(
     check_cwd(params.cwd, server=label)
     # No server may exist before the reaper sidecar does (the runtime started it long ago).
     await tracker.wait_safety_net()
-    # trio spawns in a worker thread; a burst of N spawns would start N threads, and every
-    # thread that allocates gets its own malloc arena, which the host keeps for good (~16 KiB
-    # of RSS per server at 200 servers). A few spawns at a time start as fast.
+    # trio spawns in a worker thread, which waits until the child has run as far as its exec:
+    # on a busy machine a scheduler period each (~20 ms with twenty servers starting on two
+    # cores). Twenty at once hide that wait for a usual config, and cost the client less CPU
+    # than four at a time (~15 ms less for twenty servers: docs/performance.md, round 15). The
+    # cap bounds the threads of a larger burst: each thread that allocates keeps a malloc
+    # arena for good (~0.4 MiB of RSS in all for twenty).
     spawn_slots = _spawn_slots()
     await spawn_slots.acquire()
     try:

@@ -289,14 +289,11 @@ def test_startup_core_time_notes_hold_the_servers_cpu_equal() -> None:
             (RAW_KEY, 0.040, 0.0, 1.80 - swings[-1 - index]),
         ):
             wall = (servers + client + helpers + 0.030) / 2
-            metric.add_value(
-                key,
-                wall,
-                {"seconds": wall, "cpu_seconds": client, "helpers_cpu_seconds": helpers, "servers_cpu_seconds": servers},
-            )
+            extra = {"seconds": wall, "cpu_seconds": client, "helpers_cpu_seconds": helpers}
+            metric.add_value(key, wall, {**extra, "servers_cpu_seconds": servers})
     metric.finish()
     servers, idle, adjusted = core_time_notes(metric, "20 servers (light_many)", 2)
-    assert servers.startswith("20 servers (light_many): the servers' CPU over the start, median 1830 ms under mcp-actors")
+    assert servers.startswith("20 servers (light_many): the servers' CPU over the start, median 1830 ms under")
     assert "median 30 ms for mcp-actors and 30 ms for the raw SDK; paired by round +0.0 ms" in idle
     assert "and 1770 ms under the raw SDK; paired by round +100.0 ms" in servers  # uneven: swings, not clients
     # Held at the median of all twenty servers' figures, 1.80 s: (1.80 + 0.06 + 0.03) / (1.80 + 0.04 + 0.03).
@@ -304,7 +301,8 @@ def test_startup_core_time_notes_hold_the_servers_cpu_equal() -> None:
     assert "held at the run's median (1800 ms)" in adjusted
     assert f"paired by round {ratio:.3f}, 95 % interval [{ratio:.3f}, {ratio:.3f}]" in adjusted
     assert adjusted.endswith("goal <= 1.0: NOT met")
-    wall_ratios = [a / b for a, b in zip(metric.results["ours"]["values"], metric.results[RAW_KEY]["values"])]
+    walls = metric.results["ours"]["values"], metric.results[RAW_KEY]["values"]
+    wall_ratios = [a / b for a, b in zip(*walls, strict=True)]
     assert max(wall_ratios) - min(wall_ratios) > 0.1  # the plain ratios scatter by more than 10 %
     # A driver that reports no servers' CPU (an older one, or a peer's) gives no notes.
     bare = Metric(key="light_many", title="20 light servers", unit="s")
