@@ -21,6 +21,10 @@ seconds do not move as much.
 
     python -m benchmarks.startup [--quick] [--json PATH] [--rounds N] [--contenders ...] [--shapes KEY,...]
 
+For a shape with more servers than cores every core is busy throughout, and the run also
+splits the start's core-time into the servers' CPU, the client's and what stayed idle, and
+gives the wall-time ratio with the servers' CPU held equal (:func:`core_time_notes`).
+
 ``--shapes`` measures only the named shapes (``demo_one``, ``demo_many``, ``light_one``,
 ``light_many``, ``everything_many``): ``--shapes light_one --rounds 30`` gives the fixed
 cost from 30 rounds in two minutes, without the twenty npx servers' quarter of an hour.
@@ -202,12 +206,13 @@ def core_time_notes(metric: Metric, what: str, cores: int) -> list[str]:
     With more servers than cores the start keeps every core busy: ``cores x wall`` is the
     servers' CPU, plus the client's (its process and its helpers), plus what stayed idle.
     The servers' part is ~95 % of it for 20 light servers on two cores, and it moves by
-    ±50 ms of CPU from one start to the next with any client: that, not the client, is most
-    of a round's spread in wall time. A round's wall time less ``(its servers' CPU - the
-    run's median) / cores`` is what it would have been had the servers used the run's
-    median CPU. The ratio of those, paired by round, estimates the same ratio as the wall
-    time's with much less noise -- provided the servers do the same work under both
-    clients, which the first note checks (their paired CPU difference, with its interval).
+    100-200 ms of CPU from one start to the next with any client (docs/performance.md,
+    round 15): that, not the client, is most of a round's spread in wall time. A round's
+    wall time less ``(its servers' CPU - the run's median) / cores`` is what it would have
+    been had the servers used the run's median CPU. The ratio of those, paired by round,
+    estimates the same ratio as the wall time's with much less noise -- provided the
+    servers do the same work under both clients, which the first note checks (their
+    paired CPU difference, with its interval).
 
     Empty when a contender's rounds carry no servers' CPU (a driver older than the field).
     """

@@ -157,12 +157,17 @@ def test_quick_hot_path_prints_its_guard(quick_run: QuickRun) -> None:
 
 
 def test_quick_startup_pairs_the_clients_cpu_with_the_raw_sdks(quick_run: QuickRun) -> None:
-    """Every start-up round reports the client's own CPU, and the run notes ours against the raw SDK's."""
+    """Every start-up round reports the client's CPU and the servers'; the run notes ours against the raw SDK's."""
     _, document = quick_run
     startup = document["benchmarks"]["startup"]
     for metric in startup["metrics"]:
         for key in ("ours", "raw"):
             extras = metric["results"][key]["extra"]
             assert extras and all(0 < e["cpu_seconds"] < e["seconds"] * 2 for e in extras), (key, extras)
+            # The servers' own CPU (their interpreters' start), read from their processes.
+            assert all(e["servers_cpu_seconds"] > 0.005 for e in extras), (key, extras)
+        # Our reaper sidecar is the client's helper; the raw SDK has none.
+        assert all(e["helpers_cpu_seconds"] > 0 for e in metric["results"]["ours"]["extra"])
+        assert all(e["helpers_cpu_seconds"] == 0 for e in metric["results"]["raw"]["extra"])
     [note] = [n for n in startup["notes"] if "client CPU over the start" in n]
     assert "for mcp-actors" in note and "for the raw SDK" in note and "95 % interval" in note
