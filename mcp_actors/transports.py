@@ -728,7 +728,7 @@ async def open_stdio_transport(
     # cores). Twenty at once hide that wait for a usual config, and cost the client less CPU
     # than four at a time (~15 ms less for twenty servers: docs/performance.md, round 15). The
     # cap bounds the threads of a larger burst: each thread that allocates keeps a malloc
-    # arena for good (~0.4 MiB of RSS in all for twenty).
+    # arena for good (with its stack, ~0.5 MiB of RSS in all at 50 servers, ~1 MiB at 200).
     spawn_slots = _spawn_slots()
     await spawn_slots.acquire()
     try:
