@@ -23,7 +23,7 @@ from ._schema import (
     complete_node,
     def_name,
     map_subschemas,
-    merge_all,
+    merge_all_inlining,
     merge_schemas,
     pointer,
     render,
@@ -111,11 +111,16 @@ class _GeminiConverter:
             return self._ref(node, path, stack)
         if "allOf" in node:
             rest = {k: v for k, v in node.items() if k != "allOf"}
-            merged, conflicts = merge_all(rest, node["allOf"], self._resolve)
+            merged, conflicts, inlined = merge_all_inlining(rest, node["allOf"], self._resolve)
             for conflict in conflicts:
                 self._notes.add(pointer(path, "allOf"), NoteAction.MERGED, f"allOf merged; lost: {conflict}")
             merged.pop("allOf", None)
-            return self.convert(merged, path, stack)
+            # A ref the merge inlined is an unroll like any other: counted, and cut past the limit.
+            names = tuple(def_name(ref) for ref in inlined)
+            for name in names:
+                if stack.count(name) >= GEMINI_MAX_UNROLL:
+                    return self._cut(name, self._defs.get(name), rest, path)
+            return self.convert(merged, path, (*stack, *names))
         types = schema_types(node)
         nullable = "null" in types
         types = [t for t in types if t != "null"]
@@ -148,22 +153,26 @@ class _GeminiConverter:
         target = self._defs.get(name)
         siblings = {k: v for k, v in node.items() if k != "$ref"}
         if target is None or stack.count(name) >= GEMINI_MAX_UNROLL or self._count > GEMINI_NODE_BUDGET:
-            if target is not None and stack.count(name) >= GEMINI_MAX_UNROLL:
-                detail = f"recursive {name!r} unrolled {GEMINI_MAX_UNROLL} times, then given as JSON text"
-                self._notes.add(path, NoteAction.RECURSION_CUT, detail)
-            else:
-                self._notes.add(path, NoteAction.PLACEHOLDER, f"{name!r} not inlined (schema too large)")
-            described = dict(siblings)
-            if "description" not in described and isinstance((target or {}).get("description"), str):
-                described["description"] = (target or {})["description"]
-            out = self._placeholder(described, path, f"a {name} value, given as JSON text")
-            if "null" in schema_types(siblings):
-                out["nullable"] = True
-            return out
+            return self._cut(name, target, siblings, path, recursive=stack.count(name) >= GEMINI_MAX_UNROLL)
         merged, conflicts = merge_schemas(siblings, target)
         for conflict in conflicts:
             self._notes.add(path, NoteAction.MERGED, f"$ref {name!r} and its siblings disagree: {conflict}")
         return self.convert(merged, path, (*stack, name))
+
+    def _cut(self, name: str, target: Schema | None, siblings: Schema, path: str, *, recursive: bool = True) -> Schema:
+        """A ref not inlined: a string asking for the value as JSON text, reported."""
+        if target is not None and recursive:
+            detail = f"recursive {name!r} unrolled {GEMINI_MAX_UNROLL} times, then given as JSON text"
+            self._notes.add(path, NoteAction.RECURSION_CUT, detail)
+        else:
+            self._notes.add(path, NoteAction.PLACEHOLDER, f"{name!r} not inlined (schema too large)")
+        described = dict(siblings)
+        if "description" not in described and isinstance((target or {}).get("description"), str):
+            described["description"] = (target or {})["description"]
+        out = self._placeholder(described, path, f"a {name} value, given as JSON text")
+        if "null" in schema_types(siblings):
+            out["nullable"] = True
+        return out
 
     def _union(self, node: Schema, path: str, stack: tuple[str, ...], types: list[str], nullable: bool) -> Schema:
         branches: list[Schema] = []

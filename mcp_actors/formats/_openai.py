@@ -19,7 +19,7 @@ from ._schema import (
     Schema,
     add_description,
     def_name,
-    merge_all,
+    merge_all_inlining,
     merge_schemas,
     pointer,
     reachable_defs,
@@ -146,10 +146,14 @@ class _StrictConverter:
             return self.convert(merged, path, (*stack, name), root=root)
         if "allOf" in node:
             rest = {k: v for k, v in node.items() if k != "allOf"}
-            merged, conflicts = merge_all(rest, node["allOf"], self._resolve)
+            merged, conflicts, inlined = merge_all_inlining(rest, node["allOf"], self._resolve)
             if conflicts or "allOf" in merged:
                 raise Unstrictable(path, f"an allOf that does not merge ({conflicts[0] if conflicts else 'recursion'})")
-            return self.convert(merged, path, stack, root=root)
+            names = tuple(def_name(ref) for ref in inlined)
+            for name in names:
+                if name in stack:  # as for a $ref with siblings: inlining it again would never end
+                    raise Unstrictable(path, f"a recursive $ref {name!r} inside allOf")
+            return self.convert(merged, path, (*stack, *names), root=root)
         out: Schema = {}
         extras: list[str] = []
         if isinstance(node.get("description"), str):

@@ -38,6 +38,7 @@ __all__ = [
     "def_name",
     "map_subschemas",
     "merge_all",
+    "merge_all_inlining",
     "merge_schemas",
     "normalise_input_schema",
     "pointer",
@@ -294,8 +295,23 @@ def merge_all(
     Returns:
         The merged schema and the conflicts met (empty when nothing was lost).
     """
+    merged, conflicts, _inlined = merge_all_inlining(base, branches, resolve)
+    return merged, conflicts
+
+
+def merge_all_inlining(
+    base: Schema,
+    branches: list[Any],
+    resolve: Callable[[str], Schema | None],
+) -> tuple[Schema, list[str], tuple[str, ...]]:
+    """:func:`merge_all`, and the refs whose definitions it inlined, in order.
+
+    A converter that inlines refs and counts how often each recursive definition was
+    expanded along a path must count these too: a ``$ref`` inside an ``allOf`` is inlined
+    here, and the merged node can hold the same ``allOf`` again (a ref back to the root).
+    """
     conflicts: list[str] = []
-    expanded: set[str] = set()
+    expanded: dict[str, None] = {}
 
     def expand(node: Schema) -> tuple[Schema, list[Any]]:
         node = dict(node)
@@ -308,7 +324,7 @@ def merge_all(
             target = resolve(ref)
             if target is None:
                 return node, more
-            expanded.add(ref)
+            expanded[ref] = None
             del node["$ref"]
             target = dict(target)
             more = list(target.pop("allOf", [])) + more
@@ -329,7 +345,7 @@ def merge_all(
         if "$ref" in result:
             result, more = expand(result)
             queue.extend(more)
-    return result, conflicts
+    return result, conflicts, tuple(expanded)
 
 
 _SUB_ONE: Final = (

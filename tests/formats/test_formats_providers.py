@@ -286,6 +286,33 @@ def test_gemini_cuts_recursion_with_a_described_string() -> None:
     }
 
 
+def test_gemini_cuts_recursion_through_an_allof_ref() -> None:
+    """A ``$ref`` back to the root inside an ``allOf`` is unrolled a bounded number of times.
+
+    Found by the hypothesis test in a CI run (round 15): the ``allOf`` merge inlined the
+    root without counting it as an unroll, and the conversion recursed until Python's
+    recursion limit. Now it is cut like any recursive ref, and reported.
+    """
+    schema = {
+        "type": "object",
+        "properties": {"": {"anyOf": [{}, {}], "allOf": [{}, {"type": "string", "$ref": "#"}]}},
+    }
+    declaration, notes = gemini_parameters(make_tool(schema, name="loop"))
+    assert declaration["parameters"]["type"] == "object"
+    assert notes_at(notes, NoteAction.RECURSION_CUT)
+
+
+@pytest.mark.parametrize("opts", [{}, {"strict": True}, {"api": "responses"}])
+def test_openai_converts_an_allof_ref_back_to_the_root(opts: dict[str, Any]) -> None:
+    """The same schema through OpenAI's profiles: converted (or left loose in strict mode), never a crash."""
+    schema = {
+        "type": "object",
+        "properties": {"": {"anyOf": [{}, {}], "allOf": [{}, {"type": "string", "$ref": "#"}]}},
+    }
+    definitions, _ = convert_and_check("openai", opts, [make_tool(schema, name="loop")])
+    assert len(definitions) == 1
+
+
 def test_gemini_enums_are_strings_and_formats_limited() -> None:
     """Non-string enums, formats other than enum/date-time, and unsupported keywords are restated."""
     declaration, notes = gemini_parameters(handwritten("gemini_unsupported"))
