@@ -59,7 +59,9 @@ def test_a_stopped_server_shows_in_p99_of_the_open_model(capsys: pytest.CaptureF
         "--chaos", "stop-every=1.5s,stop-for=1s",
     )  # fmt: skip
     (outage,) = doc["chaos"]["outages"]
-    assert outage["kind"] == "stop" and outage["resumed_at"] - outage["at"] == pytest.approx(1.0, abs=0.2)
+    # Never shorter than asked (figures rounded to the ms); longer by however late a loaded
+    # machine runs the loop after the 1 s sleep (1.21 s once, under two suites at once).
+    assert outage["kind"] == "stop" and 0.99 <= outage["resumed_at"] - outage["at"] < 3.0
     assert outage["errors"] == 0 and outage["time_to_recovery"] >= 0.9
     # About a third of the calls were intended while it was stopped: p90 and p99 carry the queue.
     assert doc["summary"]["latency_ms"]["p99"] > 800
