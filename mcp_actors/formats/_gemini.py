@@ -111,15 +111,14 @@ class _GeminiConverter:
             return self._ref(node, path, stack)
         if "allOf" in node:
             rest = {k: v for k, v in node.items() if k != "allOf"}
-            merged, conflicts, inlined = merge_all_inlining(rest, node["allOf"], self._resolve)
+            merged, conflicts, names = merge_all_inlining(rest, node["allOf"], self._resolve)
             for conflict in conflicts:
                 self._notes.add(pointer(path, "allOf"), NoteAction.MERGED, f"allOf merged; lost: {conflict}")
             merged.pop("allOf", None)
             # A ref the merge inlined is an unroll like any other: counted, and cut past the limit.
-            names = tuple(def_name(ref) for ref in inlined)
             for name in names:
                 if stack.count(name) >= GEMINI_MAX_UNROLL:
-                    return self._cut(name, self._defs.get(name), rest, path)
+                    return self._cut(name, self._defs.get(name), rest, path, recursive=True)
             return self.convert(merged, path, (*stack, *names))
         types = schema_types(node)
         nullable = "null" in types
@@ -159,7 +158,7 @@ class _GeminiConverter:
             self._notes.add(path, NoteAction.MERGED, f"$ref {name!r} and its siblings disagree: {conflict}")
         return self.convert(merged, path, (*stack, name))
 
-    def _cut(self, name: str, target: Schema | None, siblings: Schema, path: str, *, recursive: bool = True) -> Schema:
+    def _cut(self, name: str, target: Schema | None, siblings: Schema, path: str, *, recursive: bool) -> Schema:
         """A ref not inlined: a string asking for the value as JSON text, reported."""
         if target is not None and recursive:
             detail = f"recursive {name!r} unrolled {GEMINI_MAX_UNROLL} times, then given as JSON text"

@@ -146,10 +146,9 @@ class _StrictConverter:
             return self.convert(merged, path, (*stack, name), root=root)
         if "allOf" in node:
             rest = {k: v for k, v in node.items() if k != "allOf"}
-            merged, conflicts, inlined = merge_all_inlining(rest, node["allOf"], self._resolve)
+            merged, conflicts, names = merge_all_inlining(rest, node["allOf"], self._resolve)
             if conflicts or "allOf" in merged:
                 raise Unstrictable(path, f"an allOf that does not merge ({conflicts[0] if conflicts else 'recursion'})")
-            names = tuple(def_name(ref) for ref in inlined)
             for name in names:
                 if name in stack:  # as for a $ref with siblings: inlining it again would never end
                     raise Unstrictable(path, f"a recursive $ref {name!r} inside allOf")

@@ -304,7 +304,7 @@ def merge_all_inlining(
     branches: list[Any],
     resolve: Callable[[str], Schema | None],
 ) -> tuple[Schema, list[str], tuple[str, ...]]:
-    """:func:`merge_all`, and the refs whose definitions it inlined, in order.
+    """:func:`merge_all`, and the ``$defs`` names of the definitions it inlined, in order.
 
     A converter that inlines refs and counts how often each recursive definition was
     expanded along a path must count these too: a ``$ref`` inside an ``allOf`` is inlined
@@ -345,7 +345,7 @@ def merge_all_inlining(
         if "$ref" in result:
             result, more = expand(result)
             queue.extend(more)
-    return result, conflicts, tuple(expanded)
+    return result, conflicts, tuple(def_name(ref) for ref in expanded)
 
 
 _SUB_ONE: Final = (
