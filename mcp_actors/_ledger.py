@@ -44,10 +44,8 @@ LEDGER_VERSION = 1
 LEDGER_GLOB = "host-*.json"
 # A temporary ledger file older than this is debris of a host that died mid-write.
 _STALE_TMP_AGE = 60.0
-SETTLE = 0.05
-"""Seconds without a change after which a background write goes ahead (see :class:`LedgerWriter`)."""
-MAX_DELAY = 0.25
-"""Seconds a change waits for its write at most, however long its burst goes on.
+SETTLE = 0.25
+"""Seconds a change waits for its background write, with every change after it (see :class:`LedgerWriter`).
 
 A server's PID reaches the disk up to this much later; the file already names the host's
 marker, by which a sweep finds the server anyway."""
@@ -168,26 +166,24 @@ class LedgerWriter:
     ``ProcessTracker.start_safety_net``), which is what a sweep kills by; an entry that
     reaches the disk a moment after its spawn only adds the PID and group.
 
-    A drain writes once the changes have stopped for *settle* seconds, and at the latest
-    *max_delay* seconds after the oldest change not yet written. Twenty servers starting
-    register one by one, a few milliseconds apart, over 50-200 ms on a busy machine, and
-    each write (a handful of file-system calls, ~0.3-0.7 ms of CPU) takes the GIL from the
-    event loop in the middle of those starts: with no wait a 20-server start cost 23-25
-    writes (docs/performance.md, round 10), with one wait of *settle* after the first
-    change still 5-15 (round 16); waiting for the burst to go quiet costs one to three.
+    A write waits *settle* seconds after the oldest change it carries, and carries every
+    change made meanwhile: twenty servers starting register one by one over 50-200 ms on a
+    busy machine, and their registrations reach the disk in one write or two. The worker
+    wakes once per write: each wake in the middle of a start takes the GIL from the busy
+    event loop, and waking to see whether a burst had gone quiet (every 50 ms) cost a
+    20-server start ~5 ms of CPU more than one late write (docs/performance.md, round 16).
+    With no wait a start cost 23-25 writes (round 10), with one of 20 ms 5-15 (round 16).
     :meth:`flush` does not wait.
 
     Args:
         ledger: The file to write.
-        settle: Seconds without a change after which a drain writes.
-        max_delay: Seconds after the oldest unwritten change by which a drain writes anyway.
+        settle: Seconds a change waits for its write.
         clock: Monotonic seconds (for tests).
         sleep: Blocks for seconds, in the drain's thread (for tests).
     """
 
     ledger: Ledger
     settle: float = attrs.field(default=SETTLE, kw_only=True)
-    max_delay: float = attrs.field(default=MAX_DELAY, kw_only=True)
     _clock: Callable[[], float] = attrs.field(default=time.monotonic, kw_only=True, alias="clock")
     _sleep: Callable[[float], None] = attrs.field(default=time.sleep, kw_only=True, alias="sleep")
     _state: threading.Lock = attrs.field(factory=threading.Lock, init=False)
@@ -195,8 +191,6 @@ class LedgerWriter:
     _pending: Iterable[Entry] | None = attrs.field(default=None, init=False)
     _oldest: float = attrs.field(default=0.0, init=False)
     """When the oldest unwritten change came (the clock's seconds)."""
-    _newest: float = attrs.field(default=0.0, init=False)
-    """When the newest change came."""
     _draining: bool = attrs.field(default=False, init=False)
 
     def submit(self, entries: Iterable[Entry], *, wait: bool) -> None:
@@ -211,10 +205,8 @@ class LedgerWriter:
         here, as with ``wait``.
         """
         with self._state:
-            now = self._clock()
             if self._pending is None:
-                self._oldest = now
-            self._newest = now
+                self._oldest = self._clock()
             self._pending = entries
             if not wait:
                 if self._draining:
@@ -247,8 +239,8 @@ class LedgerWriter:
     def _drain(self) -> None:
         """The worker's job: write until nothing is pending (a submit meanwhile is picked up here).
 
-        Each write waits for its burst to go quiet (*settle*), never longer than *max_delay*
-        after the oldest change it carries; a :meth:`flush` meanwhile writes at once.
+        Each write waits until *settle* after the oldest change it carries: one sleep per
+        write. A :meth:`flush` meanwhile writes at once.
         """
         try:
             while True:
@@ -256,7 +248,7 @@ class LedgerWriter:
                     if self._pending is None:
                         self._draining = False
                         return
-                    wait = min(self._newest + self.settle, self._oldest + self.max_delay) - self._clock()
+                    wait = self._oldest + self.settle - self._clock()
                 if wait > 0:
                     self._sleep(wait)
                     continue
