@@ -23,7 +23,9 @@ seconds do not move as much.
 
 For a shape with more servers than cores every core is busy throughout, and the run also
 splits the start's core-time into the servers' CPU, the client's and what stayed idle, and
-gives the wall-time ratio with the servers' CPU held equal (:func:`core_time_notes`).
+gives the wall-time ratio with the servers' CPU held equal (:func:`core_time_notes`). For
+the fixed cost (one light server) it also gives the paired difference with each round's
+wall time less its server's own CPU (:func:`fixed_cost_note`).
 
 ``--shapes`` measures only the named shapes (``demo_one``, ``demo_many``, ``light_one``,
 ``light_many``, ``everything_many``): ``--shapes light_one --rounds 30`` gives the fixed
@@ -47,6 +49,7 @@ from benchmarks._peers import Contender
 __all__ = [
     "client_cpu_note",
     "core_time_notes",
+    "fixed_cost_note",
     "main",
     "median_interval",
     "paired",
@@ -249,6 +252,30 @@ def core_time_notes(metric: Metric, what: str, cores: int) -> list[str]:
     ]
 
 
+def fixed_cost_note(metric: Metric) -> str | None:
+    """The fixed cost with each round's wall time less its server's own CPU, paired by round.
+
+    One server on a machine of two cores or more starts on a core of its own: its start is
+    its own CPU (a light server's ~85 ms, which swings by ~10 ms from one start to the next
+    with any client, docs/performance.md, round 16) plus what the client adds in front of
+    it and around it (its own start, the spawn, the handshake's waits). Taking each
+    round's server CPU out of its wall time leaves the client's part, which a round moves
+    by a millisecond or two where its wall time moves by tens. ``None`` when a contender's
+    rounds carry no servers' CPU.
+    """
+    ours, raw = _core_time(metric, "ours"), _core_time(metric, RAW_KEY)
+    if not ours or not raw or len(ours) != len(raw):
+        return None
+    diffs = [((a[0] - a[1]) - (b[0] - b[1])) * 1000 for a, b in zip(ours, raw, strict=True)]
+    low, high = median_interval(diffs)
+    return (
+        "fixed cost with each round's wall time less its server's CPU (1 light server): mcp-actors "
+        f"{statistics.median(diffs):+.1f} ms over the raw SDK paired by round, "
+        f"95 % interval [{low:+.1f}, {high:+.1f}]; "
+        f"goal <= {FIXED_COST_GOAL_MS:g} ms: {verdict_of_interval((low, high), FIXED_COST_GOAL_MS)}"
+    )
+
+
 def select_shapes(
     shapes: list[tuple[str, str, list[str], int]], keys: Sequence[str] | None
 ) -> list[tuple[str, str, list[str], int]]:
@@ -330,6 +357,9 @@ def run(bench: Bench, shape_keys: Sequence[str] | None = None) -> dict[str, Any]
             paired(metrics["light_one"], "ours", RAW_KEY, lambda a, b: (a - b) * 1000),
             FIXED_COST_GOAL_MS,
         )
+        without_server = fixed_cost_note(metrics["light_one"])
+        if without_server is not None:
+            bench.notes.append(without_server)
         # One server's start is bimodal on a shared machine (for every client: two modes ~30 ms
         # apart), which moves a median by up to the gap; the fastest start of each shows the
         # client's own part without that noise. Printed beside the goal's median, not instead.

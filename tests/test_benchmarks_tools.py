@@ -309,3 +309,35 @@ def test_startup_core_time_notes_hold_the_servers_cpu_equal() -> None:
     bare.add_value("ours", 0.7, {"seconds": 0.7, "cpu_seconds": 0.05})
     bare.add_value(RAW_KEY, 0.7, {"seconds": 0.7, "cpu_seconds": 0.05})
     assert core_time_notes(bare, "x", 2) == []
+
+
+def test_startup_fixed_cost_note_takes_each_rounds_server_cpu_out_of_its_wall_time() -> None:
+    """benchmarks.startup.fixed_cost_note: one server's start is its own CPU (on a core of its
+    own) plus what the client adds; the server's CPU swings by ~10 ms from start to start
+    (round 16), so the wall times' difference scatters, and the rest does not.
+
+    Ours adds 6 ms to every start, the raw SDK 0; the server's CPU swings differently under
+    each: the plain paired differences spread over ±20 ms, the note's figure is 6.0 ms."""
+    from benchmarks._common import RAW_KEY, Metric
+    from benchmarks.startup import fixed_cost_note
+
+    metric = Metric(key="light_one", title="1 light server", unit="s")
+    swings = [0.0, 0.012, -0.008, 0.004, 0.010, -0.002, 0.008, -0.012, 0.002, 0.006]
+    for index, swing in enumerate(swings):
+        for key, added, servers in (("ours", 0.006, 0.085 + swing), (RAW_KEY, 0.0, 0.085 - swings[-1 - index])):
+            wall = servers + 0.004 + added  # the raw SDK's own part: 4 ms
+            extra = {"seconds": wall, "cpu_seconds": 0.005, "helpers_cpu_seconds": 0.0}
+            metric.add_value(key, wall, {**extra, "servers_cpu_seconds": servers})
+    metric.finish()
+    note = fixed_cost_note(metric)
+    assert note is not None
+    assert note.startswith("fixed cost with each round's wall time less its server's CPU (1 light server): ")
+    assert "mcp-actors +6.0 ms over the raw SDK paired by round, 95 % interval [+6.0, +6.0]" in note
+    assert note.endswith("goal <= 10 ms: met")
+    walls = metric.results["ours"]["values"], metric.results[RAW_KEY]["values"]
+    plain = [(a - b) * 1000 for a, b in zip(*walls, strict=True)]
+    assert max(plain) - min(plain) > 15  # the plain differences scatter
+    bare = Metric(key="light_one", title="1 light server", unit="s")
+    bare.add_value("ours", 0.09, {"seconds": 0.09, "cpu_seconds": 0.005})
+    bare.add_value(RAW_KEY, 0.09, {"seconds": 0.09, "cpu_seconds": 0.005})
+    assert fixed_cost_note(bare) is None  # no servers' CPU in the rounds: no note
