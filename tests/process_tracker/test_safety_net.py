@@ -25,6 +25,11 @@ if TYPE_CHECKING:
 BOUND = 30.0
 
 
+def _host_ledger(tmp_path: Path) -> _ledger.Ledger:
+    """A ledger of this process (as its host) in ``tmp_path``."""
+    return _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+
+
 def ledger_contents(tracker: ProcessTracker) -> dict[str, object]:
     tracker.flush_ledger()
     contents: dict[str, object] = json.loads(tracker.ledger_path.read_text())
@@ -177,7 +182,7 @@ def test_a_removed_ledger_is_never_written_again_by_a_late_write(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A change still pending when the ledger is removed (a clean exit) is dropped, not written after."""
-    ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+    ledger = _host_ledger(tmp_path)
     writer = _ledger.LedgerWriter(ledger)
     started, release = threading.Event(), threading.Event()
     write = _ledger.Ledger.write
@@ -209,7 +214,7 @@ def test_a_write_that_raises_is_logged_and_the_next_change_is_still_written(
 ) -> None:
     """A bug in a background write (not an I/O error: those Ledger.write logs itself) must not
     leave the writer believing a drain still runs: the next change starts a new one."""
-    ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+    ledger = _host_ledger(tmp_path)
     writer = _ledger.LedgerWriter(ledger)
     write = _ledger.Ledger.write
     calls: list[int] = []
@@ -244,7 +249,7 @@ def test_without_a_thread_to_start_a_change_is_written_in_place(
 ) -> None:
     """A registration never raises for want of a thread (the process is at its thread limit):
     the ledger is written in the caller's thread, and the next change tries a worker again."""
-    ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+    ledger = _host_ledger(tmp_path)
     writer = _ledger.LedgerWriter(ledger)
     start_thread_soon = trio.lowlevel.start_thread_soon
     refusals: list[int] = []
@@ -285,7 +290,7 @@ class _HeldClock:
     """A writer's clock and sleep, moved by the test: each sleep waits until the test ends it.
 
     ``sleeping`` gets the seconds of each sleep the drain begins; :meth:`wake` ends the
-    sleep in progress with the clock at ``at`` (at least where the sleep would have ended).
+    sleep in progress with the clock where it would have ended.
     """
 
     def __init__(self) -> None:
@@ -306,8 +311,8 @@ class _HeldClock:
     def next_sleep(self) -> float:
         return self.sleeping.get(timeout=BOUND)
 
-    def wake(self, at: float | None = None) -> None:
-        self.now = max(self._until, at if at is not None else self._until)
+    def wake(self) -> None:
+        self.now = self._until
         self._woken.set()
 
 
@@ -337,7 +342,7 @@ def test_a_burst_within_the_settle_is_one_write_after_one_sleep(
     wakes once for it. Each wake in the middle of a start takes the GIL from the busy event
     loop: waking every 50 ms to see whether the burst had gone quiet cost a 20-server start
     ~5 ms of CPU (docs/performance.md, round 16). Fails on 68d3010 (a second sleep)."""
-    ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+    ledger = _host_ledger(tmp_path)
     clock = _HeldClock()
     writer = _ledger.LedgerWriter(ledger, settle=1.0, clock=clock.monotonic, sleep=clock.sleep)
     written, wrote = _written_pids(monkeypatch)
@@ -356,7 +361,7 @@ def test_a_burst_within_the_settle_is_one_write_after_one_sleep(
 def test_a_change_during_a_write_waits_its_own_settle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A change that comes while a write is under way is not written straight after it (two
     writes back to back in the middle of a start, as before round 16) but a settle after it came."""
-    ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+    ledger = _host_ledger(tmp_path)
     clock = _HeldClock()
     writer = _ledger.LedgerWriter(ledger, settle=1.0, clock=clock.monotonic, sleep=clock.sleep)
     write = _ledger.Ledger.write
@@ -390,7 +395,7 @@ def test_a_change_during_a_write_waits_its_own_settle(tmp_path: Path, monkeypatc
 
 def test_flush_writes_at_once_without_waiting_out_the_settle(tmp_path: Path) -> None:
     """The exit path and ``flush_ledger`` must not wait for a burst to settle."""
-    ledger = _ledger.Ledger(path=tmp_path / "host-x.json", host=Target(os.getpid(), 1.0, os.getpid()), marker="x")
+    ledger = _host_ledger(tmp_path)
     writer = _ledger.LedgerWriter(ledger, settle=BOUND)
     writer.submit([_ledger.Entry(target=Target(101, 1.0, 101), label="a")], wait=False)
     writer.flush()
