@@ -30,8 +30,9 @@ more, in the caller's own task:
   connect timeout) and read (silence on a response, the read timeout). A timeout is not a
   network failure: the caller decides what it means.
 * **Cost**: plain TCP goes straight to the socket (one ``os.write`` from the caller's task,
-  one park in ``wait_readable`` per read), one cancel scope per exchange: about what the
-  hand-written floor client spends (docs/performance.md).
+  one park in ``wait_readable`` per read; with other requests to the origin in flight, one
+  checkpoint and a read that usually finds the answer in), one cancel scope per exchange:
+  about what the hand-written floor client spends (docs/performance.md).
 * **TLS** (``https://``) through :class:`trio.SSLStream` with the SSL context httpx would
   build (``httpx2.create_ssl_context()``: ``SSL_CERT_FILE``, ``SSL_CERT_DIR``, the system's
   store), the host as ``server_hostname``, ALPN ``http/1.1``.
@@ -532,6 +533,12 @@ async def _read_head(
     """
     per_read = None if scope is not None or bounded else timeout
     buffer = connection.buffer
+    pool = connection.pool
+    # Other requests to this origin in flight: let their tasks run once before the first read,
+    # and this answer is usually in by then (as trio's sockets find it after their send's
+    # checkpoint): a read, where parking in wait_readable costs an epoll_ctl and an event.
+    # Alone, the answer cannot be in yet: wait for it at once.
+    hopeful = pool is not None and pool.open_count - len(pool.idle) > 1
     while True:
         end, start = _head_end(buffer) if buffer else (-1, -1)  # (empty, usually: a call less)
         while end < 0:
@@ -545,10 +552,14 @@ async def _read_head(
                     # _receive and the connection's receive, inline for plain TCP: every suspension
                     # and resumption passes through each coroutine frame, so two fewer count twice.
                     try:
-                        await trio.lowlevel.wait_readable(connection.fd)
+                        if hopeful and not buffer:
+                            hopeful = False
+                            await trio.lowlevel.checkpoint()
+                        else:
+                            await trio.lowlevel.wait_readable(connection.fd)
                         data = os.read(connection.fd, _CHUNK)
                     except BlockingIOError:
-                        continue  # a spurious wake-up: wait again
+                        continue  # not in yet (or a spurious wake-up): wait for it
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                         raise _read_failed(connection, exc, method, url) from None
                 else:

@@ -35,6 +35,9 @@ from mcp_actors._http11 import (
     NetworkError,
     ProtocolError,
     Url,
+    _Connection,
+    _Pool,
+    _read_head,
 )
 
 BOUND = 30  # generous: every exchange here takes milliseconds on an idle machine
@@ -618,6 +621,68 @@ async def test_a_stated_bound_is_taken_at_its_word(mock_clock: trio.testing.Mock
         assert net.cancelled_caught
         assert trio.current_time() - start == pytest.approx(100.0)
         client.close()
+
+
+@contextlib.contextmanager
+def counting_socket_waits(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """Count the parks in ``trio.lowlevel.wait_readable`` (the client looks it up at each read)."""
+    parks: list[int] = []
+    wait_readable = trio.lowlevel.wait_readable
+
+    async def counted(fd: Any) -> None:
+        parks.append(fd)
+        await wait_readable(fd)
+
+    monkeypatch.setattr(trio.lowlevel, "wait_readable", counted)
+    yield parks
+
+
+def connection_in_flight(busy: int) -> tuple[_Connection, trio.socket.SocketType]:
+    """A connection (the client's end of a socket pair) of a pool with ``busy`` requests in flight; the peer's end."""
+    ours, peer = trio.socket.socketpair()
+    pool = _Pool(HttpClient(), Url.parse("http://127.0.0.1:1/"), None, open_count=busy)
+    connection = _Connection(ours, pool=pool)
+    return connection, peer
+
+
+@pytest.mark.parametrize(("busy", "parks"), [(2, 0), (1, 1)], ids=["others-in-flight", "alone"])
+async def test_an_answer_already_in_is_read_without_a_park_when_others_are_in_flight(
+    monkeypatch: pytest.MonkeyPatch, busy: int, parks: int
+) -> None:
+    """With other requests to the origin in flight, the first read of an answer follows a
+    checkpoint and finds the answer there: no park in wait_readable (its epoll_ctl and event).
+    A request alone parks at once, as its answer cannot be in yet."""
+    connection, peer = connection_in_flight(busy)
+    await peer.send(answer(b"ok"))
+    with counting_socket_waits(monkeypatch) as waits, trio.fail_after(BOUND):
+        status, _, _, headers = await _read_head(
+            connection, 5.0, "POST", Url.parse("http://127.0.0.1:1/"), bounded=True
+        )
+    assert (status, headers) == (200, [("content-length", "2")])
+    assert bytes(connection.buffer) == b"ok"
+    assert len(waits) == parks
+    connection.close()
+    peer.close()
+
+
+async def test_an_answer_not_in_yet_after_the_checkpoint_is_waited_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Others in flight, but this answer not in after the checkpoint: the read finds nothing
+    and the request parks until the answer comes, then reads it whole."""
+    connection, peer = connection_in_flight(3)
+    got: list[int] = []
+
+    async def read() -> None:
+        got.append((await _read_head(connection, 5.0, "POST", Url.parse("http://127.0.0.1:1/"), bounded=True))[0])
+
+    with counting_socket_waits(monkeypatch) as waits, trio.fail_after(BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(read)
+            await trio.testing.wait_all_tasks_blocked()
+            assert waits == [connection.fd] and not got  # parked, after a read that found nothing
+            await peer.send(answer(b"late"))
+    assert got == [200] and bytes(connection.buffer) == b"late"
+    connection.close()
+    peer.close()
 
 
 async def test_connect_refused_is_connect_failed() -> None:
