@@ -92,6 +92,10 @@ _HEADER_CACHE: Final = 64
 _FRESH: Final = 1.0
 """Seconds a pooled connection is taken without asking the socket whether the server closed it."""
 _DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+_HOPE_MISSES: Final = 8
+"""Reads-first in a row that found no answer (a server slower than us) before a pool stops trying them."""
+_HOPE_PROBE: Final = 32
+"""Requests that park at once after that, before one read-first tries again."""
 
 
 class HttpError(Exception):
@@ -339,7 +343,28 @@ class _Pool:
     idle: list[_Connection] = attrs.field(factory=list)
     open_count: int = 0
     """Connections open or being opened (at most :data:`MAX_CONNECTIONS`)."""
+    misses: int = 0
+    """Reads-first in a row that found no answer (see :meth:`hopeful`)."""
     _room: trio.lowlevel.ParkingLot = attrs.field(factory=trio.lowlevel.ParkingLot)
+
+    def hopeful(self) -> bool:
+        """Whether a request's first read should follow one checkpoint instead of a park.
+
+        Worth it only while other requests to this origin are in flight (their tasks run in
+        that checkpoint, and the answer comes in meanwhile) and while it keeps finding the
+        answer: after :data:`_HOPE_MISSES` misses in a row (a server slower than us: each
+        miss costs the checkpoint and a failed read) requests park at once, and every
+        :data:`_HOPE_PROBE`-th of them tries again.
+        """
+        if self.open_count - len(self.idle) < 2:
+            return False
+        if self.misses < _HOPE_MISSES:
+            return True
+        self.misses += 1
+        if self.misses < _HOPE_MISSES + _HOPE_PROBE:
+            return False
+        self.misses = _HOPE_MISSES - 1  # one try: a miss parks the next ones again, a hit resets
+        return True
 
     def released(self) -> None:
         self.open_count -= 1
@@ -537,8 +562,7 @@ async def _read_head(
     # Other requests to this origin in flight: let their tasks run once before the first read,
     # and this answer is usually in by then (as trio's sockets find it after their send's
     # checkpoint): a read, where parking in wait_readable costs an epoll_ctl and an event.
-    # Alone, the answer cannot be in yet: wait for it at once.
-    hopeful = pool is not None and pool.open_count - len(pool.idle) > 1
+    hope = pool if pool is not None and per_read is None and connection.tls is None and pool.hopeful() else None
     while True:
         end, start = _head_end(buffer) if buffer else (-1, -1)  # (empty, usually: a call less)
         while end < 0:
@@ -552,14 +576,20 @@ async def _read_head(
                     # _receive and the connection's receive, inline for plain TCP: every suspension
                     # and resumption passes through each coroutine frame, so two fewer count twice.
                     try:
-                        if hopeful and not buffer:
-                            hopeful = False
+                        if hope is not None:
+                            hoped, hope = hope, None
                             await trio.lowlevel.checkpoint()
+                            try:
+                                data = os.read(connection.fd, _CHUNK)
+                            except BlockingIOError:
+                                hoped.misses += 1
+                                continue  # not in yet: wait for it
+                            hoped.misses = 0
                         else:
                             await trio.lowlevel.wait_readable(connection.fd)
-                        data = os.read(connection.fd, _CHUNK)
+                            data = os.read(connection.fd, _CHUNK)
                     except BlockingIOError:
-                        continue  # not in yet (or a spurious wake-up): wait for it
+                        continue  # a spurious wake-up: wait again
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                         raise _read_failed(connection, exc, method, url) from None
                 else:

@@ -25,6 +25,8 @@ import trio.testing
 
 from mcp_actors._http11 import (
     _FRESH,
+    _HOPE_MISSES,
+    _HOPE_PROBE,
     MAX_CONNECTIONS,
     MAX_HEAD_BYTES,
     ConnectFailed,
@@ -653,6 +655,8 @@ async def test_an_answer_already_in_is_read_without_a_park_when_others_are_in_fl
     checkpoint and finds the answer there: no park in wait_readable (its epoll_ctl and event).
     A request alone parks at once, as its answer cannot be in yet."""
     connection, peer = connection_in_flight(busy)
+    assert connection.pool is not None
+    connection.pool.misses = 3  # a hit forgets earlier misses
     await peer.send(answer(b"ok"))
     with counting_socket_waits(monkeypatch) as waits, trio.fail_after(BOUND):
         status, _, _, headers = await _read_head(
@@ -661,6 +665,7 @@ async def test_an_answer_already_in_is_read_without_a_park_when_others_are_in_fl
     assert (status, headers) == (200, [("content-length", "2")])
     assert bytes(connection.buffer) == b"ok"
     assert len(waits) == parks
+    assert connection.pool.misses == (0 if busy > 1 else 3)
     connection.close()
     peer.close()
 
@@ -681,8 +686,28 @@ async def test_an_answer_not_in_yet_after_the_checkpoint_is_waited_for(monkeypat
             assert waits == [connection.fd] and not got  # parked, after a read that found nothing
             await peer.send(answer(b"late"))
     assert got == [200] and bytes(connection.buffer) == b"late"
+    assert connection.pool is not None and connection.pool.misses == 1
     connection.close()
     peer.close()
+
+
+def test_a_pool_whose_reads_first_keep_missing_parks_at_once_and_probes_now_and_then() -> None:
+    """Against a server slower than us every read-first misses (a checkpoint and a failed
+    read for nothing): after _HOPE_MISSES misses in a row requests park at once, and every
+    _HOPE_PROBE-th tries again; a hit makes the pool hopeful again. Alone, never."""
+    pool = _Pool(HttpClient(), Url.parse("http://127.0.0.1:1/"), None, open_count=1)
+    assert not pool.hopeful() and pool.misses == 0
+    pool.open_count = 5
+    assert all(pool.hopeful() for _ in range(50))  # no misses: always
+    pool.misses = _HOPE_MISSES  # that many misses in a row
+    tries = []
+    for _ in range(3 * _HOPE_PROBE):
+        tries.append(pool.hopeful())
+        if tries[-1]:
+            pool.misses += 1  # the probe's read-first missed too
+    assert [i for i, hoped in enumerate(tries) if hoped] == [_HOPE_PROBE - 1, 2 * _HOPE_PROBE - 1, 3 * _HOPE_PROBE - 1]
+    pool.misses = 0  # a probe's read-first found its answer
+    assert pool.hopeful()
 
 
 async def test_connect_refused_is_connect_failed() -> None:
