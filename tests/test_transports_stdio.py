@@ -115,3 +115,42 @@ async def test_a_burst_of_spawns_runs_at_once_up_to_the_cap() -> None:
     assert started == count
     assert twenty_together.is_set()
     assert most == cap, most
+
+
+async def test_a_server_gets_the_hosts_environment_of_its_spawn_its_env_over_it_and_the_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server's environment is the host's as it is at the spawn (a change made after the
+    runtime started counts; non-ASCII and undecodable bytes round-trip), ``config.env`` over
+    it, and the tracker's marker; nothing else."""
+    import json
+    import os
+
+    from mcp_actors._kill import MARKER_ENV
+    from mcp_actors.process_tracker import ProcessTracker
+    from mcp_actors.transports import StdioParams, open_stdio_transport
+
+    out = tmp_path / "env.json"
+    script = "import json, os, sys; open(sys.argv[1], 'w').write(json.dumps(dict(os.environ)))"  # then exits
+    monkeypatch.setenv("MCP_ACTORS_TEST_HOST", "caf\u00e9 \udce9")  # \udce9: the byte 0xE9, not UTF-8
+    monkeypatch.setenv("MCP_ACTORS_TEST_REPLACED", "host")
+    monkeypatch.setenv("MCP_ACTORS_TEST_GONE", "x")
+    params = StdioParams(
+        command=sys.executable,
+        args=("-c", script, str(out)),
+        env={"MCP_ACTORS_TEST_REPLACED": "config", "MCP_ACTORS_TEST_NEW": "n\u00e9"},
+    )
+    tracker = ProcessTracker.get_instance()
+    host_marker = tracker.child_env()[MARKER_ENV].rsplit("/", 1)[0]
+    monkeypatch.delenv("MCP_ACTORS_TEST_GONE")  # after the host started, before the spawn
+    expected = {**os.environ, "MCP_ACTORS_TEST_REPLACED": "config", "MCP_ACTORS_TEST_NEW": "n\u00e9"}
+    with trio.fail_after(30):
+        async with open_stdio_transport(params, label="envtest", tracker=tracker) as link:
+            await link.exited.wait()
+    seen = json.loads(out.read_text())
+    assert seen.pop(MARKER_ENV).rsplit("/", 1)[0] == host_marker  # <host marker>/<spawn number>
+    for key in ("LC_CTYPE", "__CF_USER_TEXT_ENCODING"):  # what an interpreter may add to its own
+        if key not in expected:
+            seen.pop(key, None)
+    assert seen == expected
+    assert "MCP_ACTORS_TEST_GONE" not in seen and seen["MCP_ACTORS_TEST_HOST"] == "caf\u00e9 \udce9"
