@@ -623,7 +623,7 @@ class _RegistryActor:
         for record in records:
             self.records[record.id] = record
             candidates = live.pop(record.id, [])
-            if record.is_active:
+            if record.is_active and candidates:  # (no live slot, as at the first start: nothing to compare)
                 wanted = settings_for(record, host=self.ref.host)
                 for i, (_child_id, handle) in enumerate(candidates):
                     if handle.settings == wanted:
