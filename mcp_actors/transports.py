@@ -255,8 +255,8 @@ def _spawn_env(*layers: Mapping[str, str]) -> dict[bytes, bytes] | dict[str, str
 
     On POSIX it is made from ``os.environ``'s own bytes (one copy in C; ``subprocess`` takes
     bytes as they are), the layers encoded as ``os.environ`` encodes them. Copying
-    ``os.environ`` itself decodes every name and value in Python: ~200 calls per spawn for
-    a usual environment, ~30 us each on the event loop (docs/performance.md, round 17).
+    ``os.environ`` itself decodes every name and value in Python: for a usual environment
+    ~200 calls and ~30 us of the event loop per spawn (docs/performance.md, round 17).
     """
     data = getattr(os.environ, "_data", None)
     if os.name != "posix" or not isinstance(data, dict):
