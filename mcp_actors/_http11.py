@@ -576,22 +576,21 @@ async def _read_head(
                     # _receive and the connection's receive, inline for plain TCP: every suspension
                     # and resumption passes through each coroutine frame, so two fewer count twice.
                     try:
-                        if hope is not None:
-                            hoped, hope = hope, None
-                            await trio.lowlevel.checkpoint()
-                            try:
-                                data = os.read(connection.fd, _CHUNK)
-                            except BlockingIOError:
-                                hoped.misses += 1
-                                continue  # not in yet: wait for it
-                            hoped.misses = 0
-                        else:
+                        if hope is None:
                             await trio.lowlevel.wait_readable(connection.fd)
-                            data = os.read(connection.fd, _CHUNK)
+                        else:
+                            await trio.lowlevel.checkpoint()  # the others run; the answer comes meanwhile
+                        data = os.read(connection.fd, _CHUNK)
                     except BlockingIOError:
-                        continue  # a spurious wake-up: wait again
+                        if hope is not None:
+                            hope.misses += 1
+                            hope = None
+                        continue  # not in yet, or a spurious wake-up: wait for it
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                         raise _read_failed(connection, exc, method, url) from None
+                    if hope is not None:
+                        hope.misses = 0
+                        hope = None
                 else:
                     data = await _receive(connection, per_read, method, url)
             except NetworkError as exc:
