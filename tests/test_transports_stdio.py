@@ -121,7 +121,7 @@ async def test_a_server_gets_the_hosts_environment_of_its_spawn_its_env_over_it_
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The server's environment is the host's as it is at the spawn (a change made after the
-    runtime started counts; non-ASCII and undecodable bytes round-trip), ``config.env`` over
+    tracker started counts; non-ASCII and undecodable bytes round-trip), ``config.env`` over
     it, and the tracker's marker; nothing else."""
     import json
     import os
