@@ -48,6 +48,7 @@ from benchmarks._peers import Contender
 
 __all__ = [
     "client_cpu_note",
+    "client_cpu_split_note",
     "core_time_notes",
     "fixed_cost_note",
     "main",
@@ -189,6 +190,36 @@ def client_cpu_note(metric: Metric, what: str) -> str | None:
         f"and {statistics.median(cpu[RAW_KEY]) * 1000:.1f} ms for the raw SDK; paired by round mcp-actors "
         f"{difference:+.1f} ms, 95 % interval [{interval[0]:+.1f}, {interval[1]:+.1f}]"
     )
+
+
+def client_cpu_split_note(metric: Metric, what: str) -> str | None:
+    """The client's CPU over the start split by thread: the event loop's, and all the others.
+
+    The loop's thread runs the client's own code; the others are worker threads (each
+    spawn's ``Popen``, and for mcp-actors also the config read, the reaper sidecar's start,
+    the ledger's writes). Both clients spawn in worker threads, so a difference between
+    them there is the work the one does beside its spawns. Paired by round, as
+    :func:`client_cpu_note`; ``None`` when a driver does not report its loop's CPU.
+    """
+    parts: dict[str, dict[str, list[float]]] = {}
+    for key in ("ours", RAW_KEY):
+        total, loop = _series(metric, key, "cpu_seconds"), _series(metric, key, "loop_cpu_seconds")
+        if not total or len(total) != len(loop):
+            return None
+        parts[key] = {"loop": loop, "others": [t - lo for t, lo in zip(total, loop, strict=True)]}
+    if len(parts["ours"]["loop"]) != len(parts[RAW_KEY]["loop"]):
+        return None
+    pieces = []
+    for part, label in (("loop", "the event loop's thread"), ("others", "the other threads")):
+        ours, raw = parts["ours"][part], parts[RAW_KEY][part]
+        differences = [(a - b) * 1000 for a, b in zip(ours, raw, strict=True)]
+        low, high = median_interval(differences)
+        pieces.append(
+            f"{label} {statistics.median(ours) * 1000:.1f} ms for mcp-actors and "
+            f"{statistics.median(raw) * 1000:.1f} ms for the raw SDK, paired by round "
+            f"{statistics.median(differences):+.1f} ms [{low:+.1f}, {high:+.1f}]"
+        )
+    return f"{what}: client CPU by thread: " + "; ".join(pieces)
 
 
 def _core_time(metric: Metric, contender: str) -> list[tuple[float, float, float]] | None:
@@ -341,6 +372,9 @@ def run(bench: Bench, shape_keys: Sequence[str] | None = None) -> dict[str, Any]
             cpu_note = client_cpu_note(metrics[key], f"{count} servers ({key})")
             if cpu_note is not None:
                 bench.notes.append(cpu_note)
+            split_note = client_cpu_split_note(metrics[key], f"{count} servers ({key})")
+            if split_note is not None:
+                bench.notes.append(split_note)
             cores = bench.machine_before.get("cpus") or 1
             if count > cores:  # only a start that keeps every core busy splits its core-time so
                 bench.notes += core_time_notes(metrics[key], f"{count} servers ({key})", cores)

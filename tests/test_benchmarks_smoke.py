@@ -166,8 +166,12 @@ def test_quick_startup_pairs_the_clients_cpu_with_the_raw_sdks(quick_run: QuickR
             assert extras and all(0 < e["cpu_seconds"] < e["seconds"] * 2 for e in extras), (key, extras)
             # The servers' own CPU (their interpreters' start), read from their processes.
             assert all(e["servers_cpu_seconds"] > 0.005 for e in extras), (key, extras)
+            # The event loop's thread is part of the process: some of its CPU, never more.
+            assert all(0 < e["loop_cpu_seconds"] <= e["cpu_seconds"] for e in extras), (key, extras)
         # Our reaper sidecar is the client's helper; the raw SDK has none.
         assert all(e["helpers_cpu_seconds"] > 0 for e in metric["results"]["ours"]["extra"])
         assert all(e["helpers_cpu_seconds"] == 0 for e in metric["results"]["raw"]["extra"])
     [note] = [n for n in startup["notes"] if "client CPU over the start" in n]
     assert "for mcp-actors" in note and "for the raw SDK" in note and "95 % interval" in note
+    [split] = [n for n in startup["notes"] if "client CPU by thread" in n]
+    assert "the event loop's thread" in split and "the other threads" in split

@@ -123,6 +123,36 @@ def test_startup_client_cpu_note_pairs_each_rounds_cpu_not_its_wall_time() -> No
     assert client_cpu_note(bare, "x") is None
 
 
+def test_startup_client_cpu_split_note_parts_the_loops_thread_from_the_others() -> None:
+    """benchmarks.startup.client_cpu_split_note: each round's CPU less its loop's, paired.
+
+    Ours spends 1 ms more than raw on its loop's thread and 7 ms more on the others, in
+    every round; the totals alone would say only "+8 ms".
+    """
+    from benchmarks._common import RAW_KEY, Metric
+    from benchmarks.startup import client_cpu_split_note
+
+    metric = Metric(key="light_many", title="20 light servers", unit="s")
+    for index in range(10):
+        drift = index / 1000
+        for key, loop, others in (("ours", 0.041, 0.015), (RAW_KEY, 0.040, 0.008)):
+            cpu = {"cpu_seconds": loop + others + drift, "loop_cpu_seconds": loop + drift}
+            metric.add_value(key, 0.9, {"seconds": 0.9, **cpu})
+    metric.finish()
+    note = client_cpu_split_note(metric, "20 servers (light_many)")
+    assert note is not None
+    assert note.startswith("20 servers (light_many): client CPU by thread: the event loop's thread 45.5 ms")
+    assert "and 44.5 ms for the raw SDK, paired by round +1.0 ms [+1.0, +1.0]" in note
+    assert note.endswith(
+        "the other threads 15.0 ms for mcp-actors and 8.0 ms for the raw SDK, paired by round +7.0 ms [+7.0, +7.0]"
+    )
+    # A driver that does not report its loop's CPU (an older one) gives no note.
+    bare = Metric(key="light_many", title="20 light servers", unit="s")
+    bare.add_value("ours", 0.7, {"seconds": 0.7, "cpu_seconds": 0.05})
+    bare.add_value(RAW_KEY, 0.7, {"seconds": 0.7, "cpu_seconds": 0.05})
+    assert client_cpu_split_note(bare, "x") is None
+
+
 def test_startup_pairs_nothing_when_a_failed_round_left_the_values_unpaired() -> None:
     from benchmarks._common import RAW_KEY, Metric
     from benchmarks.startup import paired

@@ -383,6 +383,8 @@ async def startup(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
     ``cpu_seconds`` is this process's CPU time (every thread) over the same span: the
     client's own work, which on a machine with fewer cores than servers slows the servers'
     start as much as it costs, and which varies far less between rounds than the wall time.
+    ``loop_cpu_seconds`` is the part of it spent by this job's own thread, the event
+    loop's; the rest is worker threads' (spawns, file reads and writes).
     ``servers_cpu_seconds`` is what the servers' processes used until then (their whole
     start: they are idle once listed), ``helpers_cpu_seconds`` what the client's other
     processes used (read just after the span; see :func:`descendants_cpu`): with both, a
@@ -391,15 +393,18 @@ async def startup(driver: Driver, job: dict[str, Any]) -> dict[str, Any]:
     servers = job["servers"]
     driver.prepare(servers)
     cpu_start = time.process_time()
+    loop_start = time.thread_time()
     start = time.perf_counter()
     async with driver.open(servers) as session:
         sizes = await _all_tool_names(session, len(servers))
         elapsed = time.perf_counter() - start
+        loop_cpu = time.thread_time() - loop_start
         cpu = time.process_time() - cpu_start
         servers_cpu, helpers_cpu = descendants_cpu()
     return {
         "seconds": elapsed,
         "cpu_seconds": cpu,
+        "loop_cpu_seconds": loop_cpu,
         "servers_cpu_seconds": servers_cpu,
         "helpers_cpu_seconds": helpers_cpu,
         "tools": sizes,
