@@ -405,6 +405,14 @@ def test_a_utf8_bom_is_accepted(store: ConfigStore) -> None:
     assert [r.name for r in store.load()] == ["a"]
 
 
+def test_bytes_that_are_not_utf8_after_a_bom_are_reported_where_an_editor_shows_them(store: ConfigStore) -> None:
+    """The BOM is no column of the text: the bad byte's line and column are counted after it."""
+    _write_raw(store, b'\xef\xbb\xbf{\n  "a\xff": 1}')
+    with pytest.raises(ConfigFileCorrupt, match=r"is not UTF-8 text \(line 2, column 5\)") as caught:
+        store.load()
+    assert (caught.value.line, caught.value.column) == (2, 5)
+
+
 def test_corrupt_file_errors_never_show_secrets(store: ConfigStore) -> None:
     """Neither a JSON error nor a schema error quotes the env or header values around it."""
     _write_raw(store, '{"mcpServers": [{"config": {"env": {"TOKEN": "' + _SECRET + '" "X": 1}}}]}')
