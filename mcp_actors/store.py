@@ -274,9 +274,9 @@ class ConfigStore:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return [builtin_demo_record()], {}, False
-        # Tolerate a BOM left by a Windows editor. Stripped by hand, not with the "utf-8-sig"
-        # codec: its first use imports a module (~0.3 ms of a runtime's start), and its error
-        # offsets count from after the BOM, as the position below must.
+        # Tolerate a BOM left by a Windows editor. Stripped here, not by the "utf-8-sig"
+        # codec: the codec's first use imports a module (~0.3 ms of a runtime's start), and
+        # a bad byte's position must be counted after the BOM, as an editor shows it.
         if data.startswith(codecs.BOM_UTF8):
             data = data[len(codecs.BOM_UTF8) :]
         try:
