@@ -149,7 +149,7 @@ class ProcessIdentity:
         if pid <= 0:
             raise ValueError(f"pid must be > 0, got {pid!r}")
         try:
-            create_time = psutil.Process(pid).create_time()
+            create_time = _kill.create_time_of(pid)
             pgid = os.getpgid(pid) if hasattr(os, "getpgid") else pid
         except (psutil.NoSuchProcess, ProcessLookupError) as exc:
             raise ProcessLookupError(f"no process with pid {pid}; it exited before it could be tracked") from exc

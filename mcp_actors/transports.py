@@ -43,7 +43,7 @@ import pydantic
 import trio
 
 from mcp_actors import _variables
-from mcp_actors._kill import MARKER_ENV
+from mcp_actors._kill import MARKER_ENV, create_time_of
 from mcp_actors._redact import install_log_filter, registered_secrets
 from mcp_actors._transport_base import StderrTail as StderrTail
 from mcp_actors._transport_base import TransportLink as TransportLink
@@ -772,7 +772,7 @@ async def open_stdio_transport(
         del env
     # No await between the spawn and the registration: a cancellation cannot slip in.
     try:
-        create_time = psutil.Process(process.pid).create_time()
+        create_time = create_time_of(process.pid)  # psutil's value, a fifth of its cost
     except psutil.Error:
         create_time = 0.0
     identity = ProcessIdentity(pid=process.pid, create_time=create_time, pgid=process.pid, label=label)
