@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import enum
+import functools
 import math
 import re
 import secrets
@@ -142,6 +143,7 @@ class InstallSource(enum.StrEnum):
 # ----------------------------------------------------------------------------- helpers
 
 
+@functools.cache  # attribute names only: a few dozen; validators ask at every record read
 def _camel(name: str) -> str:
     """``connect_timeout`` → ``connectTimeout``: the on-disk spelling of an attribute."""
     head, *rest = name.split("_")
@@ -320,6 +322,8 @@ def _enum_checker(enum_cls: type[enum.StrEnum]) -> _Validator[Any]:
 
 def _to_enum(enum_cls: type[_E], value: _E | str) -> _E:
     """A valid string becomes the member; anything else is left for the validator to reject."""
+    if isinstance(value, enum_cls):  # already a member (from the JSON codec): no lookup
+        return value
     try:
         return enum_cls(value)
     except ValueError:
