@@ -863,21 +863,23 @@ def check_name_free(records: Sequence[McpServerRecord], name: str, own_id: str) 
 
     cleaned = clean_name(name)
     for other in records:
-        if other.id == own_id:
-            continue
-        if other.name == name:
-            raise DuplicateServerName(
-                f"a server named {name!r} already exists; choose another name or update that one",
-                server=name,
-                field="name",
-            )
-        if clean_name(other.name) == cleaned:
-            raise DuplicateServerName(
-                f"server name {name!r} collides with {other.name!r}: both become {cleaned!r} in tool ids; choose a name"
-                " that differs in letters or digits",
-                server=name,
-                field="name",
-            )
+        if other.id != own_id and (other.name == name or clean_name(other.name) == cleaned):
+            _refuse_name(name, other.name, cleaned)
+
+
+def _refuse_name(name: str, other: str, cleaned: str) -> NoReturn:
+    if other == name:
+        raise DuplicateServerName(
+            f"a server named {name!r} already exists; choose another name or update that one",
+            server=name,
+            field="name",
+        )
+    raise DuplicateServerName(
+        f"server name {name!r} collides with {other!r}: both become {cleaned!r} in tool ids; choose a name"
+        " that differs in letters or digits",
+        server=name,
+        field="name",
+    )
 
 
 def check_record_set(records: Sequence[McpServerRecord]) -> None:
@@ -901,5 +903,14 @@ def check_record_set(records: Sequence[McpServerRecord]) -> None:
                 field="id",
             )
         seen.add(record.id)
-    for index, record in enumerate(records):
-        check_name_free(records[:index], record.name, record.id)
+    # One pass, one cleaning per record: the records before any index have distinct cleaned
+    # names (else the check stopped there), so at most one of them can clash with it.
+    from mcp_actors.naming import clean_name
+
+    by_cleaned: dict[str, str] = {}
+    for record in records:
+        cleaned = clean_name(record.name)
+        other = by_cleaned.get(cleaned)
+        if other is not None:
+            _refuse_name(record.name, other, cleaned)
+        by_cleaned[cleaned] = record.name
