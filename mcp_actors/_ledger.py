@@ -42,6 +42,10 @@ logger = logging.getLogger(__name__)
 
 LEDGER_VERSION = 1
 LEDGER_GLOB = "host-*.json"
+_LEDGER_PREFIX, _LEDGER_SUFFIX = LEDGER_GLOB.split("*")
+_LEDGER_MIN = len(_LEDGER_PREFIX) + len(_LEDGER_SUFFIX)
+# A write's temporary file: ``.host-<...>.json.<thread>.tmp`` (see Ledger.write).
+_TMP_PREFIX, _TMP_SUFFIX = "." + _LEDGER_PREFIX, ".tmp"
 # A temporary ledger file older than this is debris of a host that died mid-write.
 _STALE_TMP_AGE = 60.0
 SETTLE = 0.25
@@ -327,7 +331,7 @@ def sweep(directory: Path, *, own: Path | None, term_grace: float) -> list[Entry
     """
     killed: list[Entry] = []
     try:
-        paths = sorted(directory.glob(LEDGER_GLOB))
+        paths, temporaries = _listing(directory)
     except OSError:
         return killed
     for path in paths:
@@ -356,18 +360,34 @@ def sweep(directory: Path, *, own: Path | None, term_grace: float) -> list[Entry
             pass  # a concurrent sweep or the dead host's sidecar got there first
         except OSError as exc:
             logger.warning("could not delete the stale ledger %s: %s", path, exc.strerror)
-    _remove_stale_temporaries(directory)
+    _remove_stale_temporaries(temporaries)
     return killed
 
 
-def _remove_stale_temporaries(directory: Path) -> None:
+def _listing(directory: Path) -> tuple[list[Path], list[Path]]:
+    """The ledgers (:data:`LEDGER_GLOB`) and the temporary files in *directory*, sorted.
+
+    One ``scandir`` and plain string tests: a glob pattern compiles a regular expression on
+    its first use in a process, and the sweep is in every runtime's start (two patterns:
+    ~0.4 ms of a worker thread's CPU, against ~0.04 ms for the whole sweep after them).
+    """
+    ledgers: list[Path] = []
+    temporaries: list[Path] = []
+    with os.scandir(directory) as entries:
+        for entry in entries:
+            name = entry.name
+            if name.startswith(_LEDGER_PREFIX) and name.endswith(_LEDGER_SUFFIX) and len(name) >= _LEDGER_MIN:
+                ledgers.append(directory / name)
+            elif name.startswith(_TMP_PREFIX) and name.endswith(_TMP_SUFFIX):
+                temporaries.append(directory / name)
+    return sorted(ledgers), temporaries
+
+
+def _remove_stale_temporaries(temporaries: Iterable[Path]) -> None:
     now = time.time()
-    try:
-        for tmp in directory.glob(".host-*.tmp"):
-            try:
-                if now - tmp.stat().st_mtime > _STALE_TMP_AGE:
-                    tmp.unlink()
-            except OSError:
-                continue
-    except OSError:
-        pass
+    for tmp in temporaries:
+        try:
+            if now - tmp.stat().st_mtime > _STALE_TMP_AGE:
+                tmp.unlink()
+        except OSError:
+            continue

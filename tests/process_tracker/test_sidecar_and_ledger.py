@@ -320,3 +320,17 @@ def test_sweep_removes_only_stale_temporary_files(tracker: ProcessTracker, state
     tracker.sweep_ledger()
     assert not old.exists()
     assert fresh.exists()
+
+
+def test_sweep_reads_only_files_named_as_ledgers(tracker: ProcessTracker, state_dir: Path) -> None:
+    """Only ``host-*.json`` is a ledger: other names in the directory are never read or deleted."""
+    directory = state_dir / "processes"
+    directory.mkdir()
+    bystanders = [directory / name for name in ("host-1.2.3.json.bak", "other.json", ".host-1.2.3.json", "host-.jso")]
+    for path in bystanders:
+        path.write_text('{"version": 1, "host": ')  # corrupt: a ledger like it would be deleted
+    corrupt = directory / "host-.json"  # the glob's * may be empty
+    corrupt.write_text('{"version": 1, "host": ')
+    assert tracker.sweep_ledger() == []
+    assert all(path.exists() for path in bystanders)
+    assert not corrupt.exists()
