@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import psutil
 import pytest
@@ -26,6 +27,19 @@ def test_create_time_of_is_psutils_value_exactly() -> None:
         assert child.stdin is not None
         child.stdin.close()
         os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, not reaped: a zombie
+        assert _kill.create_time_of(child.pid) == psutil.Process(child.pid).create_time()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_a_process_named_with_parentheses_and_spaces_reads_right(tmp_path: Path) -> None:
+    """The name in ``/proc/<pid>/stat`` may hold ``) (`` and digits: the fields follow the last ``)``."""
+    program = tmp_path / "x) 1 2 (y"  # the kernel's comm: the executable's name
+    program.symlink_to(sys.executable)
+    child = subprocess.Popen([str(program), "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        assert psutil.Process(child.pid).name() == "x) 1 2 (y"
         assert _kill.create_time_of(child.pid) == psutil.Process(child.pid).create_time()
     finally:
         child.kill()
