@@ -136,22 +136,35 @@ def _wall_minus_boot() -> float:
     return time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
+def _clear_of_a_second(offset: float) -> bool:
+    """Whether *offset* is far enough from a whole second that a drift within the recheck
+    bound cannot change its whole seconds (the kernel's ``btime`` is ``floor(offset)``)."""
+    return 2 * _BOOT_TIME_RECHECK < offset % 1.0 < 1.0 - 2 * _BOOT_TIME_RECHECK
+
+
 def _boot_time() -> float:
-    """psutil's boot time (the kernel's ``btime``), read again only when the clocks moved."""
+    """psutil's boot time (the kernel's ``btime``), read again only when the clocks moved.
+
+    The kept value is used while the wall clock less the boot clock is within
+    :data:`_BOOT_TIME_RECHECK` of what it was when read, and clear of a whole second; in
+    all other cases (a step of the wall clock, an offset at a second's edge) it is read.
+    """
     global _boot_time_cache
     offset = _wall_minus_boot()
     cached = _boot_time_cache
-    if cached is not None and abs(offset - cached[1]) < _BOOT_TIME_RECHECK:
+    if cached is not None and abs(offset - cached[1]) < _BOOT_TIME_RECHECK and _clear_of_a_second(offset):
         return cached[0]
     btime = float(psutil.boot_time())
-    _boot_time_cache = (btime, _wall_minus_boot())
+    after = _wall_minus_boot()
+    steady = abs(after - offset) < _BOOT_TIME_RECHECK and _clear_of_a_second(after)
+    _boot_time_cache = (btime, after) if steady else None
     return btime
 
 
 def create_time_of(pid: int) -> float:
     """``psutil.Process(pid).create_time()``, the same float, from one ``/proc`` file.
 
-    The host reads it at every spawn, on its event loop, and psutil spends ~95 µs there
+    The host reads it at every spawn, on its event loop, and psutil spends 60-95 µs there
     (it builds a ``Process``, and reads ``/proc/stat`` line by line for the boot time each
     time); this reads ``/proc/<pid>/stat`` once and keeps the boot time while the clocks
     agree with it. The value is psutil's formula on the same fields: start tick ÷
@@ -176,7 +189,11 @@ def create_time_of(pid: int) -> float:
         raise psutil.AccessDenied(pid) from None
     # The name (in parentheses) may hold spaces and parentheses: the fields follow the last ")".
     fields = data[data.rfind(b")") + 2 :].split()
-    return float(fields[19]) / _CLOCK_TICKS + _boot_time()
+    try:
+        start_ticks = float(fields[19])
+    except (IndexError, ValueError):  # a /proc of another shape: psutil knows it
+        return float(psutil.Process(pid).create_time())
+    return start_ticks / _CLOCK_TICKS + _boot_time()
 
 
 def carries(value: str | None, marker: str) -> bool:

@@ -73,3 +73,28 @@ def test_the_boot_time_is_read_again_after_the_wall_clock_moved(monkeypatch: pyt
     monkeypatch.setattr(_kill, "_boot_time_cache", (truth, _kill._wall_minus_boot()))
     monkeypatch.setattr(psutil, "boot_time", lambda: pytest.fail("read /proc/stat although the cache is fresh"))
     assert _kill.create_time_of(os.getpid()) == expected
+
+
+def test_the_boot_time_is_read_again_at_a_seconds_edge(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's boot time is the offset's whole seconds: near an edge a slew could move it.
+
+    With the wall clock less the boot clock a hair below a whole second, a kept value is not
+    trusted (a drift well within the recheck bound could carry the kernel's value over).
+    """
+    reads: list[float] = []
+    truth = psutil.boot_time()
+
+    def counted() -> float:
+        reads.append(truth)
+        return truth
+
+    monkeypatch.setattr(psutil, "boot_time", counted)
+    edge = 1_700_000_000.9995
+    monkeypatch.setattr(_kill, "_wall_minus_boot", lambda: edge)
+    monkeypatch.setattr(_kill, "_boot_time_cache", (truth, edge))
+    assert _kill._boot_time() == truth and _kill._boot_time() == truth
+    assert len(reads) == 2 and _kill._boot_time_cache is None  # read each time, nothing kept
+    middle = 1_700_000_000.5
+    monkeypatch.setattr(_kill, "_wall_minus_boot", lambda: middle)
+    assert _kill._boot_time() == truth and _kill._boot_time() == truth
+    assert len(reads) == 3 and _kill._boot_time_cache == (truth, middle)  # read once, then kept
