@@ -175,8 +175,14 @@ def create_time_of(pid: int) -> float:
         psutil.NoSuchProcess: No process has this PID.
         psutil.AccessDenied: The process may not be inspected.
     """
-    if not _HAS_PROC_STAT:
-        return float(psutil.Process(pid).create_time())
+    ticks = _start_ticks(pid) if _HAS_PROC_STAT else None
+    if ticks is not None:
+        return ticks / _CLOCK_TICKS + _boot_time()
+    return float(psutil.Process(pid).create_time())  # not Linux, or a /proc of another shape
+
+
+def _start_ticks(pid: int) -> float | None:
+    """The process's start tick from ``/proc/<pid>/stat``; ``None`` if the line has another shape."""
     try:
         fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
         try:
@@ -190,10 +196,9 @@ def create_time_of(pid: int) -> float:
     # The name (in parentheses) may hold spaces and parentheses: the fields follow the last ")".
     fields = data[data.rfind(b")") + 2 :].split()
     try:
-        start_ticks = float(fields[19])
-    except (IndexError, ValueError):  # a /proc of another shape: psutil knows it
-        return float(psutil.Process(pid).create_time())
-    return start_ticks / _CLOCK_TICKS + _boot_time()
+        return float(fields[19])
+    except (IndexError, ValueError):
+        return None
 
 
 def carries(value: str | None, marker: str) -> bool:

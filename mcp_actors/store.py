@@ -277,8 +277,7 @@ class ConfigStore:
         # Tolerate a BOM left by a Windows editor. Stripped here, not by the "utf-8-sig"
         # codec: the codec's first use imports a module (~0.3 ms of a runtime's start), and
         # a bad byte's position must be counted after the BOM, as an editor shows it.
-        if data.startswith(codecs.BOM_UTF8):
-            data = data[len(codecs.BOM_UTF8) :]
+        data = data.removeprefix(codecs.BOM_UTF8)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
