@@ -34,7 +34,7 @@ import functools
 import itertools
 import logging
 import math
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -43,7 +43,7 @@ import trio
 
 from mcp_actors import events
 from mcp_actors._callbacks import HostCallbacks
-from mcp_actors.connection import ConnectionHandle, ConnectionSettings, open_connection
+from mcp_actors.connection import ConnectionHandle, ConnectionSettings, SlotRunner, open_connection
 from mcp_actors.errors import (
     ActorStopped,
     ConfigError,
@@ -455,32 +455,58 @@ class _Relay:
 
 async def _run_slot(
     handle: ConnectionHandle,
-    start: Callable[..., Awaitable[None]],
+    runner: SlotRunner,
     *,
     task_status: trio.TaskStatus[ConnectionHandle] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    await start(task_status=_Relay(task_status, handle))
+    await runner(task_status=_Relay(task_status, handle))
+
+
+@attrs.frozen(eq=False)
+class PreparedSlot:
+    """A slot whose handle exists (requests queue in its mailbox) but whose task has not started.
+
+    :meth:`start` runs it under the connections supervisor; a prepared slot that will never
+    start must be abandoned (:meth:`abandon`: its queued requests are answered ActorStopped).
+    """
+
+    child_id: str
+    handle: ConnectionHandle
+    runner: SlotRunner
+
+    async def start(self, connections: Supervisor) -> None:
+        """Start the slot's task under ``connections`` (see :meth:`Supervisor.start_child`)."""
+        await connections.start_child(
+            ChildSpec(
+                id=self.child_id,
+                start=functools.partial(_run_slot, self.handle, self.runner),
+                restart=Restart.TRANSIENT,
+                shutdown=Shutdown.after(SLOT_STOP_BOUND),
+            )
+        )
+
+    def abandon(self) -> None:
+        """Never start: answer what is queued, close the mailbox."""
+        self.runner.abandon()
+
+
+def prepare_slot(record: McpServerRecord, bus: events.EventBus, *, host: HostCallbacks | None = None) -> PreparedSlot:
+    """A handle for ``record`` and its slot, not started yet (a fresh child id each time).
+
+    Each slot gets a fresh child id, so a changed server's new slot can start before the
+    old one has stopped: an update never leaves the server without a handle.
+    """
+    handle, runner = open_connection(settings_for(record, host=host), bus)
+    return PreparedSlot(f"{record.id}#{next(_SLOT_SEQ)}", handle, runner)
 
 
 async def start_slot(
     connections: Supervisor, record: McpServerRecord, bus: events.EventBus, *, host: HostCallbacks | None = None
 ) -> tuple[str, ConnectionHandle]:
-    """Start a connection slot for ``record``; returns its child id and handle.
-
-    Each slot gets a fresh child id, so a changed server's new slot can start before the
-    old one has stopped: an update never leaves the server without a handle.
-    """
-    handle, start = open_connection(settings_for(record, host=host), bus)
-    child_id = f"{record.id}#{next(_SLOT_SEQ)}"
-    await connections.start_child(
-        ChildSpec(
-            id=child_id,
-            start=functools.partial(_run_slot, handle, start),
-            restart=Restart.TRANSIENT,
-            shutdown=Shutdown.after(SLOT_STOP_BOUND),
-        )
-    )
-    return child_id, handle
+    """Start a connection slot for ``record`` now; returns its child id and handle."""
+    slot = prepare_slot(record, bus, host=host)
+    await slot.start(connections)
+    return slot.child_id, slot.handle
 
 
 async def stop_slot(connections: Supervisor, child_id: str, handle: ConnectionHandle | None) -> None:
@@ -544,6 +570,8 @@ class _RegistryActor:
         self.fetches: dict[str, _Fetch] = {}
         self.pending: set[Reply[Any]] = set()
         self.nursery: trio.Nursery | None = None
+        self.unstarted: list[PreparedSlot] = []
+        """Slots :meth:`rebuild` prepared and :meth:`start_slots` has not started yet."""
         self.mutations_send, self.mutations = trio.open_memory_channel[_Mutation](REGISTRY_MAILBOX)
 
     # --------------------------------------------------------------- publishing
@@ -588,7 +616,10 @@ class _RegistryActor:
     # --------------------------------------------------------------- start: rebuild
 
     async def rebuild(self) -> list[tuple[str, ConnectionHandle | None]]:
-        """Build the view from the store and the slots still alive; start missing slots.
+        """Build the view from the store and the slots still alive; prepare missing slots.
+
+        The missing slots' handles are in the view at once; their tasks are started by
+        :meth:`start_slots`, in config order, while the registry serves.
 
         Returns:
             The orphan slots (of servers no longer configured, or with changed settings),
@@ -634,12 +665,48 @@ class _RegistryActor:
             orphans.extend(leftovers)
         for record in records:
             if record.is_active and record.id not in self.handles:
-                self.slots[record.id], self.handles[record.id] = await start_slot(
-                    self.connections, record, self.bus, host=self.ref.host
-                )
+                # Started by start_slots once the registry serves: a request queues in the
+                # handle's mailbox meanwhile, and the first servers start connecting while
+                # the slots of the rest are still starting.
+                slot = prepare_slot(record, self.bus, host=self.ref.host)
+                self.slots[record.id], self.handles[record.id] = slot.child_id, slot.handle
+                self.unstarted.append(slot)
         self.ref.fingerprint = fingerprint
         self.publish()
         return orphans
+
+    async def start_slots(self) -> None:
+        """Start the slots :meth:`rebuild` prepared, one after another, while the registry serves.
+
+        The handles are in the view already, so a request for a server whose slot has not
+        started waits in its mailbox, a few hundred microseconds at most (a slot's start is
+        ~0.1 ms of the loop). Starting them here rather than in :meth:`rebuild` lets the
+        registry serve, and the first servers connect, without waiting for every slot of a
+        large config: start-up's first spawn no longer waits for twenty slot starts.
+
+        A slot whose server was removed or changed meanwhile (its handle is no longer the
+        view's) is abandoned, or stopped if it started while that happened. However this
+        ends — cancelled with the incarnation, or the connections supervisor stopping —
+        every slot it did not start is abandoned: its queued requests are answered.
+        """
+        pending = self.unstarted
+        try:
+            while pending:
+                slot = pending[0]
+                if self.handles.get(slot.handle.server_id) is not slot.handle:
+                    pending.pop(0).abandon()
+                    continue
+                try:
+                    await slot.start(self.connections)
+                except RuntimeError:
+                    return  # the connections supervisor is stopping: the runtime is closing
+                pending.pop(0)
+                if self.handles.get(slot.handle.server_id) is not slot.handle and self.nursery is not None:
+                    self.nursery.start_soon(stop_slot, self.connections, slot.child_id, slot.handle)
+        finally:
+            for slot in pending:
+                slot.abandon()
+            pending.clear()
 
     # --------------------------------------------------------------- applying a new list of records
 
@@ -1001,6 +1068,8 @@ async def run_registry(
     try:
         async with trio.open_nursery() as nursery:
             actor.nursery = nursery
+            if actor.unstarted:
+                nursery.start_soon(actor.start_slots)
             nursery.start_soon(actor.mutation_worker)
             if config_poll_interval > 0:
                 nursery.start_soon(actor.poll_config)

@@ -1696,15 +1696,30 @@ class ConnectionHandle:
         await self._mailbox.aclose()
 
 
-def open_connection(
-    settings: ConnectionSettings, bus: events.EventBus
-) -> tuple[ConnectionHandle, Callable[..., Awaitable[None]]]:
-    """A handle plus the slot function to run under a supervisor (``await start(task_status=...)``)."""
+@attrs.frozen(eq=False)
+class SlotRunner:
+    """The slot of one handle, to run under a supervisor (``await runner(task_status=...)``) — or never.
+
+    The handle works from the moment :func:`open_connection` returns: requests queue in its
+    mailbox until the slot runs. A slot that will never run (its owner stopped before
+    starting it) must be abandoned (:meth:`abandon`), so that no request queued for it waits for
+    an answer that cannot come.
+    """
+
+    settings: ConnectionSettings
+    inbox: trio.MemoryReceiveChannel[ConnectionMessage]
+    cell: _StatusCell
+
+    async def __call__(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        await run_connection_slot(self.settings, self.inbox, self.cell, task_status=task_status)
+
+    def abandon(self) -> None:
+        """Answer every queued request with ActorStopped and close the mailbox; the slot never runs."""
+        _stop_mailbox(_Slot(settings=self.settings, inbox=self.inbox, cell=self.cell))
+
+
+def open_connection(settings: ConnectionSettings, bus: events.EventBus) -> tuple[ConnectionHandle, SlotRunner]:
+    """A handle plus the slot to run under a supervisor (``await runner(task_status=...)``)."""
     mailbox, inbox = open_mailbox[ConnectionMessage](settings.mailbox_capacity)
     cell = _StatusCell(ConnectionStatus(server_id=settings.server_id, server_name=settings.server_name), bus)
-    handle = ConnectionHandle(settings, mailbox, cell)
-
-    async def start(*, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        await run_connection_slot(settings, inbox, cell, task_status=task_status)
-
-    return handle, start
+    return ConnectionHandle(settings, mailbox, cell), SlotRunner(settings, inbox, cell)
