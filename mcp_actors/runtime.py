@@ -49,6 +49,7 @@ from mcp_actors._registry import (
 from mcp_actors._token_store import FileTokenStore, TokenStore
 from mcp_actors.connection import ConnectionHandle
 from mcp_actors.process_tracker import ProcessTracker
+from mcp_actors.records import ServerType
 from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 from supervisors import (
@@ -241,6 +242,13 @@ async def open_runtime(
         # Read the config once up front so a corrupt file fails here, with its own typed
         # error (path, line, column), rather than as a registry start failure.
         first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
+        if any(r.is_active and r.type is ServerType.STDIO for r in first_records):
+            # The sidecar's start ran beside the read; let it finish while the loop idles anyway.
+            # Once the loop builds the tree and starts connections, the net's thread waits for
+            # the GIL after each of its system calls (up to the 5 ms switch interval each), and
+            # the first spawn, which waits for the net, waited with it: 7-12 ms more in two of
+            # five starts of 20 servers (docs/performance.md, round 20).
+            await tracker.wait_safety_net()
         # The registry's first start reuses that read; a restart reads afresh.
         ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
         ref.fingerprint = fingerprint

@@ -430,3 +430,50 @@ async def test_a_registration_on_the_event_loop_builds_no_ledger_entries_there(
         force_kill(identities)
         for proc, _, _ in spawned:
             proc.wait()
+
+
+@pytest.mark.parametrize(("server_type", "waits"), [("stdio", True), ("http", False)])
+async def test_open_runtime_finishes_the_net_before_building_the_tree_only_for_stdio_servers(
+    tracker: ProcessTracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server_type: str, waits: bool
+) -> None:
+    """With an active stdio server configured, open_runtime returns with the net up (it waits while idle).
+
+    Waiting once the loop is busy cost the first spawn up to ~12 ms (the net's thread waits
+    for the GIL after each system call). A config without stdio servers never waits for it.
+    """
+    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors.runtime import open_runtime
+    from mcp_actors.store import ConfigStore
+
+    config = {"command": "true"} if server_type == "stdio" else {"url": "http://127.0.0.1:9/mcp"}
+    record = {"id": new_server_id(), "name": "s", "type": server_type, "config": config}
+    ConfigStore(tmp_path / "cfg.json").save([record_from_json_dict(record)])
+    began, release = threading.Event(), threading.Event()
+    start = tracker.start_safety_net
+
+    def held() -> None:
+        began.set()
+        release.wait(BOUND)
+        start()
+
+    tracker.start_safety_net = held  # type: ignore[method-assign]
+    monkeypatch.setattr(ProcessTracker, "get_instance", classmethod(lambda cls: tracker))
+    opened: list[bool] = []
+
+    async def open_it() -> None:
+        async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False):
+            opened.append(tracker.reaper_pid is not None)
+
+    with trio.fail_after(BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(open_it)
+            await trio.to_thread.run_sync(began.wait, BOUND)
+            if waits:
+                await trio.testing.wait_all_tasks_blocked()
+                assert opened == []  # waiting for the net
+            else:
+                while not opened:  # noqa: ASYNC110 - bounded by fail_after
+                    await trio.sleep(0.01)
+                assert opened == [False]  # returned while the net is still held
+            release.set()
+    assert opened == [waits]
