@@ -199,3 +199,27 @@ def test_secret_filter_redacts_a_logged_traceback() -> None:
     text = logging.Formatter().format(records[0])
     assert "RuntimeError: failed with *** at http://***@127.0.0.1:9/mcp?***" in text, text
     assert_clean(text)
+
+
+def test_a_filter_pass_touches_only_the_loggers_created_since_the_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each server's start creates its own logger (``mcp_actors.server.<name>``) and runs a pass;
+    a pass that scanned every logger again cost a 20-server start ~1,200 ``getLogger`` calls
+    once the servers' starts no longer ran in lockstep (docs/performance.md, round 20)."""
+    from mcp_actors import _redact
+
+    _redact.install_log_filter()
+    looked_up: list[str] = []
+    real_get_logger = logging.getLogger
+
+    def counting(name: str | None = None) -> logging.Logger:
+        looked_up.append(str(name))
+        return real_get_logger(name)
+
+    monkeypatch.setattr(logging, "getLogger", counting)
+    new = real_get_logger(f"mcp_actors.server.pass-test-{id(looked_up)}")
+    other = real_get_logger(f"elsewhere.pass-test-{id(looked_up)}")
+    _redact.install_log_filter()
+    assert looked_up == [new.name]
+    assert _redact._FILTER in new.filters and _redact._FILTER not in other.filters
+    _redact.install_log_filter()  # nothing new: no look-up at all
+    assert looked_up == [new.name]
