@@ -120,10 +120,10 @@ async def _run_tracker(
 ) -> None:
     """The tracker's child: ready at once; the sidecar's start and the sweep run beside the rest.
 
-    Neither is on the critical path of a connection: the sidecar starts while the config
-    is read and the tree is built (the stdio transport waits for it before its first
-    spawn, which it usually has long finished by then), and the sweep only touches the
-    leftovers of dead hosts.
+    The sidecar starts while the config is read; :func:`open_runtime` then waits for the
+    net (only when a stdio server is configured, and while its loop is idle anyway), and
+    the stdio transport waits for it before any spawn. The sweep is on no one's path: it
+    only touches the leftovers of dead hosts.
     """
     async with trio.open_nursery() as nursery:
         # One worker thread, the net first: a thread less in the GIL's way of the first connections.
