@@ -507,11 +507,17 @@ class ProcessTracker:
                     self._write_ledger_locked(wait=True)  # the marker is on disk before any spawn
                 self._net_ready = not self._closing
 
-    async def wait_safety_net(self) -> None:
+    async def wait_safety_net(self, *, abandon_on_cancel: bool = False) -> None:
         """Return once :meth:`start_safety_net` has run (at once, without a checkpoint, if it has).
 
         The stdio transport calls it before every spawn: no server may exist before the
         sidecar does. Usually the runtime started the net in the background long before.
+
+        Args:
+            abandon_on_cancel: A cancellation ends the wait even while this call's own worker
+                job runs (the job finishes on its own). For a caller that only prefers the
+                net up, as :func:`~mcp_actors.runtime.open_runtime` does; a spawn must not
+                use it.
         """
         if self._net_ready:
             return
@@ -526,7 +532,8 @@ class ProcessTracker:
                 return
         started = starts[id(self)] = trio.Event()
         try:
-            await trio.to_thread.run_sync(self.start_safety_net)  # not cancellable: it finishes
+            # Not cancellable unless asked: it finishes.
+            await trio.to_thread.run_sync(self.start_safety_net, abandon_on_cancel=abandon_on_cancel)
         finally:
             del starts[id(self)]
             started.set()

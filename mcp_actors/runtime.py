@@ -26,6 +26,7 @@ import functools
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
+from typing import Final
 
 import attrs
 import trio
@@ -67,6 +68,7 @@ from supervisors import (
 __all__ = [
     "DEFAULT_CALLBACK_TIMEOUT",
     "ElicitationHandler",
+    "NET_WAIT_BOUND",
     "RootsSource",
     "Runtime",
     "SamplingHandler",
@@ -155,6 +157,12 @@ async def _run_connections(*, task_status: trio.TaskStatus[Supervisor] = trio.TA
     async with open_supervisor(CONNECTIONS_SPEC, children=[], name="connections") as sup:
         task_status.started(sup)
         await trio.sleep_forever()
+
+
+NET_WAIT_BOUND: Final = 5.0
+"""Seconds :func:`open_runtime` waits for the kill-on-exit net after the config read (it
+takes milliseconds; a stuck disk under the ledger must not hold the runtime). Past it the
+runtime serves, and a stdio server's spawn still waits for the net itself."""
 
 
 @contextlib.asynccontextmanager
@@ -248,7 +256,8 @@ async def open_runtime(
             # the GIL after each of its system calls (up to the 5 ms switch interval each), and
             # the first spawn, which waits for the net, waited with it: 7-12 ms more in two of
             # five starts of 20 servers (docs/performance.md, round 20).
-            await tracker.wait_safety_net()
+            with trio.move_on_after(NET_WAIT_BOUND):
+                await tracker.wait_safety_net(abandon_on_cancel=True)
         # The registry's first start reuses that read; a restart reads afresh.
         ref = RegistryRef(store=store, bus=bus, tool_cache_ttl=tool_cache_ttl, initial_records=first_records, host=host)
         ref.fingerprint = fingerprint

@@ -477,3 +477,37 @@ async def test_open_runtime_finishes_the_net_before_building_the_tree_only_for_s
                 assert opened == [False]  # returned while the net is still held
             release.set()
     assert opened == [waits]
+
+
+async def test_open_runtime_waits_for_a_stuck_net_only_for_a_bounded_time(
+    tracker: ProcessTracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A net that does not finish (a stuck disk under the ledger) never holds open_runtime for good.
+
+    The runtime's wait gives up after NET_WAIT_BOUND and serves; a spawn still waits for
+    the net itself before it starts a server.
+    """
+    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors.runtime import NET_WAIT_BOUND, open_runtime
+    from mcp_actors.store import ConfigStore
+
+    record = {"id": new_server_id(), "name": "s", "type": "stdio", "config": {"command": "true"}}
+    ConfigStore(tmp_path / "cfg.json").save([record_from_json_dict(record)])
+    release = threading.Event()
+    start = tracker.start_safety_net
+
+    def stuck() -> None:
+        release.wait(BOUND)
+        start()
+
+    tracker.start_safety_net = stuck  # type: ignore[method-assign]
+    monkeypatch.setattr(ProcessTracker, "get_instance", classmethod(lambda cls: tracker))
+    try:
+        began = trio.current_time()
+        async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False):
+            waited = trio.current_time() - began
+            assert tracker.reaper_pid is None  # still stuck: the runtime serves without it
+            release.set()  # the runtime's close waits for its background job: let it end
+    finally:
+        release.set()
+    assert NET_WAIT_BOUND <= waited < NET_WAIT_BOUND + 1.0
