@@ -43,7 +43,7 @@ import trio
 
 from mcp_actors import events
 from mcp_actors._callbacks import HostCallbacks
-from mcp_actors.connection import ConnectionHandle, ConnectionSettings, SlotRunner, open_connection
+from mcp_actors.connection import ConnectionHandle, ConnectionSettings, SlotRunner, open_slot
 from mcp_actors.errors import (
     ActorStopped,
     ConfigError,
@@ -459,7 +459,7 @@ async def _run_slot(
     *,
     task_status: trio.TaskStatus[ConnectionHandle] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    await runner(task_status=_Relay(task_status, handle))
+    await runner.run(task_status=_Relay(task_status, handle))
 
 
 @attrs.frozen(eq=False)
@@ -496,7 +496,7 @@ def prepare_slot(record: McpServerRecord, bus: events.EventBus, *, host: HostCal
     Each slot gets a fresh child id, so a changed server's new slot can start before the
     old one has stopped: an update never leaves the server without a handle.
     """
-    handle, runner = open_connection(settings_for(record, host=host), bus)
+    handle, runner = open_slot(settings_for(record, host=host), bus)
     return PreparedSlot(f"{record.id}#{next(_SLOT_SEQ)}", handle, runner)
 
 

@@ -1698,9 +1698,9 @@ class ConnectionHandle:
 
 @attrs.frozen(eq=False)
 class SlotRunner:
-    """The slot of one handle, to run under a supervisor (``await runner(task_status=...)``) — or never.
+    """The slot of one handle, to run under a supervisor (``await runner.run(task_status=...)``) — or never.
 
-    The handle works from the moment :func:`open_connection` returns: requests queue in its
+    The handle works from the moment :func:`open_slot` returns: requests queue in its
     mailbox until the slot runs. A slot that will never run (its owner stopped before
     starting it) must be abandoned (:meth:`abandon`), so that no request queued for it waits for
     an answer that cannot come.
@@ -1710,7 +1710,8 @@ class SlotRunner:
     inbox: trio.MemoryReceiveChannel[ConnectionMessage]
     cell: _StatusCell
 
-    async def __call__(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the slot until its mailbox closes (see :func:`run_connection_slot`)."""
         await run_connection_slot(self.settings, self.inbox, self.cell, task_status=task_status)
 
     def abandon(self) -> None:
@@ -1718,8 +1719,16 @@ class SlotRunner:
         _stop_mailbox(_Slot(settings=self.settings, inbox=self.inbox, cell=self.cell))
 
 
-def open_connection(settings: ConnectionSettings, bus: events.EventBus) -> tuple[ConnectionHandle, SlotRunner]:
-    """A handle plus the slot to run under a supervisor (``await runner(task_status=...)``)."""
+def open_slot(settings: ConnectionSettings, bus: events.EventBus) -> tuple[ConnectionHandle, SlotRunner]:
+    """A handle plus its slot, to run (:meth:`SlotRunner.run`) or abandon (:meth:`SlotRunner.abandon`)."""
     mailbox, inbox = open_mailbox[ConnectionMessage](settings.mailbox_capacity)
     cell = _StatusCell(ConnectionStatus(server_id=settings.server_id, server_name=settings.server_name), bus)
     return ConnectionHandle(settings, mailbox, cell), SlotRunner(settings, inbox, cell)
+
+
+def open_connection(
+    settings: ConnectionSettings, bus: events.EventBus
+) -> tuple[ConnectionHandle, Callable[..., Awaitable[None]]]:
+    """A handle plus the slot function to run under a supervisor (``await start(task_status=...)``)."""
+    handle, runner = open_slot(settings, bus)
+    return handle, runner.run

@@ -28,7 +28,7 @@ BOUND = 60.0
 """Generous bound for a connect and a listing that take well under a second on a quiet machine."""
 
 IDLE_TASKS = {
-    "mcp_actors.connection.open_connection.<locals>.start": "the slot: mailbox, actor and restarts, one task",
+    "mcp_actors.connection.SlotRunner.run": "the slot: mailbox, actor and restarts, one task",
     "mcp_actors.connection._ConnectionActor._run_session": "the session: connect, then ping and watch for death",
     "mcp_actors._dispatch.WireDispatcher.run": "the dispatcher, running the wire: the one stdout reader that wakes"
     " each waiting caller (its nursery holds only inbound handlers and a cut line's rest)",
@@ -93,7 +93,7 @@ async def test_an_idle_slot_that_never_connected_keeps_one_task() -> None:
     added = list(after)
     for name in before:
         added.remove(name)
-    assert added == ["mcp_actors.connection.open_connection.<locals>.start"], added
+    assert added == ["mcp_actors.connection.SlotRunner.run"], added
 
 
 def _pipe_holding_server() -> list[str]:

@@ -20,7 +20,7 @@ from testkit import runtime_at
 
 from mcp_actors import events
 from mcp_actors._registry import RegistryRef, _RegistryActor, settings_for
-from mcp_actors.connection import ConnectionHandle, open_connection
+from mcp_actors.connection import ConnectionHandle, open_slot
 from mcp_actors.errors import ActorStopped
 from mcp_actors.records import McpServerRecord, new_server_id, record_from_json_dict
 from mcp_actors.runtime import CONNECTIONS_SPEC
@@ -85,7 +85,7 @@ async def test_the_runtime_serves_before_its_slots_have_started_and_then_starts_
 async def test_a_slot_that_never_runs_answers_its_queued_requests() -> None:
     """SlotRunner.abandon: a request waiting in the mailbox gets ActorStopped naming the server; later ones too."""
     record = demo_records(1)[0]
-    handle, runner = open_connection(settings_for(record), events.EventBus())
+    handle, runner = open_slot(settings_for(record), events.EventBus())
     outcomes: list[str] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(expect_stopped, handle, outcomes)
