@@ -121,9 +121,15 @@ def _start_stress(tmp_path: Path, workers: int) -> subprocess.Popen[bytes]:
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), TMPDIR=str(tmp_path)
     )
-    return subprocess.Popen(
-        argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
-    )
+    # The host gets SIGHUP's default action whatever this process has: a suite started under
+    # nohup ignores SIGHUP, the host inherited that, and a "closed terminal" did not kill it.
+    hangup = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        return subprocess.Popen(
+            argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+    finally:
+        signal.signal(signal.SIGHUP, hangup)
 
 
 def _wait_until(proc: subprocess.Popen[bytes], found: Callable[[], list[psutil.Process]], what: str) -> None:
