@@ -269,10 +269,14 @@ def test_sweep_kills_orphans_in_a_dead_leaders_group_only_with_the_hosts_marker(
     tracker: ProcessTracker, state_dir: Path
 ) -> None:
     """Orphans of a dead leader are killed by a sweep only if they carry the dead host's marker."""
+    # A marker of this run only: a sweep kills every process carrying its dead host's marker,
+    # so a literal one shared with a second copy of the suite running at the same time let
+    # that copy's sweep kill this test's leader before it printed (seen in a double CI run).
+    ours = f"ours-{os.getpid()}-{time.monotonic_ns()}"
     orphans = []
     leaders = []
     try:
-        for marker in ("ours", None):
+        for marker in (ours, None):
             env = {k: v for k, v in os.environ.items() if k != MARKER_ENV}
             if marker is not None:
                 env[MARKER_ENV] = marker
@@ -283,10 +287,10 @@ def test_sweep_kills_orphans_in_a_dead_leaders_group_only_with_the_hosts_marker(
             out, _ = leader.communicate(timeout=30)  # the leader exits; its child stays in the group
             orphans.append(ProcessIdentity.of(int(out), label=f"orphan-{marker}"))
             assert orphans[-1].is_alive() and os.getpgid(orphans[-1].pid) == leader.pid
-        write_ledger(state_dir, dead_host(), leaders, marker="ours")
+        write_ledger(state_dir, dead_host(), leaders, marker=ours)
         marked, unmarked = orphans
         killed = tracker.sweep_ledger()
-        assert [i.label for i in killed] == ["leader-ours"]
+        assert [i.label for i in killed] == [f"leader-{ours}"]
         assert not marked.is_alive()
         assert unmarked.is_alive()  # could be a stranger in a recycled group: left alone
     finally:
