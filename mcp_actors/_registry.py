@@ -679,8 +679,8 @@ class _RegistryActor:
         """Start the slots :meth:`rebuild` prepared, one after another, while the registry serves.
 
         The handles are in the view already, so a request for a server whose slot has not
-        started waits in its mailbox, a few hundred microseconds at most (a slot's start is
-        ~0.1 ms of the loop). Starting them here rather than in :meth:`rebuild` lets the
+        started waits in its mailbox until the slots before it have started (~0.1 ms of the
+        loop each, in config order). Starting them here rather than in :meth:`rebuild` lets the
         registry serve, and the first servers connect, without waiting for every slot of a
         large config: start-up's first spawn no longer waits for twenty slot starts.
 

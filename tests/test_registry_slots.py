@@ -26,7 +26,7 @@ from mcp_actors.records import McpServerRecord, new_server_id, record_from_json_
 from mcp_actors.runtime import CONNECTIONS_SPEC
 from mcp_actors.store import ConfigStore
 from mcp_actors.testing import demo_server_command
-from supervisors import open_supervisor
+from supervisors import Supervisor, open_supervisor
 
 pytestmark = pytest.mark.usefixtures("servers_in_memory")
 
@@ -52,6 +52,14 @@ def slot_owners(connections: object) -> list[str]:
     """The server ids of the connection slots, in the supervisor's start order."""
     children = connections.which_children()  # type: ignore[attr-defined]
     return [info.value.server_id for info in children if isinstance(info.value, ConnectionHandle)]
+
+
+async def rebuilt_actor(tmp_path: Path, records: list[McpServerRecord], connections: Supervisor) -> _RegistryActor:
+    """A registry incarnation after its rebuild: every slot prepared, none started."""
+    ref = RegistryRef(store=ConfigStore(tmp_path / "cfg.json"), bus=events.EventBus(), initial_records=records)
+    actor = _RegistryActor(ref, connections, connect_on_add=False, poll_interval=0)
+    await actor.rebuild()
+    return actor
 
 
 async def expect_stopped(handle: ConnectionHandle, outcomes: list[str]) -> None:
@@ -100,11 +108,9 @@ async def test_a_slot_that_never_runs_answers_its_queued_requests() -> None:
 async def test_a_server_removed_before_its_slot_started_never_gets_one(tmp_path: Path) -> None:
     """start_slots skips a handle the view no longer holds (what a removal does) and answers its queued request."""
     records = demo_records(3)
-    ref = RegistryRef(store=ConfigStore(tmp_path / "cfg.json"), bus=events.EventBus(), initial_records=records)
     outcomes: list[str] = []
     async with open_supervisor(CONNECTIONS_SPEC, children=[], name="connections") as connections:
-        actor = _RegistryActor(ref, connections, connect_on_add=False, poll_interval=0)
-        await actor.rebuild()
+        actor = await rebuilt_actor(tmp_path, records, connections)
         assert slot_owners(connections) == []  # prepared, not started
         removed = records[1].id
         actor.slots.pop(removed)
@@ -123,11 +129,9 @@ async def test_a_server_removed_before_its_slot_started_never_gets_one(tmp_path:
 async def test_slots_left_unstarted_when_the_runtime_closes_answer_their_requests(tmp_path: Path) -> None:
     """The connections supervisor is stopping: start_slots starts nothing and every queued request is answered."""
     records = demo_records(3)
-    ref = RegistryRef(store=ConfigStore(tmp_path / "cfg.json"), bus=events.EventBus(), initial_records=records)
     outcomes: list[str] = []
     async with open_supervisor(CONNECTIONS_SPEC, children=[], name="connections") as connections:
-        actor = _RegistryActor(ref, connections, connect_on_add=False, poll_interval=0)
-        await actor.rebuild()
+        actor = await rebuilt_actor(tmp_path, records, connections)
     # The supervisor has stopped: a start now raises RuntimeError, as at the runtime's close.
     async with trio.open_nursery() as nursery:
         for handle in actor.handles.values():
@@ -142,11 +146,9 @@ async def test_slots_left_unstarted_when_the_runtime_closes_answer_their_request
 async def test_an_incarnation_cancelled_before_its_slots_started_answers_their_requests(tmp_path: Path) -> None:
     """Cancelled while starting (the registry crashed or stopped): the rest are abandoned, nothing hangs."""
     records = demo_records(4)
-    ref = RegistryRef(store=ConfigStore(tmp_path / "cfg.json"), bus=events.EventBus(), initial_records=records)
     outcomes: list[str] = []
     async with open_supervisor(CONNECTIONS_SPEC, children=[], name="connections") as connections:
-        actor = _RegistryActor(ref, connections, connect_on_add=False, poll_interval=0)
-        await actor.rebuild()
+        actor = await rebuilt_actor(tmp_path, records, connections)
         last = actor.handles[records[-1].id]
         async with trio.open_nursery() as nursery:
             nursery.start_soon(expect_stopped, last, outcomes)
