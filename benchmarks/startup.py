@@ -51,6 +51,7 @@ __all__ = [
     "client_cpu_split_note",
     "core_time_notes",
     "fixed_cost_note",
+    "held_equal_ratios",
     "main",
     "median_interval",
     "paired",
@@ -255,9 +256,6 @@ def core_time_notes(metric: Metric, what: str, cores: int) -> list[str]:
         return []
     reference = statistics.median(s for _w, s, _c in ours + raw)
 
-    def adjusted(wall: float, servers: float) -> float:
-        return wall - (servers - reference) / cores
-
     def idle(wall: float, servers: float, client: float) -> float:
         return cores * wall - servers - client
 
@@ -265,7 +263,7 @@ def core_time_notes(metric: Metric, what: str, cores: int) -> list[str]:
     idle_ours = [idle(*round_) * 1000 for round_ in ours]
     idle_raw = [idle(*round_) * 1000 for round_ in raw]
     idle_diff = [a - b for a, b in zip(idle_ours, idle_raw, strict=True)]
-    ratios = [adjusted(a[0], a[1]) / adjusted(b[0], b[1]) for a, b in zip(ours, raw, strict=True)]
+    ratios = held_equal_ratios([(w, s) for w, s, _c in ours], [(w, s) for w, s, _c in raw], cores, reference)
     low, high = median_interval(servers_diff)
     idle_low, idle_high = median_interval(idle_diff)
     ratio_low, ratio_high = median_interval(ratios)
@@ -281,6 +279,22 @@ def core_time_notes(metric: Metric, what: str, cores: int) -> list[str]:
         f"mcp-actors / raw SDK paired by round {statistics.median(ratios):.3f}, 95 % interval "
         f"[{ratio_low:.3f}, {ratio_high:.3f}]; goal <= 1.0: {verdict_of_interval((ratio_low, ratio_high), 1.0)}",
     ]
+
+
+def held_equal_ratios(
+    first: Sequence[tuple[float, float]], second: Sequence[tuple[float, float]], cores: int, reference: float
+) -> list[float]:
+    """Round by round, ``first``'s wall time over ``second``'s, each with its servers' CPU held at ``reference``.
+
+    Each item is a round's (wall time, servers' CPU), in seconds. A start that keeps every
+    core busy would have taken ``wall - (servers - reference) / cores`` had its servers used
+    ``reference`` (see :func:`core_time_notes`).
+    """
+
+    def adjusted(wall: float, servers: float) -> float:
+        return wall - (servers - reference) / cores
+
+    return [adjusted(*a) / adjusted(*b) for a, b in zip(first, second, strict=True)]
 
 
 def fixed_cost_note(metric: Metric) -> str | None:

@@ -10,10 +10,12 @@ fresh interpreter per start, by three clients:
 - ``runtime``: ``open_runtime`` and ``McpService.list_server_tools`` per server.
 
 The clock and the CPU counters start inside ``trio.run`` (imports excluded) and stop when
-every tool list is in hand. The three run in turn, round after round; each client's
-figures are medians, and its wall time is also given as a ratio to the raw SDK's paired
-by round (docs/performance.md, round 11: the layer costs what the raw SDK costs, the
-actors add the rest).
+every tool list is in hand; the servers' CPU is read then (they are idle once listed).
+The three run in turn, round after round; each client's figures are medians, and its wall
+time is also given as a ratio to the raw SDK's paired by round, as measured and with the
+servers' CPU held equal (:func:`table_lines`; docs/performance.md, round 11: the layer
+costs what the raw SDK costs, the actors add the rest; round 21: what that costs the
+20-server goal).
 
     python -m benchmarks.startup_layers [--servers N] [--rounds R] [--by-task]
     python -m benchmarks.startup_layers --instructions [--servers N]
@@ -55,7 +57,7 @@ import trio
 
 from benchmarks._common import toolserver
 
-__all__ = ["KINDS", "TaskCpu", "by_task_lines", "main", "measure", "task_kind"]
+__all__ = ["KINDS", "TaskCpu", "by_task_lines", "main", "measure", "table_lines", "task_kind"]
 
 KINDS = ("raw", "layer", "runtime")
 """The clients, in the order each round runs them."""
@@ -187,6 +189,7 @@ def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
     import mcp  # noqa: F401
 
     import mcp_actors.runtime  # noqa: F401
+    from benchmarks.drivers._harness import descendants_cpu
 
     run = {"raw": _raw, "layer": _layer, "runtime": _runtime}[kind]
     server = toolserver()
@@ -206,6 +209,9 @@ def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
             figures["wall_ms"] = (time.perf_counter() - wall) * 1000
             figures["cpu_ms"] = (time.process_time() - cpu) * 1000
             figures["loop_cpu_ms"] = (time.thread_time() - loop) * 1000
+            servers_cpu, helpers_cpu = descendants_cpu()  # the servers are idle once listed
+            figures["servers_cpu_ms"] = servers_cpu * 1000
+            figures["helpers_cpu_ms"] = helpers_cpu * 1000
             if tasks is not None:
                 tasks.on = False
                 figures["tasks"] = {k: v * 1000 for k, v in tasks.cpu.items()}
@@ -333,16 +339,50 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(f"[startup_layers] round {n + 1}/{options.rounds}", file=sys.stderr, flush=True)
         rounds.append({kind: measure(kind, options.servers, by_task=options.by_task) for kind in KINDS})
     print(f"{options.servers} light servers started and listed, {options.rounds} rounds; load {_load()}")
-    print(f"{'client':8s} {'wall ms':>8s} {'CPU ms':>8s} {'loop CPU ms':>12s} {'wall / raw, paired':>19s}")
-    for kind in KINDS:
-        values = {key: statistics.median(r[kind][key] for r in rounds) for key in ("wall_ms", "cpu_ms", "loop_cpu_ms")}
-        paired = statistics.median(r[kind]["wall_ms"] / r["raw"]["wall_ms"] for r in rounds)
-        print(
-            f"{kind:8s} {values['wall_ms']:8.1f} {values['cpu_ms']:8.1f} {values['loop_cpu_ms']:12.1f} {paired:18.3f}x"
-        )
+    for line in table_lines(rounds, os.cpu_count() or 1):
+        print(line)
     if options.by_task:
         for line in by_task_lines(rounds):
             print(line)
+
+
+def table_lines(rounds: Sequence[dict[str, dict[str, Any]]], cores: int) -> list[str]:
+    """Each client's medians (wall, CPU, the loop's CPU, the servers' CPU) and its wall time
+    over the raw SDK's, paired by round: as measured, and with the servers' CPU held equal.
+
+    Held equal is :func:`benchmarks.startup.held_equal_ratios` at the median servers' CPU
+    of every start of the run, with its bootstrap interval: with more servers than cores
+    that is the figure the start-up goal is read by (a round's wall time moves by ~10 %
+    with its servers' CPU, whichever client started them). It is shown only when every
+    start reports its servers' CPU.
+    """
+    from benchmarks.startup import held_equal_ratios, median_interval
+
+    fields = ("wall_ms", "cpu_ms", "loop_cpu_ms", "servers_cpu_ms")
+    held = all("servers_cpu_ms" in r[kind] for r in rounds for kind in KINDS)
+    reference = statistics.median(r[kind]["servers_cpu_ms"] for r in rounds for kind in KINDS) if held else 0.0
+    lines = [
+        f"{'client':8s} {'wall ms':>8s} {'CPU ms':>8s} {'loop CPU ms':>12s} {'servers CPU ms':>15s} "
+        f"{'wall / raw, paired':>19s} {'held equal, 95 % interval':>34s}"
+    ]
+    for kind in KINDS:
+        values = {key: statistics.median(r[kind].get(key, 0.0) for r in rounds) for key in fields}
+        paired = statistics.median(r[kind]["wall_ms"] / r["raw"]["wall_ms"] for r in rounds)
+        line = (
+            f"{kind:8s} {values['wall_ms']:8.1f} {values['cpu_ms']:8.1f} {values['loop_cpu_ms']:12.1f} "
+            f"{values['servers_cpu_ms']:15.1f} {paired:18.3f}x"
+        )
+        if held:
+            ratios = held_equal_ratios(
+                [(r[kind]["wall_ms"], r[kind]["servers_cpu_ms"]) for r in rounds],
+                [(r["raw"]["wall_ms"], r["raw"]["servers_cpu_ms"]) for r in rounds],
+                cores,
+                reference,
+            )
+            low, high = median_interval(ratios)
+            line += f" {statistics.median(ratios):13.3f}x [{low:.3f}, {high:.3f}]"
+        lines.append(line)
+    return lines
 
 
 def by_task_lines(rounds: Sequence[dict[str, dict[str, Any]]]) -> list[str]:

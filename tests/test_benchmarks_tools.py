@@ -185,10 +185,34 @@ def test_startup_layers_starts_and_lists_with_each_client_and_prints_their_figur
     rows = capsys.readouterr().out.splitlines()[2:]
     assert [row.split()[0] for row in rows] == list(startup_layers.KINDS)
     for row in rows:
-        wall, cpu, loop_cpu, paired = row.split()[1:]
+        wall, cpu, loop_cpu, servers_cpu, paired, held, low, high = row.split()[1:]
         assert float(wall) > 0 and float(cpu) > 0 and float(loop_cpu) > 0
-        assert paired.endswith("x")
-    assert rows[0].split()[-1] == "1.000x"  # the raw SDK against itself
+        assert float(servers_cpu) > 5  # two interpreters' start: tens of ms of CPU, read from their processes
+        assert paired.endswith("x") and held.endswith("x") and low.startswith("[") and high.endswith("]")
+    assert rows[0].split()[5:] == ["1.000x", "1.000x", "[1.000,", "1.000]"]  # the raw SDK against itself
+
+
+def test_startup_layers_table_holds_each_rounds_servers_cpu_at_the_runs_median() -> None:
+    """``table_lines``: the layer's rounds differ from the raw SDK's only by their servers' CPU
+    (2 x wall = servers' CPU + 20 ms); held equal, it is at parity where its plain ratio is not.
+    The runtime's rounds take 30 ms of core-time more at the same servers' CPU: 15 ms of wall."""
+    rounds = []
+    for swing in (20.0, 40.0, -20.0, 60.0, 80.0):
+        raw = {"wall_ms": 610.0, "cpu_ms": 30.0, "loop_cpu_ms": 25.0, "servers_cpu_ms": 1200.0}
+        layer = {**raw, "wall_ms": (1200.0 + swing + 20.0) / 2, "servers_cpu_ms": 1200.0 + swing}
+        runtime = {**raw, "wall_ms": 625.0}
+        rounds.append({"raw": raw, "layer": layer, "runtime": runtime})
+    header, raw_row, layer_row, runtime_row = startup_layers.table_lines(rounds, cores=2)
+    assert "servers CPU ms" in header and "held equal, 95 % interval" in header
+    assert layer_row.split()[5] != "1.000x"  # as measured, the servers' swing shows
+    assert layer_row.split()[6:] == ["1.000x", "[1.000,", "1.000]"]
+    assert runtime_row.split()[6:] == [f"{625 / 610:.3f}x", f"[{625 / 610:.3f},", f"{625 / 610:.3f}]"]
+    assert raw_row.split()[6] == "1.000x"
+    # Rounds without the servers' CPU (a child of an older version) get no held-equal column.
+    for r in rounds:
+        for figures in r.values():
+            del figures["servers_cpu_ms"]
+    assert all(len(line.split()) == 6 for line in startup_layers.table_lines(rounds, cores=2)[1:])
 
 
 def test_startup_layers_by_task_names_the_tasks_that_spent_each_clients_loop_cpu(
