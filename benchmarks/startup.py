@@ -286,7 +286,7 @@ def held_equal_ratios(
 ) -> list[float]:
     """Round by round, ``first``'s wall time over ``second``'s, each with its servers' CPU held at ``reference``.
 
-    Each item is a round's (wall time, servers' CPU), in seconds. A start that keeps every
+    Each item is a round's (wall time, servers' CPU), in one unit throughout. A start that keeps every
     core busy would have taken ``wall - (servers - reference) / cores`` had its servers used
     ``reference`` (see :func:`core_time_notes`).
     """

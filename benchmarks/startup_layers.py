@@ -209,9 +209,7 @@ def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
             figures["wall_ms"] = (time.perf_counter() - wall) * 1000
             figures["cpu_ms"] = (time.process_time() - cpu) * 1000
             figures["loop_cpu_ms"] = (time.thread_time() - loop) * 1000
-            servers_cpu, helpers_cpu = descendants_cpu()  # the servers are idle once listed
-            figures["servers_cpu_ms"] = servers_cpu * 1000
-            figures["helpers_cpu_ms"] = helpers_cpu * 1000
+            figures["servers_cpu_ms"] = descendants_cpu()[0] * 1000  # the servers are idle once listed
             if tasks is not None:
                 tasks.on = False
                 figures["tasks"] = {k: v * 1000 for k, v in tasks.cpu.items()}
