@@ -233,6 +233,14 @@ class ChildSpec:
     Returning or raising before ``started()`` is a failed start. After ``started()``,
     returning is a normal exit and raising an ``Exception`` an abnormal one.
 
+    A child with ``started_at_spawn`` has no start to wait for: the supervisor counts it
+    as running as soon as it spawns its task, and ``start_child`` returns ``None`` without
+    a scheduling round trip (trio's ``nursery.start`` costs a nursery, a cancel scope and
+    two task switches per child; a registry starting a slot per server pays that per
+    server). Its ``start`` may still call ``started(value)`` to report a value to
+    :meth:`Supervisor.child_value`; returning or raising is then an exit like any other,
+    restarted by its restart type, never a failed start.
+
     Attributes:
         id: Unique among the supervisor's children.
         start: The async function that runs the child.
@@ -240,7 +248,9 @@ class ChildSpec:
         shutdown: How long it gets to stop once cancelled.
         kind: Worker or supervisor (informational).
         start_timeout: Seconds ``start`` may take to call ``started()`` (> 0); a start
-            that is slower is cancelled and fails with :class:`ChildStartFailed`.
+            that is slower is cancelled and fails with :class:`ChildStartFailed`. Not
+            used with ``started_at_spawn``.
+        started_at_spawn: Count the child as started when its task is spawned (see above).
     """
 
     id: str = attrs.field(validator=_child_id)
@@ -251,6 +261,7 @@ class ChildSpec:
     )
     kind: ChildKind = attrs.field(default=ChildKind.WORKER, validator=attrs.validators.instance_of(ChildKind))
     start_timeout: float = attrs.field(default=30.0, validator=_positive)
+    started_at_spawn: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
 
 
 def should_restart(restart: Restart, *, abnormal: bool) -> bool:

@@ -222,7 +222,8 @@ class Supervisor:
             spec: The child; its id must be new to this supervisor.
 
         Returns:
-            The value the child passed to ``task_status.started()``.
+            The value the child passed to ``task_status.started()`` (``None`` for a child
+            ``started_at_spawn``, which is running once spawned).
 
         Raises:
             ValueError: A child with this id exists.
@@ -410,6 +411,14 @@ class Supervisor:
         child.run = run
         child.state = _State.STARTING
         child.restart_at = None
+        if spec.started_at_spawn:
+            # Nothing to wait for: the task starts in the supervisor's nursery, shielded from
+            # the first step (only the supervisor stops it), and is running from here on.
+            run.scope.shield = True
+            self._nursery.start_soon(self._run_child, child, run)
+            child.state = _State.RUNNING
+            child.running_since = trio.current_time()
+            return None
         try:
             with trio.move_on_after(spec.start_timeout) as deadline:
                 value = await self._nursery.start(self._run_child, child, run)
@@ -442,20 +451,23 @@ class Supervisor:
             child.state = _State.STOPPED
         child.running_since = None
 
-    async def _run_child(self, child: _Child, run: _Run, *, task_status: trio.TaskStatus[Any]) -> None:
+    async def _run_child(
+        self, child: _Child, run: _Run, *, task_status: trio.TaskStatus[Any] = trio.TASK_STATUS_IGNORED
+    ) -> None:
         """The task of one incarnation of a child."""
         run.task = trio.lowlevel.current_task()
         status = _ChildStatus(task_status, run, self._nursery, child.spec.id)
+        at_spawn = child.spec.started_at_spawn
         error: Exception | None = None
         try:
             try:
                 with run.scope:
                     await child.spec.start(task_status=status)
             except Exception as exc:
-                if not run.started:
+                if not run.started and not at_spawn:
                     raise  # a failed start: nursery.start() re-raises it to the starter
                 error = exc
-            if not run.started:
+            if not run.started and not at_spawn:
                 if run.scope.cancelled_caught:
                     raise RuntimeError("stopped while starting: the supervisor is stopping")
                 raise RuntimeError("returned before calling task_status.started()")

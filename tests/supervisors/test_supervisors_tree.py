@@ -588,6 +588,60 @@ async def test_failed_dynamic_start_is_not_added() -> None:
         assert await sup.start_child(probe.spec("x")) == "x#2"
 
 
+async def test_a_child_started_at_spawn_is_running_before_its_task_has_run() -> None:
+    """started_at_spawn: start_child returns None at once, the child runs later and reports its value."""
+    probe = Probe()
+    async with open_supervisor(spec(), []) as sup:
+        assert await sup.start_child(probe.spec("x", started_at_spawn=True)) is None
+        assert probe.starts["x"] == 0  # no round trip: the child has not run yet
+        assert sup.which_children() == [ChildInfo(id="x", kind=ChildKind.WORKER, running=True, value=None, restarts=0)]
+        await trio.testing.wait_all_tasks_blocked()
+        assert sup.child_value("x") == "x#1"
+        await sup.terminate_child("x")
+        assert probe.events() == ["start x", "cancelled x", "stopped x"]
+
+
+async def test_a_child_started_at_spawn_that_raises_before_started_is_restarted_as_a_crash(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """No failed start for it: raising first is an exit, restarted after the backoff like any crash."""
+    probe = Probe(plans={"x": ["fail-start"], "y": ["return-early"]})
+    async with open_supervisor(spec(), []) as sup:
+        assert await sup.start_child(probe.spec("x", started_at_spawn=True)) is None
+        await sup.start_child(probe.spec("y", started_at_spawn=True, restart=Restart.TRANSIENT))
+        await probe.wait_started("x", 2)
+        assert probe.times("start", "x") == [0.0, 0.5]
+        assert sup.child_value("x") == "x#2"
+        assert sup.statistics().restarts_total == 1
+        # A transient child that returned before started() exited normally: not restarted.
+        assert probe.starts["y"] == 1
+        assert [info.running for info in sup.which_children()] == [True, False]
+
+
+async def test_a_child_started_at_spawn_is_stopped_in_order_even_before_it_ran(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """Shielded from its first step: an outside cancellation stops it in reverse start order, bounded."""
+    probe = Probe(cleanup={"a": 1.0, "b": 1.0})
+    with trio.move_on_after(5.0):
+        async with open_supervisor(spec(), [probe.spec("a")]) as sup:
+            await sup.start_child(probe.spec("b", started_at_spawn=True))
+            await trio.sleep_forever()
+    assert probe.log[-4:] == [
+        (5.0, "cancelled", "b"),
+        (6.0, "stopped", "b"),
+        (6.0, "cancelled", "a"),
+        (7.0, "stopped", "a"),
+    ]
+
+    probe = Probe()
+    async with open_supervisor(spec(), []) as sup:
+        await sup.start_child(probe.spec("x", started_at_spawn=True))
+        await sup.terminate_child("x")  # its task had not run: it runs, is cancelled at once, and stops
+        assert not sup.which_children()[0].running
+    assert probe.events() == ["start x", "cancelled x", "stopped x"]
+
+
 async def test_terminate_cancels_a_pending_restart(autojump_clock: trio.abc.Clock) -> None:
     """Terminating a child that waits for its backoff cancels the restart; restart_child starts it."""
     probe = Probe()
