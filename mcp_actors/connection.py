@@ -367,8 +367,10 @@ class _SessionRun:
         live: The session once ``initialize`` succeeded.
         close_why: Set when a close was requested (disconnect, reconnect, removal): the
             end is then not a failure.
-        watch: The connected life's scope: cancelled to close gracefully (a callback,
-            not a task waiting for an event).
+        watch: The connected life's current scope (its wait for the next ping, or the
+            ping): cancelled to close gracefully (a callback, not a task waiting for an
+            event). A close request sets ``close_why`` first, so a scope not entered yet
+            is never waited in.
         done: Set when the session and its transport are closed.
     """
 
@@ -694,19 +696,19 @@ class _ConnectionActor:
         Returns when the link died (the death declared, unless a close was requested) or
         when :attr:`_SessionRun.watch` is cancelled by a close request.
         """
-        settings = self.settings
+        interval = self.settings.ping_interval
         dead = live.link.dead
-        with run.watch:
-            while not dead.is_set():
-                if settings.ping_interval <= 0:
-                    await dead.wait()
-                    break
-                with trio.move_on_after(settings.ping_interval):
-                    await dead.wait()
-                if not dead.is_set():
+        while run.close_why is None and not dead.is_set():
+            # One scope per wait (not a watch scope around a timer scope): its deadline is the
+            # next ping, and a close request cancels it (it is the run's ``watch`` meanwhile).
+            deadline = trio.current_time() + interval if interval > 0 else math.inf
+            with trio.CancelScope(deadline=deadline) as run.watch:
+                await dead.wait()
+            if run.close_why is None and not dead.is_set():
+                with trio.CancelScope() as run.watch:
                     await self._ping(live)
-            if run.close_why is None:
-                self._die(self._lost_error(live), live)  # at once: no checkpoint since the death was seen
+        if run.close_why is None:
+            self._die(self._lost_error(live), live)  # at once: no checkpoint since the death was seen
 
     async def _ping(self, live: LiveSession) -> None:
         """One health ping, bounded by ``ping_timeout``; silence marks the transport dead.
