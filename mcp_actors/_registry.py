@@ -482,7 +482,7 @@ class PreparedSlot:
                 start=functools.partial(_run_slot, self.handle, self.runner),
                 restart=Restart.TRANSIENT,
                 shutdown=Shutdown.after(SLOT_STOP_BOUND),
-                # The slot's task reports its handle at once (run_connection_slot): nothing to
+                # The slot's task reports its handle at once (SlotRunner.run): nothing to
                 # wait for, so no start round trip per server (docs/performance.md, round 22).
                 started_at_spawn=True,
             )
@@ -682,10 +682,11 @@ class _RegistryActor:
         """Start the slots :meth:`rebuild` prepared, one after another, while the registry serves.
 
         The handles are in the view already, so a request for a server whose slot has not
-        started waits in its mailbox until the slots before it have started (in config order;
-        each is a spawn, ``started_at_spawn``, with no start round trip). Starting them here rather than in :meth:`rebuild` lets the
-        registry serve, and the first servers connect, without waiting for every slot of a
-        large config: start-up's first spawn no longer waits for twenty slot starts.
+        started waits in its mailbox until the slots before it have started (in config
+        order; each is a spawn, ``started_at_spawn``, with no start round trip). Starting
+        them here rather than in :meth:`rebuild` lets the registry serve, and the first
+        servers connect, without waiting for every slot of a large config: start-up's first
+        spawn no longer waits for twenty slot starts.
 
         A slot whose server was removed or changed meanwhile (its handle is no longer the
         view's) is abandoned, or stopped if it started while that happened. However this
