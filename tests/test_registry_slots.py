@@ -119,6 +119,9 @@ async def test_a_server_removed_before_its_slot_started_never_gets_one(tmp_path:
             nursery.start_soon(expect_stopped, gone, outcomes)
             await trio.testing.wait_all_tasks_blocked()
             await actor.start_slots()
+        # A slot is running once spawned (started_at_spawn); its task reports its handle
+        # when it first runs, which may be after start_slots returned.
+        await trio.testing.wait_all_tasks_blocked()
         assert slot_owners(connections) == [records[0].id, records[2].id]
         assert actor.unstarted == []
         assert len(outcomes) == 1 and "demo1" in outcomes[0]
