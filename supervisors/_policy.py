@@ -238,8 +238,9 @@ class ChildSpec:
     a scheduling round trip (trio's ``nursery.start`` costs a nursery, a cancel scope and
     two task switches per child; a registry starting a slot per server pays that per
     server). Its ``start`` may still call ``started(value)`` to report a value to
-    :meth:`Supervisor.child_value`; returning or raising is then an exit like any other,
-    restarted by its restart type, never a failed start.
+    :meth:`Supervisor.child_value` (``None`` there and in ``which_children`` until its task
+    has run that far); returning or raising is then an exit like any other, restarted by
+    its restart type, never a failed start.
 
     Attributes:
         id: Unique among the supervisor's children.
