@@ -107,6 +107,16 @@ class _Closer(Protocol):
     def close(self) -> None: ...
 
 
+@attrs.frozen
+class _CancelOnDeath:
+    """A link closer (see :meth:`TransportLink.die`) that cancels a scope."""
+
+    scope: trio.CancelScope
+
+    def close(self) -> None:
+        self.scope.cancel()
+
+
 @attrs.define(eq=False)
 class TransportLink:
     """An open transport: the SDK stream pair and the signals the actor watches.
@@ -149,6 +159,17 @@ class TransportLink:
         self.dead.set()
         for stream in self._closers:
             stream.close()
+
+    def cancel_on_death(self, scope: trio.CancelScope) -> None:
+        """Cancel ``scope`` when the link dies (at once if it is dead already).
+
+        How a task that waits on the link's answers, not on :attr:`dead`, learns of its
+        death without a watcher task: the stdio reader, and the session task's first
+        listings (:mod:`mcp_actors.connection`).
+        """
+        self._closers.append(_CancelOnDeath(scope))
+        if self.dead.is_set():
+            scope.cancel()
 
     def redact(self, text: str) -> str:
         """``text`` with this link's secrets (and secret-looking parts) replaced by ``***``."""

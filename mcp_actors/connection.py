@@ -55,6 +55,7 @@ import inspect
 import json
 import logging
 import math
+import operator
 import random
 import time
 import warnings
@@ -266,6 +267,17 @@ class ConnectionStatus:
         return self.process.pid if self.process is not None else None
 
 
+_STATUS_FIELDS: Final = tuple(field.name for field in attrs.fields(ConnectionStatus))
+_status_values: Final = operator.attrgetter(*_STATUS_FIELDS)
+
+
+def _evolved(status: ConnectionStatus, changes: dict[str, Any]) -> ConnectionStatus:
+    """``attrs.evolve`` for the status at a third of its cost: every connect changes it twice (issue 15)."""
+    values = dict(zip(_STATUS_FIELDS, _status_values(status), strict=True))
+    values.update(changes)
+    return ConnectionStatus(**values)
+
+
 @attrs.define(eq=False)
 class _StatusCell:
     """The server's published state: written only by its actor and slot; handles read it.
@@ -292,11 +304,13 @@ class _StatusCell:
     """A run-time ``set_log_level`` for that session: it lasts until the next connect, as on legacy."""
 
     def set(self, **changes: Any) -> None:
-        self.status = attrs.evolve(self.status, **changes)
+        self.status = _evolved(self.status, changes)
 
     def transition(self, state: ConnectionState, *, error: str | None = None, **changes: Any) -> None:
         previous = self.status.state
-        self.status = attrs.evolve(self.status, state=state, error=error, **changes)
+        changes["state"] = state
+        changes["error"] = error
+        self.status = _evolved(self.status, changes)
         if previous is state and state is not ConnectionState.ERROR:
             return
         data = {"serverId": self.status.server_id, "serverName": self.status.server_name}
@@ -379,6 +393,10 @@ class _SessionRun:
     close_why: str | None = None
     watch: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     done: trio.Event = attrs.field(factory=trio.Event)
+
+
+_FillKey = tuple[ListingKind, LiveSession, int]
+"""A listing fill: its kind, the connection it lists on, and the epoch it belongs to."""
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -488,8 +506,19 @@ class _ConnectionActor:
             assert self._nursery is not None
             self._nursery.start_soon(self._run_fill, key)
 
-    async def _run_fill(self, key: tuple[ListingKind, LiveSession, int]) -> None:
-        """Fetch one listing on the connection (bounded by the call timeout); the only cache writer."""
+    async def _run_fill(self, key: _FillKey) -> None:
+        """A fill task: one listing on a connected session."""
+        try:
+            await self._fill(key)
+        except BaseException:
+            self.cell.listings.settle(key, self.slot.stopped_error(), publish=False)  # the actor is stopping
+            raise
+
+    async def _fill(self, key: _FillKey) -> None:
+        """Fetch one listing on the connection (bounded by the call timeout) and settle it: the only cache writer.
+
+        Raises only what cancels it (it is then not settled: the caller settles it).
+        """
         kind, live, epoch = key
         listings = self.cell.listings
         try:
@@ -498,9 +527,6 @@ class _ConnectionActor:
             )
         except (McpActorsError, SessionEnded) as exc:
             listings.settle(key, exc, publish=False)
-        except BaseException:
-            listings.settle(key, self.slot.stopped_error(), publish=False)  # the actor is stopping
-            raise
         else:
             current = live is self.cell.live and epoch == self.cell.epoch(kind)
             listing = make_listing(kind, live, epoch, items)
@@ -516,12 +542,11 @@ class _ConnectionActor:
                 reply.send(outcome)
             else:
                 reply.fail(outcome)
+        if isinstance(outcome, LiveSession):
+            return  # the listings asked for cold are the session task's first fills (:meth:`_connected`)
         fills, self._cold_fills = self._cold_fills, []
         for message in fills:
-            if isinstance(outcome, LiveSession):
-                self._fill_listing(attrs.evolve(message, live=outcome))
-            else:
-                message.reply.fail(outcome)
+            message.reply.fail(outcome)
 
     def _die(self, failure: McpActorsError, live: LiveSession | None) -> None:
         """End this incarnation, in one step with no checkpoint (the order is the contract).
@@ -614,8 +639,8 @@ class _ConnectionActor:
                             dispatcher=dispatcher,
                             stamp=RequestStamp.negotiated(session, client_info=CLIENT_INFO, host_kwargs=host_kwargs),
                         )
-                        self._connected(run.live, result)
-                        await self._connected_life(run, run.live)
+                        first = self._connected(run.live, result)
+                        await self._connected_life(run, run.live, first)
             except BaseException as exc:
                 failure = self._classify(exc, link)
                 if failure is None:
@@ -657,52 +682,86 @@ class _ConnectionActor:
             warnings.simplefilter("ignore")  # MCPDeprecationWarning: deprecated only in 2026-07-28
             await session.set_logging_level(level)  # type: ignore[arg-type]
 
-    def _connected(self, live: LiveSession, result: mcp_types.InitializeResult | mcp_types.DiscoverResult) -> None:
+    def _connected(
+        self, live: LiveSession, result: mcp_types.InitializeResult | mcp_types.DiscoverResult
+    ) -> list[_FillKey]:
+        """Publish the connection and answer its waiters; the listings asked for cold are the fills it returns.
+
+        Those fills are the session task's to run (:meth:`_first_fills`), not a fill task's:
+        at a runtime's start every server's first listing is one of them.
+        """
         info = live.session.server_info if isinstance(result, mcp_types.DiscoverResult) else result.server_info
-        self.cell.listings.forget()
-        self.cell.live = live
-        status = self.cell.status
+        cell = self.cell
+        cell.listings.forget()
+        cell.live = live
+        status = cell.status
         # Every listing epoch moves on (a new session's lists are new), in the state's one evolve.
-        self.cell.transition(
+        cell.transition(
             ConnectionState.CONNECTED,
             server_info=(info.name, info.version) if info is not None else None,
             tools_epoch=status.tools_epoch + 1,
             resources_epoch=status.resources_epoch + 1,
             prompts_epoch=status.prompts_epoch + 1,
         )
+        cold, self._cold_fills = self._cold_fills, []
         self._answer_waiters(live)
+        first: list[_FillKey] = []
+        for message in cold:
+            key = (message.kind, live, cell.epoch(message.kind))
+            if cell.listings.demand(key, message.reply, message.max_age):
+                first.append(key)
+        return first
 
-    async def _connected_life(self, run: _SessionRun, live: LiveSession) -> None:
-        """Watch the connection until it dies or a close is requested.
+    async def _connected_life(self, run: _SessionRun, live: LiveSession, first: list[_FillKey]) -> None:
+        """Run the first listings, then watch the connection until it dies or a close is requested.
 
-        The session's own task does it: it waits for the death and pings between waits
-        (no ping task, no close watcher: a close request cancels :attr:`_SessionRun.watch`).
-        Only a 2026-07-28 session adds a task, its ``subscriptions/listen`` stream.
+        The session's own task does it: it lists what was asked for before the connection
+        existed, waits for the death and pings between waits (no fill task, no ping task,
+        no close watcher: a close request cancels :attr:`_SessionRun.watch`). Only a
+        2026-07-28 session adds a task, its ``subscriptions/listen`` stream.
         """
-        listener = self.cell.listener
-        if listener is None or listener.session is not live.session:
-            await self._watch(run, live)
-        else:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(listener.run)
-                await self._watch(run, live)
-                nursery.cancel_scope.cancel()
-        if run.close_why is not None:
-            self._end_closed(run, live)
+        left = list(first)
+        try:
+            listener = self.cell.listener
+            if listener is None or listener.session is not live.session:
+                await self._watch(run, live, left)
+            else:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(listener.run)
+                    await self._watch(run, live, left)
+                    nursery.cancel_scope.cancel()
+            if run.close_why is not None:
+                self._end_closed(run, live)
+        finally:
+            # First listings a death or a close interrupted get that end (the session's
+            # error, as a fill task's request would have); if the actor is stopping, its stop.
+            for key in left:
+                self.cell.listings.settle(key, live.lost or self.slot.stopped_error(), publish=False)
 
-    async def _watch(self, run: _SessionRun, live: LiveSession) -> None:
-        """Wait for the transport's death, pinging every ``ping_interval``; declare the death at once.
+    async def _watch(self, run: _SessionRun, live: LiveSession, first: list[_FillKey]) -> None:
+        """Run the ``first`` fills, then wait for the link's death, pinging every ``ping_interval``; declare it at once.
 
         Returns when the link died (the death declared, unless a close was requested) or
-        when :attr:`_SessionRun.watch` is cancelled by a close request.
+        when :attr:`_SessionRun.watch` is cancelled by a close request. ``first`` is emptied
+        as its fills are settled: what is left in it then, a death or a close interrupted.
         """
         interval = self.settings.ping_interval
         dead = live.link.dead
         while run.close_why is None and not dead.is_set():
             # One scope per wait (not a watch scope around a timer scope): its deadline is the
             # next ping, and a close request cancels it (it is the run's ``watch`` meanwhile).
-            deadline = trio.current_time() + interval if interval > 0 else math.inf
+            deadline = trio.current_time() + interval if interval > 0 and not first else math.inf
             with trio.CancelScope(deadline=deadline) as run.watch:
+                if first:
+                    # The first listings, in this task with no deadline (each request has its
+                    # own): the link cancels the wait as it dies, since the death is declared
+                    # here, after it, and a close request cancels it as any wait here.
+                    live.link.cancel_on_death(run.watch)
+                    while first:
+                        await self._fill(first[0])
+                        del first[0]
+                    if interval > 0:
+                        run.watch.deadline = trio.current_time() + interval
                 await dead.wait()
             if run.close_why is None and not dead.is_set():
                 with trio.CancelScope() as run.watch:
@@ -1185,6 +1244,15 @@ class ConnectionHandle:
         """
         listing = await self._listing(ListingKind.TOOLS, max_age=0.0)
         return listing.items, listing.epoch
+
+    async def tools_listing(self, *, max_age: float) -> Listing:
+        """The connection's tool listing, no older than ``max_age`` seconds: the registry's cache fills from it.
+
+        Like :meth:`list_tools_at_epoch`, with the whole :class:`~mcp_actors._cache.Listing`
+        (its epoch and when it arrived); a listing a caller who gave up left behind answers
+        the next caller while it is current.
+        """
+        return await self._listing(ListingKind.TOOLS, max_age=max_age)
 
     async def list_prompts(self) -> tuple[mcp_types.Prompt, ...]:
         """The server's prompts, all pages (empty when it has none); concurrent calls share one request."""

@@ -382,9 +382,7 @@ class StdioWire:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             with trio.CancelScope() as reading:
-                self.link._closers.append(_CancelOnClose(reading))
-                if self.link.dead.is_set():
-                    reading.cancel()
+                self.link.cancel_on_death(reading)
                 task_status.started()
                 await self._read(deliver)
             self._nursery = None
@@ -417,16 +415,6 @@ class StdioWire:
                     return
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             link.die("the server's stdout closed")
-
-
-@attrs.frozen
-class _CancelOnClose:
-    """A link closer (see :meth:`TransportLink.die`) that cancels a scope: the reader's, on death."""
-
-    scope: trio.CancelScope
-
-    def close(self) -> None:
-        self.scope.cancel()
 
 
 def _deliver_line(line: bytes | bytearray, link: TransportLink, deliver: Deliver) -> None:

@@ -364,6 +364,119 @@ async def test_a_cold_servers_first_listing_is_one_round_trip_to_its_actor(autoj
         assert steps.count == 2
 
 
+class SpawnedNames(trio.abc.Instrument):
+    """The names of the tasks spawned while it is installed."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        self.names.append(task.name)
+
+
+async def test_a_cold_servers_first_listing_runs_in_its_session_task(autojump_clock: trio.abc.Clock) -> None:
+    """No fill task: the session task that connected lists what was asked for cold (issue 15's start-up)."""
+    async with running(settings_for(fault_server())) as ([handle], _sub):
+        spawned = SpawnedNames()
+        trio.lowlevel.add_instrument(spawned)
+        try:
+            with trio.fail_after(BOUND):
+                tools = await handle.list_tools()
+        finally:
+            trio.lowlevel.remove_instrument(spawned)
+        assert {"echo", "add"} <= {tool.name for tool in tools}
+        assert any(name.endswith("_run_session") for name in spawned.names), spawned.names
+        assert not [name for name in spawned.names if "fill" in name], spawned.names
+        # A listing asked for on the live connection still gets a fill task of its own.
+        spawned = SpawnedNames()
+        trio.lowlevel.add_instrument(spawned)
+        try:
+            with trio.fail_after(BOUND):
+                assert [t.name for t in await handle.list_tools()] == [t.name for t in tools]
+        finally:
+            trio.lowlevel.remove_instrument(spawned)
+        assert [name for name in spawned.names if name.endswith("_run_fill")], spawned.names
+
+
+def hanging_listing_server() -> MCPServer[Any]:
+    """A fault server whose ``tools/list`` never answers."""
+    server = memory_fault_server(FaultPlan())
+
+    async def never() -> list[Any]:
+        await trio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    server.list_tools = never  # type: ignore[method-assign]
+    return server
+
+
+async def wait_listing_sent(handle: ConnectionHandle) -> None:
+    """Wait (bounded) until the connection is up and its first listing has gone out and hangs."""
+    with trio.fail_after(BOUND):
+        while handle.status().state is not ConnectionState.CONNECTED:  # noqa: ASYNC110  (a bounded poll)
+            await trio.sleep(0.005)
+    await trio.testing.wait_all_tasks_blocked()
+
+
+@pytest.mark.parametrize("end", ["the server dies", "a disconnect", "the actor stops"])
+async def test_a_first_listing_in_the_session_task_gets_the_sessions_end_at_once(
+    end: str, autojump_clock: trio.abc.Clock
+) -> None:
+    """A death, a disconnect or a stop while the session task runs a first listing answers it at once.
+
+    The death is declared by that same task: the listing must not wait for it (it would
+    wait forever) nor for the call timeout (an hour here).
+    """
+    server = KillableServer(hanging_listing_server)
+    settings = settings_for(server, call_timeout=3600.0, intensity=NO_RESTART)
+    async with running(settings) as ([handle], sub):
+        outcomes: list[BaseException] = []
+        seen: list[object] = []
+
+        async def lister() -> None:
+            try:
+                await handle.list_tools()
+            except ConnectionFailed as exc:  # ServerConnectionLost and ActorStopped are ConnectionFailed
+                seen.append(handle.status().state)
+                outcomes.append(exc)
+
+        started = trio.current_time()
+        async with trio.open_nursery() as nursery:
+            for _ in range(2):
+                nursery.start_soon(lister)
+            await wait_listing_sent(handle)
+            if end == "the server dies":
+                server.kill()
+            elif end == "a disconnect":
+                await handle.disconnect()
+            else:
+                await handle.aclose()
+        assert trio.current_time() - started < BOUND
+        assert len(outcomes) == 2
+        if end == "the server dies":
+            assert all(isinstance(exc, ServerConnectionLost) for exc in outcomes)
+            assert seen == [ConnectionState.ERROR] * 2  # the state first, then the failure
+            assert "error" in states(sub)
+        elif end == "a disconnect":
+            assert all(isinstance(exc, ServerConnectionLost) and "closed" in str(exc) for exc in outcomes)
+            assert handle.status().state is ConnectionState.DISCONNECTED
+        else:  # closed as a removed server's connection is
+            assert all(isinstance(exc, ServerConnectionLost) and "removed" in str(exc) for exc in outcomes)
+
+
+async def test_a_first_listing_that_times_out_fails_alone(autojump_clock: trio.abc.Clock) -> None:
+    """A first listing past the call timeout fails with a timeout; the connection stays up and answers pings."""
+    server = KillableServer(hanging_listing_server)
+    async with running(settings_for(server, call_timeout=5.0)) as ([handle], _sub):
+        with trio.fail_after(BOUND), pytest.raises(ConnectionFailed, match="timed out after 5s"):
+            await handle.list_tools()
+        assert handle.status().state is ConnectionState.CONNECTED
+        with trio.fail_after(BOUND):
+            assert await handle.health() >= 0.0
+        assert handle.status().state is ConnectionState.CONNECTED
+        assert server.starts == 1
+
+
 @pytest.mark.parametrize("end", ["the server dies", "a disconnect"])
 async def test_listings_waiting_on_a_connection_attempt_get_its_end_at_once(
     end: str, autojump_clock: trio.abc.Clock
