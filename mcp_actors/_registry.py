@@ -6,8 +6,10 @@ The actor reads a bounded mailbox of frozen messages (:data:`RegistryMessage`):
   :class:`SyncConfig` — run one at a time, in order, in a worker task of their own, so a
   slow one (a remove waiting for a process to stop, a write waiting for the file lock)
   never holds up the mailbox;
-* :class:`GetTools` and :class:`ForgetTools` are served at once, each fill in its own task;
-  concurrent misses of one server share one ``tools/list``.
+* :class:`StoreTools` and :class:`ForgetTools` are served at once. The registry never
+  fetches: the facade lists on the server's connection (whose actor joins concurrent
+  misses into one ``tools/list``) and hands the list here, where the view and its tool
+  ids are built and cached.
 
 Every mutation is a read-modify-write of the store whose result (the whole list of records,
 as written) is applied to the running tree by one function, :meth:`_RegistryActor.apply`.
@@ -42,6 +44,7 @@ import mcp.types as mcp_types
 import trio
 
 from mcp_actors import events
+from mcp_actors._cache import Listing
 from mcp_actors._callbacks import HostCallbacks
 from mcp_actors.connection import ConnectionHandle, ConnectionSettings, SlotRunner, open_slot
 from mcp_actors.errors import (
@@ -51,7 +54,6 @@ from mcp_actors.errors import (
     DuplicateServerName,
     InvalidServerConfig,
     McpActorsError,
-    ServerConnectionLost,
     ServerInactive,
     ServerNotFound,
     ToolDisabled,
@@ -317,7 +319,9 @@ class RegistryRef:
         tool_cache_ttl: Seconds a tool list stays fresh.
         snapshot: The latest published :class:`Snapshot`.
         fingerprint: The store's fingerprint of the version the snapshot reflects.
-        tool_list_requests: ``tools/list`` requests sent so far.
+        tool_list_requests: ``tools/list`` requests sent so far (for the registry's cache).
+        counted_lists: Each server's last list counted in ``tool_list_requests``: a list is
+            one request however many callers store it, in whichever incarnation.
         closed: The runtime is closed: no incarnation will come.
         host: The runtime's host callbacks, given to every connection it starts.
     """
@@ -328,6 +332,7 @@ class RegistryRef:
     snapshot: Snapshot = attrs.field(factory=Snapshot)
     fingerprint: object = _UNKNOWN
     tool_list_requests: int = 0
+    counted_lists: dict[str, tuple[mcp_types.Tool, ...]] = attrs.field(factory=dict)
     closed: bool = False
     initial_records: list[McpServerRecord] | None = None
     host: HostCallbacks | None = None
@@ -419,10 +424,16 @@ class SyncConfig:
 
 
 @attrs.frozen(kw_only=True)
-class GetTools:
-    """A server's tool view, fetched (once, shared) when the published one is not fresh."""
+class StoreTools:
+    """A server's tools as its connection listed them; replies the server's :class:`ToolView`.
+
+    The registry builds the view (the tool ids are its own) and caches it, unless it holds
+    a later listing of the same connection (a slower caller's older list never replaces it).
+    """
 
     server_id: str
+    handle: ConnectionHandle
+    listing: Listing
     reply: Reply[ToolView]
 
 
@@ -434,7 +445,7 @@ class ForgetTools:
     reply: Reply[None]
 
 
-RegistryMessage = AddServers | UpdateServer | RemoveServer | SyncConfig | GetTools | ForgetTools
+RegistryMessage = AddServers | UpdateServer | RemoveServer | SyncConfig | StoreTools | ForgetTools
 _Mutation = AddServers | UpdateServer | RemoveServer | SyncConfig
 
 
@@ -530,17 +541,6 @@ async def stop_slot(connections: Supervisor, child_id: str, handle: ConnectionHa
 
 
 @attrs.define(eq=False)
-class _Fetch:
-    """One ``tools/list`` under way for a server, and the requests waiting for its outcome.
-
-    The waiters are answered by the fetch itself (no task per waiting request); each is in
-    :attr:`_RegistryActor.pending` until then, so an incarnation that ends answers them.
-    """
-
-    waiters: list[Reply[ToolView]] = attrs.field(factory=list)
-
-
-@attrs.define(eq=False)
 class _CacheEntry:
     tools: tuple[mcp_types.Tool, ...]
     fetched_at: float
@@ -570,7 +570,6 @@ class _RegistryActor:
         tools each walked N²·T tools on the actor's loop)."""
         self.view_sources: dict[str, tuple[mcp_types.Tool, ...]] = {}
         self.ids = ToolIdMap()
-        self.fetches: dict[str, _Fetch] = {}
         self.pending: set[Reply[Any]] = set()
         self.nursery: trio.Nursery | None = None
         self.unstarted: list[PreparedSlot] = []
@@ -767,6 +766,7 @@ class _RegistryActor:
     def forget_tools(self, server_id: str) -> None:
         """Drop everything known of a server's tools (it is gone, or its connection changed)."""
         self.cache.pop(server_id, None)
+        self.ref.counted_lists.pop(server_id, None)
         self.set_view(server_id, None)
         self.view_sources.pop(server_id, None)
         self.ids.forget_server(server_id)
@@ -925,76 +925,31 @@ class _RegistryActor:
         self.view_sources[record.id] = tools
         return view
 
-    def cached(self, server_id: str, handle: ConnectionHandle) -> _CacheEntry | None:
-        entry = self.cache.get(server_id)
-        if entry is None:
-            return None
-        if (
-            trio.current_time() - entry.fetched_at > self.ref.tool_cache_ttl
-            or entry.epoch != handle.status().tools_epoch
-        ):
-            del self.cache[server_id]
-            return None
-        return entry
-
-    async def fetch(self, server_id: str, handle: ConnectionHandle, fetch: _Fetch) -> None:
-        """One ``tools/list`` (retried once if the connection was lost); its outcome answers every waiter."""
-        outcome: ToolView | McpActorsError
-        try:
-            for attempt in (1, 2):
-                try:
-                    self.ref.tool_list_requests += 1
-                    tools, epoch = await handle.list_tools_at_epoch()  # connects first if it must
-                    break
-                except ServerConnectionLost:
-                    if attempt == 2:
-                        raise
-            entry = _CacheEntry(tools=tools, fetched_at=trio.current_time(), epoch=epoch)
-            record = self.records.get(server_id)
-            if record is None or self.handles.get(server_id) is not handle:
-                raise ServerNotFound(f"server {server_id!r} was removed or changed while listing", server=server_id)
-            self.cache[server_id] = entry
-            outcome = self.build_view(record, entry)
-            self.publish()
-        except McpActorsError as exc:
-            outcome = exc
-        finally:
-            # Cancelled (the incarnation ends): the waiters stay pending, and answer_all answers them.
-            self.fetches.pop(server_id, None)
-        for reply in fetch.waiters:
-            if isinstance(outcome, ToolView):
-                reply.send(outcome)
-            else:
-                reply.fail(outcome)
-            self.pending.discard(reply)
-
-    def get_tools(self, message: GetTools) -> None:
-        """Answer from the cache, or wait for the server's one fetch (joining or starting it); never waits."""
-        reply = message.reply
+    def store_tools(self, message: StoreTools) -> None:
+        """Cache a server's listed tools and answer with its view (the current one if it is later); never waits."""
+        reply, listing = message.reply, message.listing
         record = self.records.get(message.server_id)
-        handle = self.handles.get(message.server_id)
-        if record is None:
-            reply.fail(server_not_found(message.server_id, self.records.values()))
+        if record is None or self.handles.get(message.server_id) is not message.handle:
+            reply.fail(
+                ServerNotFound(
+                    f"server {message.server_id!r} was removed or changed while listing", server=message.server_id
+                )
+            )
             return
-        if handle is None:
-            reply.fail(server_inactive(record))
-            return
-        entry = self.cached(record.id, handle)
-        if entry is not None:
-            view = self.views.get(record.id)
-            if view is None or view.record is not record:
-                view = self.build_view(record, entry)
-                self.publish()
+        counted = self.ref.counted_lists
+        if counted.get(record.id) is not listing.items:
+            counted[record.id] = listing.items
+            self.ref.tool_list_requests += 1
+        entry = self.cache.get(record.id)
+        if entry is None or (entry.epoch, entry.fetched_at) < (listing.epoch, listing.listed_at):
+            entry = _CacheEntry(tools=listing.items, fetched_at=listing.listed_at, epoch=listing.epoch)
+            self.cache[record.id] = entry
+        elif (view := self.views.get(record.id)) is not None and view.record is record and view.epoch == entry.epoch:
             reply.send(view)
             return
-        fetch = self.fetches.get(record.id)
-        if fetch is None:
-            fetch = _Fetch()
-            self.fetches[record.id] = fetch
-            assert self.nursery is not None
-            self.nursery.start_soon(self.fetch, record.id, handle, fetch)
-        self.pending.add(reply)
-        fetch.waiters.append(reply)
+        view = self.build_view(record, entry)
+        self.publish()
+        reply.send(view)
 
     # --------------------------------------------------------------- the loop
 
@@ -1013,8 +968,8 @@ class _RegistryActor:
             match message:
                 case AddServers() | UpdateServer() | RemoveServer() | SyncConfig():
                     await self.mutations_send.send(message)
-                case GetTools():
-                    self.get_tools(message)
+                case StoreTools():
+                    self.store_tools(message)
                 case ForgetTools():
                     # The view stays (its ids keep resolving) but is stale: the next listing refetches.
                     self.cache.pop(message.server_id, None)

@@ -32,10 +32,10 @@ from mcp_actors._callbacks import RootsSource
 from mcp_actors._registry import (
     AddServers,
     ForgetTools,
-    GetTools,
     RegistryMessage,
     RegistryRef,
     RemoveServer,
+    StoreTools,
     SyncConfig,
     ToolView,
     UpdateServer,
@@ -50,6 +50,7 @@ from mcp_actors.connection import ConnectionHandle, ConnectionStatus, ProgressCa
 from mcp_actors.errors import (
     ActorStopped,
     McpActorsError,
+    ServerConnectionLost,
     ToolCallDenied,
     ToolNotFound,
 )
@@ -351,8 +352,20 @@ class McpService:
         if view is not None and view.fresh(record, handle, self._registry.tool_cache_ttl):
             await trio.lowlevel.checkpoint()
             return view
-        fetched: ToolView = await self._ask(lambda r: GetTools(server_id=record.id, reply=r))
-        return fetched
+        # Listed on the connection (its actor joins concurrent misses into one tools/list, and
+        # a list that a caller who gave up left behind is still current there), cached by the
+        # registry, which builds the view and its tool ids.
+        for attempt in (1, 2):
+            try:
+                listing = await handle.tools_listing(max_age=self._registry.tool_cache_ttl)
+                break
+            except ServerConnectionLost:
+                if attempt == 2:
+                    raise  # lost twice in a row: not a restart in passing
+        stored: ToolView = await self._ask(
+            lambda r: StoreTools(server_id=record.id, handle=handle, listing=listing, reply=r)
+        )
+        return stored
 
     async def list_server_tools(self, server: str) -> builtins.list[McpTool]:
         """The server's tools (cached for the TTL; ``disabledTools`` filtered out).

@@ -131,7 +131,11 @@ async def test_registry_crash_restarts_only_the_registry(tmp_path: Path, servers
 
 
 async def test_requests_of_a_crashed_incarnation_are_answered_at_once(tmp_path: Path) -> None:
-    """A listing in progress at a crash fails with ActorStopped at once; requests sent around it never hang."""
+    """Requests sent around a crash never hang; a listing waiting on its connection is not the registry's to fail.
+
+    The listing waits in the server's connection actor (the registry holds no fetch), so the
+    crash leaves it waiting there; cancelling it is the caller's call.
+    """
     async with runtime_at(tmp_path, connect_on_add=False) as rt:
         svc = rt.service
         await svc.add(fault_input("slow", "--slow-start", "3600"))
@@ -150,15 +154,43 @@ async def test_requests_of_a_crashed_incarnation_are_answered_at_once(tmp_path: 
                 mailbox = svc._registry.mailbox
                 assert mailbox is not None
                 mailbox.tell_nowait(object())  # the crash
-                for name in ("q1", "q2", "q3"):
-                    # Queued behind the crash (answered ActorStopped) or sent after it (served by the next one).
-                    nursery.start_soon(attempt, name, svc.add, fault_input(name))
-        listing = outcomes["listing"]
-        assert isinstance(listing, ActorStopped) and "crashed" in str(listing), listing
+                async with trio.open_nursery() as around:
+                    for name in ("q1", "q2", "q3"):
+                        # Queued behind the crash (answered ActorStopped) or sent after it (served by the next one).
+                        around.start_soon(attempt, name, svc.add, fault_input(name))
+                assert "listing" not in outcomes
+                nursery.cancel_scope.cancel()
         for name in ("q1", "q2", "q3"):
             outcome = outcomes[name]
             assert isinstance(outcome, ActorStopped) or getattr(outcome, "name", None) == name, outcome
         await svc.remove("slow")
+
+
+async def test_a_listing_in_flight_across_a_registry_crash_is_stored_by_the_next_incarnation(tmp_path: Path) -> None:
+    """A crash of the registry while a server's first listing is on its connection does not fail that listing.
+
+    Nor does it cost a second ``tools/list``: the next incarnation starts with no cache, and
+    the connection's own listing answers its first miss.
+    """
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
+        svc = rt.service
+        await svc.add(fault_input("srv"))
+        tools: list[Any] = []
+
+        async def listing() -> None:
+            tools.extend(await svc.list_server_tools("srv"))
+
+        with trio.fail_after(60):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(listing)
+                await trio.testing.wait_all_tasks_blocked()  # the server is starting: nothing to do but wait
+                mailbox = svc._registry.mailbox
+                assert mailbox is not None
+                mailbox.tell_nowait(object())  # the crash
+        await wait_registry_restarts(rt, 1)
+        assert {"echo", "add"} <= {tool.name for tool in tools}
+        assert [tool.name for tool in await svc.list_server_tools("srv")] == [tool.name for tool in tools]
+        assert svc.tool_list_requests == 1
 
 
 async def test_requests_in_progress_at_shutdown_are_answered(tmp_path: Path) -> None:
@@ -481,7 +513,11 @@ def _task_names(task: trio.lowlevel.Task) -> list[str]:
 
 
 async def test_concurrent_listings_wait_on_one_fetch_without_a_task_each(tmp_path: Path) -> None:
-    """Five listings waiting for one server's tools cost the registry one fetch task, no task per request."""
+    """Five listings waiting for one server's tools cost no task of the registry's, nor one each in its actor.
+
+    The registry does not fetch (the facade lists on the connection and hands it the
+    list); the connection actor keeps the five as replies waiting for its one attempt.
+    """
     async with runtime_at(tmp_path, connect_on_add=False) as rt:
         svc = rt.service
         await svc.add(fault_input("slow", "--slow-start", "3600"))
@@ -494,9 +530,10 @@ async def test_concurrent_listings_wait_on_one_fetch_without_a_task_each(tmp_pat
                 nursery.cancel_scope.cancel()
         registry_tasks = [name for name in names if name.startswith("mcp_actors._registry._RegistryActor.")]
         assert sorted(registry_tasks) == [
-            "mcp_actors._registry._RegistryActor.fetch",
             "mcp_actors._registry._RegistryActor.mutation_worker",
             "mcp_actors._registry._RegistryActor.poll_config",
         ], registry_tasks
+        actor_tasks = [name for name in names if name.startswith("mcp_actors.connection._ConnectionActor.")]
+        assert actor_tasks == ["mcp_actors.connection._ConnectionActor._run_session"], actor_tasks
         assert names.count("mcp_actors.service.McpService.list_server_tools") == 5
         await svc.remove("slow")
