@@ -687,7 +687,7 @@ class _ConnectionActor:
     ) -> list[_FillKey]:
         """Publish the connection and answer its waiters; the listings asked for cold are the fills it returns.
 
-        Those fills are the session task's to run (:meth:`_first_fills`), not a fill task's:
+        Those fills are the session task's to run (:meth:`_watch`), not a fill task's:
         at a runtime's start every server's first listing is one of them.
         """
         info = live.session.server_info if isinstance(result, mcp_types.DiscoverResult) else result.server_info
