@@ -491,7 +491,7 @@ class _ConnectionActor:
 
     def _fill_listing(self, message: FillListing) -> None:
         """Answer a listing miss from the cache, or join (or start) the one fill of it."""
-        live, kind = message.live, message.kind
+        live = message.live
         if live is None:
             live = self.cell.live
             if live is None:  # cold: connect (or join the attempt) and list on that connection
@@ -501,10 +501,18 @@ class _ConnectionActor:
         if live is not self.cell.live or live.lost is not None:
             message.reply.fail(SessionEnded(self.label))  # the caller asks again on the current connection
             return
-        key = (kind, live, self.cell.epoch(kind))
-        if self.cell.listings.demand(key, message.reply, message.max_age):
+        key = self._demand(message, live)
+        if key is not None:
             assert self._nursery is not None
             self._nursery.start_soon(self._run_fill, key)
+
+    def _demand(self, message: FillListing, live: LiveSession) -> _FillKey | None:
+        """Join ``message`` to its listing's fill on ``live`` (or answer it from the cache).
+
+        Returns the fill's key when the fill is new and someone must run it, else ``None``.
+        """
+        key = (message.kind, live, self.cell.epoch(message.kind))
+        return key if self.cell.listings.demand(key, message.reply, message.max_age) else None
 
     async def _run_fill(self, key: _FillKey) -> None:
         """A fill task: one listing on a connected session."""
@@ -705,12 +713,7 @@ class _ConnectionActor:
         )
         cold, self._cold_fills = self._cold_fills, []
         self._answer_waiters(live)
-        first: list[_FillKey] = []
-        for message in cold:
-            key = (message.kind, live, cell.epoch(message.kind))
-            if cell.listings.demand(key, message.reply, message.max_age):
-                first.append(key)
-        return first
+        return [key for message in cold if (key := self._demand(message, live)) is not None]
 
     async def _connected_life(self, run: _SessionRun, live: LiveSession, first: list[_FillKey]) -> None:
         """Run the first listings, then watch the connection until it dies or a close is requested.
