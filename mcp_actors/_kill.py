@@ -51,6 +51,7 @@ from __future__ import annotations
 import collections
 import os
 import signal
+import threading
 import time
 from collections.abc import Iterable, Sequence
 
@@ -102,6 +103,8 @@ CREATE_TIME_TOLERANCE = 0.005
 #: Environment variable every tracked server inherits from its host (see
 #: ``ProcessTracker.child_env``): ``<host marker>/<spawn number>``.
 MARKER_ENV = "MCP_ACTORS_TRACKER"
+_MARKER_KEY = MARKER_ENV.encode() + b"="
+_MARKER_ENTRY = b"\0" + _MARKER_KEY
 
 #: Default seconds between SIGTERM and SIGKILL.
 TERM_GRACE = 1.0
@@ -260,6 +263,25 @@ def _reap_if_child(proc: psutil.Process) -> None:
         pass  # somebody else (a Popen, trio) reaped it first
 
 
+def _read_proc(path: str, *, one_read: bool = False) -> bytes:
+    """A /proc file, with bare ``os`` calls: ``open()``'s buffered file object costs more
+    than the read itself, and a kill reads two files per process of the table.
+
+    ``one_read``: a small file the kernel writes whole in one read (``stat``); otherwise
+    read to the end (``environ`` comes a part at a time).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if one_read:
+            return os.read(fd, 8192)
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 def _scan_linux() -> list[tuple[int, int, int]]:
     """(pid, ppid, pgid) of every process, straight from /proc (several times psutil's speed)."""
     rows = []
@@ -267,10 +289,9 @@ def _scan_linux() -> list[tuple[int, int, int]]:
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as stat:
-                data = stat.read()
+            data = _read_proc(f"/proc/{name}/stat", one_read=True)
             # "pid (comm) state ppid pgrp ..."; comm may contain spaces and parentheses.
-            fields = data[data.rindex(b")") + 2 :].split()
+            fields = data[data.rindex(b")") + 2 :].split(maxsplit=3)
             rows.append((int(name), int(fields[1]), int(fields[2])))
         except (OSError, ValueError, IndexError):
             continue
@@ -295,15 +316,19 @@ def marker_of(pid: int) -> str | None:
     if _scan is _scan_linux:
         # One read of /proc/<pid>/environ; psutil would parse the whole environment.
         try:
-            with open(f"/proc/{pid}/environ", "rb") as environ:
-                data = environ.read()
+            data = _read_proc(f"/proc/{pid}/environ")
         except OSError:
             return None
-        key = MARKER_ENV.encode() + b"="
-        for entry in data.split(b"\0"):
-            if entry.startswith(key):
-                return entry[len(key) :].decode(errors="replace")
-        return None
+        # One search in C, not a split of the whole environment: "\0KEY=" or KEY= first.
+        if data.startswith(_MARKER_KEY):
+            start = len(_MARKER_KEY)
+        else:
+            at = data.find(_MARKER_ENTRY)
+            if at < 0:
+                return None
+            start = at + 1 + len(_MARKER_KEY)
+        end = data.find(b"\0", start)
+        return data[start : end if end >= 0 else len(data)].decode(errors="replace")
     try:
         return psutil.Process(pid).environ().get(MARKER_ENV)
     except psutil.Error:
@@ -331,6 +356,13 @@ class _ProcessTable:
                 value = marker_of(pid)
                 if value is not None:
                     self.markers.setdefault(value, []).append(pid)
+
+    def view(self) -> _ProcessTable:
+        """This snapshot for one more kill: the same maps (never changed after the walk), its own psutil objects."""
+        view = object.__new__(_ProcessTable)
+        view._children, view._groups, view.markers = self._children, self._groups, self.markers
+        view._procs = {}
+        return view
 
     def proc(self, pid: int) -> psutil.Process | None:
         if pid not in self._procs:
@@ -368,6 +400,57 @@ class _ProcessTable:
         ]
         procs = (self.proc(pid) for pid in pids)
         return [proc for proc in procs if proc is not None]
+
+
+class _SharedWalks:
+    """Kills that run at once share one walk of the process table (with the markers).
+
+    A host that stops twenty servers together runs twenty kill ladders in twenty worker
+    threads, each of which walked the whole table: two /proc reads per process, twenty
+    times over, contending for the GIL (45-200 ms of CPU for a 20-server shutdown,
+    docs/performance.md, round 24). A kill needs a snapshot that began after it asked,
+    nothing older: anything it must kill existed by then. So a caller takes the walk
+    that starts next: its own if none is running, else the one that starts as the
+    running walk ends, which every caller that arrived meanwhile shares. A caller waits
+    for at most the running walk and its own.
+    """
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._running = False
+        self._started = 0
+        self._done = 0
+        self._table: _ProcessTable | None = None
+        #: Walks made so far (for tests and benchmarks).
+        self.walks = 0
+
+    def table(self) -> _ProcessTable:
+        """A snapshot (with markers) whose walk began after this call; this caller's own view of it."""
+        with self._cond:
+            wanted = self._started + 1
+            while True:
+                if self._done >= wanted and self._table is not None:
+                    return self._table.view()
+                if not self._running:
+                    self._running = True
+                    self._started += 1
+                    walk = self._started
+                    break
+                self._cond.wait()
+        table = None
+        try:
+            table = _ProcessTable(markers=True)
+            return table.view()
+        finally:
+            with self._cond:
+                self._running = False
+                if table is not None:
+                    self.walks += 1
+                    self._done, self._table = walk, table
+                self._cond.notify_all()
+
+
+_walks = _SharedWalks()
 
 
 def marker_carriers(marker: str) -> list[psutil.Process]:
@@ -502,7 +585,8 @@ def kill_trees(
     targets = list(targets)
     if not targets and marker is None:
         return []
-    table = _ProcessTable(markers=marker is not None or any(t.tag is not None for t in targets))
+    markers = marker is not None or any(t.tag is not None for t in targets)
+    table = _walks.table() if markers else _ProcessTable(markers=False)
     plans = [_plan(target, marker, stale, table) for target in targets]
     if marker is not None:
         escaped = {proc.pid: proc for proc in table.carriers(marker, exact=False)}

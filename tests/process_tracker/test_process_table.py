@@ -1,0 +1,132 @@
+"""The kill ladder's process-table snapshot: read straight from /proc, as the kernel sees it.
+
+Every stop of a stdio server walks the whole table (parents, groups, the tag in each
+process's environment), so the reads are lean; these tests pin that the lean reads say
+what psutil says about real processes.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import psutil
+
+from mcp_actors import _kill
+
+
+def _spawn(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A child in its own session, returned once it runs: ``Popen`` returns while the kernel
+    may still be laying out the new program's environment (its /proc file reads empty)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; print(flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        start_new_session=True,
+    )
+    assert child.stdout is not None
+    child.stdout.readline()
+    return child
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    child.kill()
+    child.wait()
+    for pipe in (child.stdin, child.stdout):
+        if pipe is not None:
+            pipe.close()
+
+
+def test_the_scan_gives_each_process_its_parent_and_group() -> None:
+    """A child in its own session, the host and PID 1 are in the scan with psutil's parent and group."""
+    child = _spawn(dict(os.environ))
+    try:
+        rows = {pid: (ppid, pgid) for pid, ppid, pgid in _kill._scan()}
+        for pid in (child.pid, os.getpid(), 1):
+            assert rows[pid] == (psutil.Process(pid).ppid(), os.getpgid(pid))
+        assert rows[child.pid] == (os.getpid(), child.pid)
+    finally:
+        _stop(child)
+
+
+def test_the_marker_is_read_wherever_it_sits_in_the_environment() -> None:
+    """First, last or alone in the environment, the marker's whole value; none, or a gone PID: ``None``."""
+    value = "host-1/tag (x=y)"
+    first = {_kill.MARKER_ENV: value, **os.environ}
+    last = {**{k: v for k, v in os.environ.items() if k != _kill.MARKER_ENV}, _kill.MARKER_ENV: value}
+    alone = {_kill.MARKER_ENV: value}
+    # A variable whose name ends with the marker's is not the marker.
+    lookalike = {f"X{_kill.MARKER_ENV}": "not-ours", "PATH": os.environ.get("PATH", "")}
+    children = {name: _spawn(env) for name, env in (("first", first), ("last", last), ("alone", alone))}
+    stranger = _spawn(lookalike)
+    try:
+        for name, child in children.items():
+            assert _kill.marker_of(child.pid) == value, name
+        assert _kill.marker_of(stranger.pid) is None
+    finally:
+        for child in [*children.values(), stranger]:
+            _stop(child)
+    assert _kill.marker_of(stranger.pid) is None  # reaped: no such process
+
+
+def test_a_long_environment_is_read_to_its_end() -> None:
+    """A marker behind 300 KiB of other variables is found (one read would stop at a page)."""
+    env = {f"FILLER_{n}": "x" * 1000 for n in range(300)}
+    env[_kill.MARKER_ENV] = "deep"
+    child = _spawn(env)
+    try:
+        assert _kill.marker_of(child.pid) == "deep"
+        table = _kill._ProcessTable(markers=True)
+        assert [proc.pid for proc in table.carriers("deep", exact=True)] == [child.pid]
+    finally:
+        _stop(child)
+
+
+def test_kills_at_once_share_walks_and_each_sees_what_existed_when_it_asked() -> None:
+    """Sixteen threads released together, each with a fresh child: each snapshot holds its
+    child's marker (no walk older than the ask), and they took fewer walks than callers."""
+    walks = _kill._SharedWalks()
+    count = 16
+    barrier = threading.Barrier(count)
+    children: list[subprocess.Popen[bytes]] = []
+    missing: list[str] = []
+    lock = threading.Lock()
+
+    def kill_like(n: int) -> None:
+        child = _spawn({_kill.MARKER_ENV: f"walk-test-{os.getpid()}/{n}"})
+        with lock:
+            children.append(child)
+        barrier.wait(timeout=60)
+        table = walks.table()
+        if [proc.pid for proc in table.carriers(f"walk-test-{os.getpid()}/{n}", exact=True)] != [child.pid]:
+            with lock:
+                missing.append(f"child {n} (pid {child.pid}) not in its snapshot")
+
+    threads = [threading.Thread(target=kill_like, args=(n,)) for n in range(count)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+        assert not any(thread.is_alive() for thread in threads)
+    finally:
+        for child in children:
+            _stop(child)
+    assert missing == []
+    assert 1 <= walks.walks < count
+
+
+def test_a_kill_never_takes_a_walk_begun_before_it_asked() -> None:
+    """After a walk, a child spawned and then asked about is in the next snapshot (a new walk)."""
+    walks = _kill._SharedWalks()
+    walks.table()
+    child = _spawn({_kill.MARKER_ENV: "after-the-walk"})
+    try:
+        table = walks.table()
+        assert [proc.pid for proc in table.carriers("after-the-walk", exact=True)] == [child.pid]
+        assert walks.walks == 2
+    finally:
+        _stop(child)
