@@ -209,8 +209,8 @@ def install_log_filter() -> None:
     manager = logging.Logger.manager
     # Loggers are never removed and a new name is added at the end of the dict: an unchanged
     # count means no logger is new since the last pass, and a pass looks only at the names
-    # after those it saw (each server's start adds its own logger, mcp_actors.server.<name>:
-    # a scan of every logger at each start cost ~1,200 look-ups for 20 servers). A placeholder
+    # after those it saw (a server's first stderr line adds its logger, mcp_actors.server.<name>:
+    # a scan of every logger at each such start cost ~1,200 look-ups for 20 servers). A placeholder
     # (a parent made for a child) is turned into its logger by the look-up, so no name a pass
     # has seen can become a logger later without the filter. A shorter dict (someone removed
     # loggers) is scanned whole.

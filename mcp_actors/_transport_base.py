@@ -33,10 +33,21 @@ __all__ = [
     "TransportParams",
     "params_for_record",
     "register_transport_kind",
+    "server_logger",
 ]
 
 # The transports' one logger: "server x: transport closed: ..." lines keep their old name.
 logger = logging.getLogger("mcp_actors.transports")
+
+
+def server_logger(label: str) -> logging.Logger:
+    """The logger of a server's own lines (its stderr, its ``notifications/message``): ``mcp_actors.server.<name>``.
+
+    Looked up when a line comes, never at a server's start: the logging module keeps
+    every logger it made for good, and a silent server needs none.
+    """
+    return logging.getLogger(f"mcp_actors.server.{label}")
+
 
 STREAM_BUFFER: Final = 64
 _STDERR_LINES: Final = 200

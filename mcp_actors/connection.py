@@ -85,6 +85,7 @@ from mcp_actors._listen import Listener
 from mcp_actors._live import LiveSession, ProgressDeadline, RequestStamp, SessionEnded
 from mcp_actors._messages import Connect, ConnectionMessage, Disconnect, FillListing, Reconnect
 from mcp_actors._tasks import TaskStatusWatch
+from mcp_actors._transport_base import server_logger
 from mcp_actors.errors import (
     ActorStopped,
     ConnectionFailed,
@@ -877,8 +878,7 @@ class _ConnectionActor:
         """A server's log message: to stdlib logging (``mcp_actors.server.<name>``) and the bus."""
         level = _LOG_LEVELS.get(params.level, logging.INFO)
         data = params.data if isinstance(params.data, str) else json.dumps(params.data, default=str)
-        server_logger = logging.getLogger(f"mcp_actors.server.{self.label}")
-        server_logger.log(level, "%s", data, extra={"mcp_logger": params.logger, "mcp_level": params.level})
+        server_logger(self.label).log(level, "%s", data, extra={"mcp_logger": params.logger, "mcp_level": params.level})
         self.cell.bus.emit(
             events.SERVER_LOG,
             serverId=self.settings.server_id,

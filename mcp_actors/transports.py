@@ -50,6 +50,7 @@ from mcp_actors._transport_base import TransportLink as TransportLink
 from mcp_actors._transport_base import TransportParams as TransportParams
 from mcp_actors._transport_base import params_for_record as params_for_record
 from mcp_actors._transport_base import register_transport_kind as register_transport_kind
+from mcp_actors._transport_base import server_logger
 from mcp_actors._transport_http import HttpParams as HttpParams
 from mcp_actors._transport_http import open_http_transport as open_http_transport
 from mcp_actors._transport_memory import MemoryParams as MemoryParams
@@ -432,14 +433,16 @@ def _deliver_line(line: bytes | bytearray, link: TransportLink, deliver: Deliver
     deliver(message)
 
 
-def _stderr_chunk(chunk: bytes | bytearray, pending: bytes, tail: StderrTail, server_log: logging.Logger) -> bytes:
-    """Split one stderr chunk into lines kept in ``tail``; return the unfinished rest."""
+def _stderr_chunk(chunk: bytes | bytearray, pending: bytes, tail: StderrTail, label: str) -> bytes:
+    """Split one stderr chunk into lines kept in ``tail`` (and logged); return the unfinished rest."""
     tail.total_bytes += len(chunk)
     pending += chunk
     *lines, pending = pending.split(b"\n")
-    for raw in lines:
-        text = raw.decode("utf-8", "replace").rstrip("\r")
-        server_log.debug("%s", tail.add(text))
+    if lines:
+        server_log = server_logger(label)
+        for raw in lines:
+            text = raw.decode("utf-8", "replace").rstrip("\r")
+            server_log.debug("%s", tail.add(text))
     if len(pending) > _STDERR_LINE_MAX * 4:
         tail.add(pending.decode("utf-8", "replace"))
         pending = b""
@@ -448,11 +451,10 @@ def _stderr_chunk(chunk: bytes | bytearray, pending: bytes, tail: StderrTail, se
 
 async def _drain_stderr(stream: trio.abc.ReceiveStream, link: TransportLink, tail: StderrTail) -> None:
     """Read stderr continuously so the server can never block on a full pipe (where :class:`_Pumps` cannot)."""
-    server_log = logging.getLogger(f"mcp_actors.server.{link.label}")
     pending = b""
     with contextlib.suppress(trio.ClosedResourceError, trio.BrokenResourceError):
         while chunk := await stream.receive_some(_READ_CHUNK):
-            pending = _stderr_chunk(chunk, pending, tail, server_log)
+            pending = _stderr_chunk(chunk, pending, tail, link.label)
     if pending:
         tail.add(pending.decode("utf-8", "replace"))
 
@@ -525,7 +527,6 @@ class _Pumped:
     process: trio.Process
     link: TransportLink
     tail: StderrTail
-    server_log: logging.Logger
     stderr_fd: int
     """The stderr pipe's fd; -1 once it reached EOF or was let go."""
     pidfd: int
@@ -581,7 +582,6 @@ class _Pumps:
             process=process,
             link=link,
             tail=tail,
-            server_log=logging.getLogger(f"mcp_actors.server.{link.label}"),
             stderr_fd=stderr_fd,
             pidfd=pidfd,
         )
@@ -632,7 +632,7 @@ class _Pumps:
         if not chunk:
             self._close_stderr(entry)
             return False
-        entry.pending = _stderr_chunk(chunk, entry.pending, entry.tail, entry.server_log)
+        entry.pending = _stderr_chunk(chunk, entry.pending, entry.tail, entry.link.label)
         return True
 
     def _exited(self, entry: _Pumped) -> None:

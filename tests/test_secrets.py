@@ -202,9 +202,9 @@ def test_secret_filter_redacts_a_logged_traceback() -> None:
 
 
 def test_a_filter_pass_touches_only_the_loggers_created_since_the_last(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each server's start creates its own logger (``mcp_actors.server.<name>``) and runs a pass;
-    a pass that scanned every logger again cost a 20-server start ~1,200 ``getLogger`` calls
-    once the servers' starts no longer ran in lockstep (docs/performance.md, round 20)."""
+    """A server's first stderr line creates its logger (``mcp_actors.server.<name>``), and each
+    transport's start runs a pass; a pass that scanned every logger again cost a 20-server
+    start ~1,200 ``getLogger`` calls (docs/performance.md, round 20)."""
     from mcp_actors import _redact
 
     _redact.install_log_filter()

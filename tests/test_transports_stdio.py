@@ -154,3 +154,27 @@ async def test_a_server_gets_the_hosts_environment_of_its_spawn_its_env_over_it_
             seen.pop(key, None)
     assert seen == expected
     assert "MCP_ACTORS_TEST_GONE" not in seen and seen["MCP_ACTORS_TEST_HOST"] == "caf\u00e9 \udce9"
+
+
+async def test_a_servers_logger_is_made_by_its_first_stderr_line_only(caplog: pytest.LogCaptureFixture) -> None:
+    """A server silent on stderr leaves no ``mcp_actors.server.<name>`` logger behind (the
+    logging module keeps every logger for good, and a start that made one paid a pass of
+    the secrets filter over it); one that writes gets its lines there, as before."""
+    import logging
+
+    from mcp_actors.transports import StdioParams, open_stdio_transport
+
+    quiet, loud = f"quiet-{id(caplog)}", f"loud-{id(caplog)}"
+    script = "import sys; sys.stderr.write(sys.argv[1]); sys.stderr.flush(); sys.stdin.read()"
+    caplog.set_level(logging.DEBUG, logger="mcp_actors.server")
+    with trio.fail_after(30):
+        async with open_stdio_transport(StdioParams(command=sys.executable, args=("-c", script, "")), label=quiet):
+            pass
+        async with open_stdio_transport(
+            StdioParams(command=sys.executable, args=("-c", script, "first\nsecond\n")), label=loud
+        ) as link:
+            assert link.stderr is not None
+            await link.stderr.wait_for(lambda line: line == "second")
+    assert f"mcp_actors.server.{quiet}" not in logging.Logger.manager.loggerDict
+    lines = [r.getMessage() for r in caplog.records if r.name == f"mcp_actors.server.{loud}"]
+    assert lines == ["first", "second"]
