@@ -451,6 +451,9 @@ class _SharedWalks:
 
 
 _walks = _SharedWalks()
+if hasattr(os, "register_at_fork"):
+    # A child forked while a thread held the walks' lock would wait on it for good.
+    os.register_at_fork(after_in_child=_walks.__init__)
 
 
 def marker_carriers(marker: str) -> list[psutil.Process]:

@@ -130,3 +130,33 @@ def test_a_kill_never_takes_a_walk_begun_before_it_asked() -> None:
         assert walks.walks == 2
     finally:
         _stop(child)
+
+
+def test_a_forked_child_walks_even_if_the_parent_was_mid_walk() -> None:
+    """A child forked while another thread held the walks' lock still gets a table (its own lock)."""
+    import multiprocessing
+
+    ready = threading.Event()
+    release = threading.Event()
+
+    def hold() -> None:
+        with _kill._walks._cond:
+            ready.set()
+            release.wait(timeout=60)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert ready.wait(timeout=60)
+        context = multiprocessing.get_context("fork")
+        with context.Pool(1) as pool:
+            walks = pool.apply_async(_walks_in_child).get(timeout=60)
+        assert walks == 1
+    finally:
+        release.set()
+        holder.join(timeout=60)
+
+
+def _walks_in_child() -> int:
+    _kill._walks.table()
+    return _kill._walks.walks
