@@ -416,6 +416,10 @@ class _SharedWalks:
     """
 
     def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget every walk and make a new lock (a forked child's start)."""
         self._cond = threading.Condition()
         self._running = False
         self._started = 0
@@ -453,7 +457,7 @@ class _SharedWalks:
 _walks = _SharedWalks()
 if hasattr(os, "register_at_fork"):
     # A child forked while a thread held the walks' lock would wait on it for good.
-    os.register_at_fork(after_in_child=_walks.__init__)
+    os.register_at_fork(after_in_child=_walks.reset)
 
 
 def marker_carriers(marker: str) -> list[psutil.Process]:
