@@ -338,9 +338,10 @@ def marker_of(pid: int) -> str | None:
 class _ProcessTable:
     """One snapshot of the process table: every process's parent, group and marker.
 
-    Taken once per kill, however many trees: walking the process table is the expensive
-    part. psutil objects (which pin a PID to its create_time) are made only for the
-    processes that matter.
+    Taken once per kill, however many trees, and shared by the kills that run at once
+    (:class:`_SharedWalks`): walking the process table is the expensive part. psutil
+    objects (which pin a PID to its create_time) are made only for the processes that
+    matter, and each kill makes its own (:meth:`view`).
     """
 
     def __init__(self, *, markers: bool) -> None:
