@@ -187,21 +187,36 @@ def create_time_of(pid: int) -> float:
 def _start_ticks(pid: int) -> float | None:
     """The process's start tick from ``/proc/<pid>/stat``; ``None`` if the line has another shape."""
     try:
-        fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            data = os.read(fd, 4096)  # one read: the file is a few hundred bytes
-        finally:
-            os.close(fd)
+        fields = _stat_fields(pid)
     except (FileNotFoundError, ProcessLookupError):
         raise psutil.NoSuchProcess(pid) from None
     except PermissionError:
         raise psutil.AccessDenied(pid) from None
-    # The name (in parentheses) may hold spaces and parentheses: the fields follow the last ")".
-    fields = data[data.rfind(b")") + 2 :].split()
+    except ValueError:
+        return None
     try:
         return float(fields[19])
     except (IndexError, ValueError):
         return None
+
+
+def _stat_fields(pid: int | str) -> list[bytes]:
+    """The fields of ``/proc/<pid>/stat`` after the name (the state first), from one bare read.
+
+    The file is a few hundred bytes, written whole in one read; ``open()``'s buffered file
+    object would cost more than the read (a kill's table reads it for every process). The
+    name (in parentheses) may hold spaces and parentheses: the fields follow the last ")".
+
+    Raises:
+        OSError: The file cannot be read (no such process, no permission).
+        ValueError: The line has no name in parentheses.
+    """
+    fd = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    return data[data.rindex(b")") + 2 :].split()
 
 
 def carries(value: str | None, marker: str) -> bool:
@@ -263,17 +278,14 @@ def _reap_if_child(proc: psutil.Process) -> None:
         pass  # somebody else (a Popen, trio) reaped it first
 
 
-def _read_proc(path: str, *, one_read: bool = False) -> bytes:
-    """A /proc file, with bare ``os`` calls: ``open()``'s buffered file object costs more
-    than the read itself, and a kill reads two files per process of the table.
+def _read_environ(pid: int) -> bytes:
+    """``/proc/<pid>/environ`` whole, with bare ``os`` calls (it comes a part at a time).
 
-    ``one_read``: a small file the kernel writes whole in one read (``stat``); otherwise
-    read to the end (``environ`` comes a part at a time).
+    Raises:
+        OSError: It cannot be read (no such process, no permission).
     """
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    fd = os.open(f"/proc/{pid}/environ", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        if one_read:
-            return os.read(fd, 8192)
         chunks = []
         while chunk := os.read(fd, 65536):
             chunks.append(chunk)
@@ -289,9 +301,7 @@ def _scan_linux() -> list[tuple[int, int, int]]:
         if not name.isdigit():
             continue
         try:
-            data = _read_proc(f"/proc/{name}/stat", one_read=True)
-            # "pid (comm) state ppid pgrp ..."; comm may contain spaces and parentheses.
-            fields = data[data.rindex(b")") + 2 :].split(maxsplit=3)
+            fields = _stat_fields(name)  # state ppid pgrp ...
             rows.append((int(name), int(fields[1]), int(fields[2])))
         except (OSError, ValueError, IndexError):
             continue
@@ -316,7 +326,7 @@ def marker_of(pid: int) -> str | None:
     if _scan is _scan_linux:
         # One read of /proc/<pid>/environ; psutil would parse the whole environment.
         try:
-            data = _read_proc(f"/proc/{pid}/environ")
+            data = _read_environ(pid)
         except OSError:
             return None
         # One search in C, not a split of the whole environment: "\0KEY=" or KEY= first.
@@ -424,8 +434,7 @@ class _SharedWalks:
         self._cond = threading.Condition()
         self._running = False
         self._started = 0
-        self._done = 0
-        self._table: _ProcessTable | None = None
+        self._latest: tuple[int, _ProcessTable] | None = None  # the last walk done: its number and table
         #: Walks made so far (for tests and benchmarks).
         self.walks = 0
 
@@ -434,8 +443,8 @@ class _SharedWalks:
         with self._cond:
             wanted = self._started + 1
             while True:
-                if self._done >= wanted and self._table is not None:
-                    return self._table.view()
+                if self._latest is not None and self._latest[0] >= wanted:
+                    return self._latest[1].view()
                 if not self._running:
                     self._running = True
                     self._started += 1
@@ -451,7 +460,7 @@ class _SharedWalks:
                 self._running = False
                 if table is not None:
                     self.walks += 1
-                    self._done, self._table = walk, table
+                    self._latest = (walk, table)
                 self._cond.notify_all()
 
 
