@@ -19,6 +19,7 @@ costs what the raw SDK costs, the actors add the rest; round 21: what that costs
 
     python -m benchmarks.startup_layers [--servers N] [--rounds R] [--by-task]
     python -m benchmarks.startup_layers --instructions [--servers N]
+    python -m benchmarks.startup_layers --footprint [--servers N]
 
 ``--by-task`` also splits each client's loop CPU by task (a trio instrument reads the
 thread's CPU clock around every task step; the tasks are named by their function): which
@@ -33,6 +34,14 @@ count repeats within ~1-2 % from run to run where the client's CPU time on this 
 2-core machine moves by ~10 %, so one run compares the clients' own work. Each client runs
 with N servers and with one, which splits its count into a fixed part and a part per server.
 Each run takes ~30-60 s; two run at a time.
+
+``--footprint`` counts what the instructions cost in memory (round 25): each client's start
+with N servers runs once under callgrind with its cache simulation, the event loop's thread
+counted on its own, with a last-level cache of 1 MiB (:data:`FOOTPRINT_CACHE`) standing for
+the share of the shared cache one core keeps while twenty servers start beside it. It
+prints the loop thread's instructions and its last-level misses (code, data read, data
+written; a miss goes to memory, ~80-100 ns). Two clients that execute as many instructions
+can differ by a quarter in CPU time by these misses alone. ~1-2 minutes a client.
 """
 
 from __future__ import annotations
@@ -70,6 +79,17 @@ DUMP_MARK = "getresgid"
 
 Both are system calls nothing else in a start makes (os.getresuid, os.getresgid)."""
 _SUMMARY = re.compile(r"^summary:\s+(\d+)\s*$", re.MULTILINE)
+FOOTPRINT_CACHE = "1048576,16,64"
+"""The simulated last-level cache of ``--footprint`` (callgrind's ``--LL``: size, ways, line).
+
+1 MiB: a core's share of the machine's shared cache while twenty interpreters start on the
+two cores; callgrind's default, the host's whole last-level cache, holds a start's every
+line and shows no miss at all (round 25)."""
+LOOP_EVENTS = ("Ir", "ILmr", "DLmr", "DLmw")
+"""The events ``--footprint`` reads for the loop's thread: instructions, last-level misses
+fetching code, reading data and writing data."""
+_EVENTS = re.compile(r"^events:\s+(.+?)\s*$", re.MULTILINE)
+_SPAN_SUMMARY = re.compile(r"^summary:\s+([\d ]+?)\s*$", re.MULTILINE)
 
 
 async def _hold_all(
@@ -284,6 +304,90 @@ def count_instructions(kind: str, count: int) -> int:
         return read_span_count(Path(state))
 
 
+def read_loop_span(directory: Path) -> dict[str, int]:
+    """The loop thread's counts over the marked span, by event, from a ``--separate-threads`` run.
+
+    Callgrind writes each thread's counts to its own file; the span's, written at the dump
+    mark, is ``cg.<pid>.1-01`` for the first thread (the one that runs ``trio.run``).
+
+    Raises:
+        RuntimeError: Not exactly one such file, or one without its events or summary.
+    """
+    spans = sorted(directory.glob("cg.*.[0-9]*-01"))
+    if len(spans) != 1:
+        raise RuntimeError(
+            f"expected one counted span of the loop's thread, found {len(spans)}: {[p.name for p in spans]}"
+        )
+    text = spans[0].read_text(errors="replace")
+    events, summary = _EVENTS.search(text), _SPAN_SUMMARY.search(text)
+    if events is None or summary is None:
+        raise RuntimeError(f"{spans[0]}: no 'events:' or 'summary:' line")
+    values = [int(value) for value in summary.group(1).split()]
+    # Callgrind drops trailing zeros from a cost line.
+    return {name: values[i] if i < len(values) else 0 for i, name in enumerate(events.group(1).split())}
+
+
+def count_footprint(kind: str, count: int) -> dict[str, int]:
+    """One start of ``kind`` with ``count`` servers under callgrind's cache simulation; the loop's counts."""
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-layers-") as state:
+        callgrind = [
+            "valgrind",
+            "--tool=callgrind",
+            "--separate-threads=yes",
+            "--cache-sim=yes",
+            f"--LL={FOOTPRINT_CACHE}",
+            f"--zero-before={ZERO_MARK}",
+            f"--dump-before={DUMP_MARK}",
+            f"--callgrind-out-file={state}/cg.%p",
+        ]
+        _run_child(kind, count, state, under=callgrind, timeout=VALGRIND_TIMEOUT)
+        return read_loop_span(Path(state))
+
+
+def footprint_lines(counts: dict[str, dict[str, int]], servers: int) -> list[str]:
+    """The table of ``--footprint``: each client's loop instructions (millions), its last-level
+    misses (thousands: code, data read, data written, all), misses per thousand instructions,
+    and its instructions and misses over the raw SDK's (when it was counted)."""
+    kinds = [kind for kind in KINDS if kind in counts]
+    lines = [
+        f"the event loop's thread over a start of {servers} servers, callgrind with a "
+        f"{FOOTPRINT_CACHE.split(',')[0]} B last-level cache; load {_load()}",
+        f"{'client':8s} {'instr. M':>9s} {'code k':>7s} {'read k':>7s} {'write k':>8s} {'misses k':>9s} "
+        f"{'per k instr.':>13s} {'instr. ÷ raw':>13s} {'misses ÷ raw':>13s}",
+    ]
+    raw = counts.get("raw")
+
+    def misses(c: dict[str, int]) -> int:
+        return c["ILmr"] + c["DLmr"] + c["DLmw"]
+
+    for kind in kinds:
+        c = counts[kind]
+        ratios = (
+            f"{c['Ir'] / raw['Ir']:12.3f}x {misses(c) / misses(raw):12.3f}x"
+            if raw is not None
+            else f"{'-':>13s} {'-':>13s}"
+        )
+        lines.append(
+            f"{kind:8s} {c['Ir'] / 1e6:9.1f} {c['ILmr'] / 1e3:7.1f} {c['DLmr'] / 1e3:7.1f} {c['DLmw'] / 1e3:8.1f} "
+            f"{misses(c) / 1e3:9.1f} {misses(c) / c['Ir'] * 1000:13.2f} {ratios}"
+        )
+    return lines
+
+
+def _footprint(kinds: Sequence[str], servers: int) -> None:
+    _need_valgrind()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:  # one per core
+        futures = {kind: pool.submit(count_footprint, kind, servers) for kind in kinds}
+        counts = {kind: future.result() for kind, future in futures.items()}
+    for line in footprint_lines(counts, servers):
+        print(line)
+
+
+def _need_valgrind() -> None:
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+
+
 def instruction_lines(counts: dict[tuple[str, int], int], servers: int) -> list[str]:
     """The table of ``--instructions``: each client's count (millions) at ``servers`` and at one
     server, the part per server and the fixed part they imply, and the count at ``servers`` over
@@ -303,8 +407,7 @@ def instruction_lines(counts: dict[tuple[str, int], int], servers: int) -> list[
 
 
 def _instructions(kinds: Sequence[str], servers: int) -> None:
-    if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
+    _need_valgrind()
     if servers < 2:
         raise SystemExit("--instructions needs --servers 2 or more (it also counts one server)")
     jobs = [(kind, n) for kind in kinds for n in (servers, 1)]
@@ -323,6 +426,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--instructions", action="store_true", help="count each client's instructions under valgrind instead"
     )
+    parser.add_argument(
+        "--footprint",
+        action="store_true",
+        help="count the loop thread's instructions and last-level cache misses under valgrind instead",
+    )
     parser.add_argument("--child", nargs=2, metavar=("KIND", "COUNT"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child is not None:
@@ -331,6 +439,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         return
     if options.instructions:
         _instructions(KINDS, options.servers)
+        return
+    if options.footprint:
+        _footprint(KINDS, options.servers)
         return
     rounds: list[dict[str, dict[str, Any]]] = []
     for n in range(options.rounds):

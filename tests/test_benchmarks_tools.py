@@ -395,3 +395,71 @@ def test_startup_fixed_cost_note_takes_each_rounds_server_cpu_out_of_its_wall_ti
     bare.add_value("ours", 0.09, {"seconds": 0.09, "cpu_seconds": 0.005})
     bare.add_value(RAW_KEY, 0.09, {"seconds": 0.09, "cpu_seconds": 0.005})
     assert fixed_cost_note(bare) is None  # no servers' CPU in the rounds: no note
+
+
+# The loop thread's span file of a --footprint run (callgrind 3.19, --separate-threads, cache
+# simulation): its head; the summary's trailing zero dropped, as callgrind writes it.
+_LOOP_SPAN_FILE = """# callgrind format
+version: 1
+creator: callgrind-3.19.0
+pid: 4242
+cmd:  python -m benchmarks.startup_layers --child runtime 20
+part: 1
+thread: 1
+
+desc: LL cache: 1048576 B, 64 B, 16-way associative
+desc: Trigger: --dump-before=getresgid
+
+positions: line
+events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+summary: 84211630 25034718 14431434 1921502 1499422 366758 37578 193501
+
+
+totals: 126279631 70000000 14431434 6000000 4000000 366758 40000 200000 60000
+"""
+
+
+def test_startup_footprint_reads_the_loop_threads_span_by_event(tmp_path: Path) -> None:
+    """The span's file of the first thread (``cg.<pid>.1-01``), its summary named by the events
+    line; not the whole run's file, not another thread's, not the totals."""
+    (tmp_path / "cg.4242.1-01").write_text(_LOOP_SPAN_FILE)
+    (tmp_path / "cg.4242-01").write_text(_LOOP_SPAN_FILE.replace("84211630", "266433446"))
+    (tmp_path / "cg.4242-02").write_text(_LOOP_SPAN_FILE.replace("84211630", "5848329"))
+    counts = startup_layers.read_loop_span(tmp_path)
+    assert counts["Ir"] == 84_211_630
+    assert (counts["ILmr"], counts["DLmr"]) == (37_578, 193_501)
+    assert counts["DLmw"] == 0  # dropped from the line: zero
+
+
+def test_startup_footprint_refuses_a_run_without_one_loop_span(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="found 0"):
+        startup_layers.read_loop_span(tmp_path)
+    (tmp_path / "cg.4242.1-01").write_text(_LOOP_SPAN_FILE)
+    (tmp_path / "cg.4242.2-01").write_text(_LOOP_SPAN_FILE)
+    with pytest.raises(RuntimeError, match="found 2"):
+        startup_layers.read_loop_span(tmp_path)
+    (tmp_path / "cg.4242.2-01").unlink()
+    (tmp_path / "cg.4242.1-01").write_text(_LOOP_SPAN_FILE.replace("events:", "evnts:"))
+    with pytest.raises(RuntimeError, match="no 'events:' or 'summary:' line"):
+        startup_layers.read_loop_span(tmp_path)
+
+
+def test_startup_footprint_table_gives_misses_per_instruction_and_each_ratio_to_the_raw_sdk() -> None:
+    counts = {
+        "raw": {"Ir": 93_800_000, "ILmr": 17_700, "DLmr": 113_300, "DLmw": 52_100},
+        "runtime": {"Ir": 84_200_000, "ILmr": 37_600, "DLmr": 193_500, "DLmw": 57_900},
+    }
+    rows = {line.split()[0]: line.split()[1:] for line in startup_layers.footprint_lines(counts, 20)[2:]}
+    assert list(rows) == ["raw", "runtime"]
+    instr, code, read, write, misses, per_k, instr_ratio, misses_ratio = rows["runtime"]
+    assert (instr, code, read, write, misses) == ("84.2", "37.6", "193.5", "57.9", "289.0")
+    assert per_k == "3.43"  # 289,000 / 84.2 M x 1000
+    assert instr_ratio == "0.898x"  # 84.2 / 93.8
+    assert misses_ratio == "1.578x"  # 289.0 / 183.1
+    assert rows["raw"][-2:] == ["1.000x", "1.000x"]
+
+
+def test_startup_footprint_without_valgrind_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(startup_layers.shutil, "which", lambda _name: None)
+    with pytest.raises(SystemExit, match="valgrind is not installed"):
+        startup_layers.main(["--footprint"])
