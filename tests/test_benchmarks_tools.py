@@ -431,7 +431,7 @@ def test_startup_footprint_reads_the_loop_threads_span_by_event(tmp_path: Path) 
     assert counts["DLmw"] == 0  # dropped from the line: zero
 
 
-def test_startup_footprint_refuses_a_run_without_one_loop_span(tmp_path: Path) -> None:
+def test_startup_footprint_refuses_a_run_without_one_loop_span_or_without_its_misses(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="found 0"):
         startup_layers.read_loop_span(tmp_path)
     (tmp_path / "cg.4242.1-01").write_text(_LOOP_SPAN_FILE)
@@ -441,6 +441,14 @@ def test_startup_footprint_refuses_a_run_without_one_loop_span(tmp_path: Path) -
     (tmp_path / "cg.4242.2-01").unlink()
     (tmp_path / "cg.4242.1-01").write_text(_LOOP_SPAN_FILE.replace("events:", "evnts:"))
     with pytest.raises(RuntimeError, match="no 'events:' or 'summary:' line"):
+        startup_layers.read_loop_span(tmp_path)
+    # A run without the cache simulation counts instructions only: no misses to read.
+    (tmp_path / "cg.4242.1-01").write_text(
+        _LOOP_SPAN_FILE.replace("Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw", "Ir").replace(
+            "84211630 25034718 14431434 1921502 1499422 366758 37578 193501", "84211630"
+        )
+    )
+    with pytest.raises(RuntimeError, match="no ILmr, DLmr, DLmw counted"):
         startup_layers.read_loop_span(tmp_path)
 
 
