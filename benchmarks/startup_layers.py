@@ -79,7 +79,6 @@ DUMP_MARK = "getresgid"
 """The C function a child calls as the span ends (callgrind writes the span's counts there).
 
 Both are system calls nothing else in a start makes (os.getresuid, os.getresgid)."""
-_SUMMARY = re.compile(r"^summary:\s+(\d+)\s*$", re.MULTILINE)
 FOOTPRINT_CACHE = "1048576,16,64"
 """The simulated last-level cache of ``--footprint`` (callgrind's ``--LL``: size, ways, line).
 
@@ -90,7 +89,7 @@ LOOP_EVENTS = ("Ir", "ILmr", "DLmr", "DLmw")
 """The events ``--footprint`` reads for the loop's thread: instructions, last-level misses
 fetching code, reading data and writing data."""
 _EVENTS = re.compile(r"^events:\s+(.+?)\s*$", re.MULTILINE)
-_SPAN_SUMMARY = re.compile(r"^summary:\s+([\d ]+?)\s*$", re.MULTILINE)
+_SUMMARY = re.compile(r"^summary:\s+([\d ]+?)\s*$", re.MULTILINE)
 
 
 async def _hold_all(
@@ -288,20 +287,25 @@ def read_span_count(directory: Path) -> int:
     found = _SUMMARY.search(spans[0].read_text(errors="replace"))
     if found is None:
         raise RuntimeError(f"{spans[0]}: no 'summary:' line")
-    return int(found.group(1))
+    return int(found.group(1).split()[0])  # Ir, the first event
+
+
+def _callgrind(state: str, *options: str) -> list[str]:
+    """Callgrind counting from the zero mark to the dump mark, its files in ``state`` (``cg.<pid>...``)."""
+    return [
+        "valgrind",
+        "--tool=callgrind",
+        *options,
+        f"--zero-before={ZERO_MARK}",
+        f"--dump-before={DUMP_MARK}",
+        f"--callgrind-out-file={state}/cg.%p",
+    ]
 
 
 def count_instructions(kind: str, count: int) -> int:
     """One start of ``kind`` with ``count`` servers under callgrind; the instructions of its span."""
     with tempfile.TemporaryDirectory(prefix="mcp-actors-layers-") as state:
-        callgrind = [
-            "valgrind",
-            "--tool=callgrind",
-            f"--zero-before={ZERO_MARK}",
-            f"--dump-before={DUMP_MARK}",
-            f"--callgrind-out-file={state}/cg.%p",
-        ]
-        _run_child(kind, count, state, under=callgrind, timeout=VALGRIND_TIMEOUT)
+        _run_child(kind, count, state, under=_callgrind(state), timeout=VALGRIND_TIMEOUT)
         return read_span_count(Path(state))
 
 
@@ -321,7 +325,7 @@ def read_loop_span(directory: Path) -> dict[str, int]:
             f"expected one counted span of the loop's thread, found {len(spans)}: {[p.name for p in spans]}"
         )
     text = spans[0].read_text(errors="replace")
-    events, summary = _EVENTS.search(text), _SPAN_SUMMARY.search(text)
+    events, summary = _EVENTS.search(text), _SUMMARY.search(text)
     if events is None or summary is None:
         raise RuntimeError(f"{spans[0]}: no 'events:' or 'summary:' line")
     values = [int(value) for value in summary.group(1).split()]
@@ -336,16 +340,7 @@ def read_loop_span(directory: Path) -> dict[str, int]:
 def count_footprint(kind: str, count: int) -> dict[str, int]:
     """One start of ``kind`` with ``count`` servers under callgrind's cache simulation; the loop's counts."""
     with tempfile.TemporaryDirectory(prefix="mcp-actors-layers-") as state:
-        callgrind = [
-            "valgrind",
-            "--tool=callgrind",
-            "--separate-threads=yes",
-            "--cache-sim=yes",
-            f"--LL={FOOTPRINT_CACHE}",
-            f"--zero-before={ZERO_MARK}",
-            f"--dump-before={DUMP_MARK}",
-            f"--callgrind-out-file={state}/cg.%p",
-        ]
+        callgrind = _callgrind(state, "--separate-threads=yes", "--cache-sim=yes", f"--LL={FOOTPRINT_CACHE}")
         _run_child(kind, count, state, under=callgrind, timeout=VALGRIND_TIMEOUT)
         return read_loop_span(Path(state))
 
