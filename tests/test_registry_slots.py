@@ -1,9 +1,10 @@
 """The registry starts its connection slots while it serves, and never strands a request.
 
 At its start the registry puts a handle for every active server in its view at once and
-starts the slots' tasks one after another in the background (``_RegistryActor.start_slots``):
-a request for a server whose slot has not started waits in the handle's mailbox. These
-tests pin what that must keep: every slot starts, in config order; a request made before
+starts the slots' tasks in the background, all in one scheduler pass
+(``_RegistryActor.start_slots``): a request for a server whose slot has not started waits
+in the handle's mailbox. These tests pin what that must keep: every slot starts, in config
+order and together (so do the slots of servers added together); a request made before
 its slot started is served; a slot whose server went away before it started never runs;
 and a slot that will never start answers what was queued for it (ActorStopped), so no
 caller waits for an answer that cannot come.
@@ -11,6 +12,7 @@ caller waits for an answer that cannot come.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -88,6 +90,64 @@ async def test_the_runtime_serves_before_its_slots_have_started_and_then_starts_
         assert "echo" in {t.name for t in tools}
         await trio.testing.wait_all_tasks_blocked()
         assert slot_owners(rt.connections) == [r.id for r in records]
+
+
+class SlotSpawns(trio.abc.Instrument):
+    """In which scheduler pass each child task of a supervisor (a connection slot here) was spawned."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.spawned: list[int] = []
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.passes += 1
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith("Supervisor._run_child"):
+            self.spawned.append(self.passes)
+
+
+async def test_start_slots_begins_every_slot_in_one_scheduler_pass(tmp_path: Path) -> None:
+    """Every slot's task is spawned in the same pass: their servers' spawns begin together.
+
+    One pass per slot spread a 20-server start's spawns over ~150 ms of the loop's other
+    work and cost the loop ~15 ms more CPU (docs/performance.md, round 26).
+    """
+    records = demo_records(COUNT)
+    async with open_supervisor(CONNECTIONS_SPEC, children=[], name="connections") as connections:
+        actor = await rebuilt_actor(tmp_path, records, connections)
+        spawns = SlotSpawns()
+        trio.lowlevel.add_instrument(spawns)
+        try:
+            await actor.start_slots()
+        finally:
+            trio.lowlevel.remove_instrument(spawns)
+        assert len(spawns.spawned) == COUNT
+        assert len(set(spawns.spawned)) == 1, spawns.spawned
+        await trio.testing.wait_all_tasks_blocked()
+        assert slot_owners(connections) == [r.id for r in records]
+        for handle in actor.handles.values():
+            await handle.aclose()
+
+
+async def test_servers_added_together_get_their_slots_in_one_scheduler_pass(tmp_path: Path) -> None:
+    """add_json of several servers: one write, and every new slot spawned in the same pass."""
+    command = demo_server_command()
+    entry = {"command": command[0], "args": command[1:], "pingInterval": 0}
+    document = json.dumps({"mcpServers": {f"demo{i}": entry for i in range(COUNT)}})
+    ConfigStore(tmp_path / "cfg.json").save([])  # not the built-in demo server of a new config
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
+        spawns = SlotSpawns()
+        trio.lowlevel.add_instrument(spawns)
+        try:
+            results = await rt.service.add_json(document)
+        finally:
+            trio.lowlevel.remove_instrument(spawns)
+        assert [r.error for r in results] == [None] * COUNT
+        assert len(spawns.spawned) == COUNT
+        assert len(set(spawns.spawned)) == 1, spawns.spawned
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(slot_owners(rt.connections)) == COUNT
 
 
 async def test_a_slot_that_never_runs_answers_its_queued_requests() -> None:

@@ -601,6 +601,76 @@ async def test_a_child_started_at_spawn_is_running_before_its_task_has_run() -> 
         assert probe.events() == ["start x", "cancelled x", "stopped x"]
 
 
+class ChildSpawns(trio.abc.Instrument):
+    """In which scheduler pass each child task was spawned."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.spawned: list[int] = []
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.passes += 1
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith("Supervisor._run_child"):
+            self.spawned.append(self.passes)
+
+
+async def test_start_children_spawns_children_started_at_spawn_in_one_scheduler_pass() -> None:
+    """One wait for the lock for all: N children begin together, not one scheduler pass each."""
+    probe = Probe()
+    ids = [f"c{i}" for i in range(6)]
+    async with open_supervisor(spec(), [probe.spec("a")]) as sup:
+        spawns = ChildSpawns()
+        trio.lowlevel.add_instrument(spawns)
+        try:
+            values = await sup.start_children([probe.spec(i, started_at_spawn=True) for i in ids])
+        finally:
+            trio.lowlevel.remove_instrument(spawns)
+        assert values == [None] * len(ids)
+        assert len(spawns.spawned) == len(ids) and len(set(spawns.spawned)) == 1, spawns.spawned
+        assert [info.id for info in sup.which_children()] == ["a", *ids]
+        await trio.testing.wait_all_tasks_blocked()
+        assert [sup.child_value(i) for i in ids] == [f"{i}#1" for i in ids]
+    # Stopped last first, like children started one by one.
+    assert [e for e in probe.events() if e.startswith("stopped")] == [f"stopped {i}" for i in [*reversed(ids), "a"]]
+
+
+async def test_start_children_checks_every_id_before_starting_any() -> None:
+    """An id that exists, or one given twice, is a ValueError and no child of the call starts."""
+    probe = Probe()
+    async with open_supervisor(spec(), [probe.spec("a")]) as sup:
+        with pytest.raises(ValueError, match="'a' already exists"):
+            await sup.start_children([probe.spec("x"), probe.spec("a")])
+        with pytest.raises(ValueError, match="'y' already exists"):
+            await sup.start_children([probe.spec("y"), probe.spec("y", started_at_spawn=True)])
+        assert [info.id for info in sup.which_children()] == ["a"]
+        assert probe.starts["x"] == 0 and probe.starts["y"] == 0
+        assert await sup.start_children([probe.spec("x"), probe.spec("y")]) == ["x#1", "y#1"]
+
+
+async def test_start_children_stops_at_a_failed_start() -> None:
+    """The children before a failed start stay supervised; the failed one and those after are not added."""
+    probe = Probe(plans={"b": ["fail-start"]})
+    async with open_supervisor(spec(), []) as sup:
+        with pytest.raises(ChildStartFailed) as caught:
+            await sup.start_children([probe.spec("a"), probe.spec("b"), probe.spec("c")])
+        assert isinstance(caught.value.__cause__, Boom)
+        assert [(info.id, info.running) for info in sup.which_children()] == [("a", True)]
+        assert probe.starts["c"] == 0
+        assert await sup.start_children([probe.spec("b"), probe.spec("c")]) == ["b#2", "c#1"]
+
+
+async def test_start_children_refuses_when_the_supervisor_is_stopping() -> None:
+    """RuntimeError, as start_child: a stopped supervisor starts nothing."""
+    probe = Probe()
+    async with open_supervisor(spec(), []) as sup:
+        pass
+    with pytest.raises(RuntimeError, match="stopping or stopped"):
+        await sup.start_children([probe.spec("x", started_at_spawn=True)])
+    assert probe.starts["x"] == 0
+
+
 async def test_a_child_started_at_spawn_that_raises_before_started_is_restarted_as_a_crash(
     autojump_clock: trio.abc.Clock,
 ) -> None:
