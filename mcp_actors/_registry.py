@@ -477,8 +477,9 @@ async def _run_slot(
 class PreparedSlot:
     """A slot whose handle exists (requests queue in its mailbox) but whose task has not started.
 
-    :meth:`start` runs it under the connections supervisor; a prepared slot that will never
-    start must be abandoned (:meth:`abandon`: its queued requests are answered ActorStopped).
+    :func:`start_prepared` runs prepared slots under the connections supervisor, together;
+    a prepared slot that will never start must be abandoned (:meth:`abandon`: its queued
+    requests are answered ActorStopped).
     """
 
     child_id: str
