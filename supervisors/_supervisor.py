@@ -17,8 +17,8 @@ How it is built:
   the pure functions of :mod:`supervisors._policy`) whether to restart it and which
   siblings go with it, and schedules the restart after the backoff delay.
 * Every operation that changes the set of running children (manager decisions and the
-  dynamic ``start_child``/``start_children``/``terminate_child``/``restart_child``) holds one lock, so they
-  never interleave.
+  dynamic ``start_child``/``start_children``/``terminate_child``/``restart_child``) holds
+  one lock, so they never interleave.
 """
 
 from __future__ import annotations
@@ -266,8 +266,10 @@ class Supervisor:
             self._check_open()
             seen: set[str] = set()
             for spec in specs:
-                if spec.id in seen or self._find(spec.id) is not None:
+                if self._find(spec.id) is not None:
                     raise ValueError(f"child id {spec.id!r} already exists in supervisor {self.name!r}")
+                if spec.id in seen:
+                    raise ValueError(f"child id {spec.id!r} is given twice to supervisor {self.name!r}")
                 seen.add(spec.id)
             values: list[Any] = []
             for spec in specs:

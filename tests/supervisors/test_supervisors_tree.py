@@ -642,7 +642,7 @@ async def test_start_children_checks_every_id_before_starting_any() -> None:
     async with open_supervisor(spec(), [probe.spec("a")]) as sup:
         with pytest.raises(ValueError, match="'a' already exists"):
             await sup.start_children([probe.spec("x"), probe.spec("a")])
-        with pytest.raises(ValueError, match="'y' already exists"):
+        with pytest.raises(ValueError, match="'y' is given twice"):
             await sup.start_children([probe.spec("y"), probe.spec("y", started_at_spawn=True)])
         assert [info.id for info in sup.which_children()] == ["a"]
         assert probe.starts["x"] == 0 and probe.starts["y"] == 0
