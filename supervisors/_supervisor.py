@@ -245,6 +245,9 @@ class Supervisor:
 
         Every id is checked before any child starts, so a bad id starts none of them.
 
+        Cancellation: as for :meth:`start_child`, the child being started is not added;
+        the children started before it stay, and those after it are not added.
+
         Args:
             specs: The children; their ids must be distinct and new to this supervisor.
 
