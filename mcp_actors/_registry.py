@@ -702,11 +702,10 @@ class _RegistryActor:
                 await start_prepared(self.connections, current)
             except RuntimeError:
                 return  # the connections supervisor is stopping: the runtime is closing
-            started = {id(slot) for slot in current}
             for slot in current:
                 if self.handles.get(slot.handle.server_id) is not slot.handle and self.nursery is not None:
                     self.nursery.start_soon(stop_slot, self.connections, slot.child_id, slot.handle)
-            pending[:] = [slot for slot in pending if id(slot) not in started]
+            pending[:] = [slot for slot in pending if slot not in current]  # the stale ones, abandoned below
         finally:
             for slot in pending:
                 slot.abandon()

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
-from testkit import runtime_at
+from testkit import child_spawn_passes, runtime_at
 
 from mcp_actors import events
 from mcp_actors._registry import RegistryRef, _RegistryActor, settings_for
@@ -92,21 +92,6 @@ async def test_the_runtime_serves_before_its_slots_have_started_and_then_starts_
         assert slot_owners(rt.connections) == [r.id for r in records]
 
 
-class SlotSpawns(trio.abc.Instrument):
-    """In which scheduler pass each child task of a supervisor (a connection slot here) was spawned."""
-
-    def __init__(self) -> None:
-        self.passes = 0
-        self.spawned: list[int] = []
-
-    def before_io_wait(self, timeout: float) -> None:
-        self.passes += 1
-
-    def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        if task.name.endswith("Supervisor._run_child"):
-            self.spawned.append(self.passes)
-
-
 async def test_start_slots_begins_every_slot_in_one_scheduler_pass(tmp_path: Path) -> None:
     """Every slot's task is spawned in the same pass: their servers' spawns begin together.
 
@@ -116,12 +101,8 @@ async def test_start_slots_begins_every_slot_in_one_scheduler_pass(tmp_path: Pat
     records = demo_records(COUNT)
     async with open_supervisor(CONNECTIONS_SPEC, children=[], name="connections") as connections:
         actor = await rebuilt_actor(tmp_path, records, connections)
-        spawns = SlotSpawns()
-        trio.lowlevel.add_instrument(spawns)
-        try:
+        with child_spawn_passes() as spawns:
             await actor.start_slots()
-        finally:
-            trio.lowlevel.remove_instrument(spawns)
         assert len(spawns.spawned) == COUNT
         assert len(set(spawns.spawned)) == 1, spawns.spawned
         await trio.testing.wait_all_tasks_blocked()
@@ -137,12 +118,8 @@ async def test_servers_added_together_get_their_slots_in_one_scheduler_pass(tmp_
     document = json.dumps({"mcpServers": {f"demo{i}": entry for i in range(COUNT)}})
     ConfigStore(tmp_path / "cfg.json").save([])  # not the built-in demo server of a new config
     async with runtime_at(tmp_path, connect_on_add=False) as rt:
-        spawns = SlotSpawns()
-        trio.lowlevel.add_instrument(spawns)
-        try:
+        with child_spawn_passes() as spawns:
             results = await rt.service.add_json(document)
-        finally:
-            trio.lowlevel.remove_instrument(spawns)
         assert [r.error for r in results] == [None] * COUNT
         assert len(spawns.spawned) == COUNT
         assert len(set(spawns.spawned)) == 1, spawns.spawned

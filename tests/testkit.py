@@ -2,8 +2,9 @@
 
 One home for what tests kept writing again: the text of a tool result, draining an event
 subscription, a runtime on the test's own config file, connection slots run for a block
-(``running``) with their event waits, and how often the scheduler ran a task
-(``counting_steps``).
+(``running``) with their event waits, how often the scheduler ran a task
+(``counting_steps``), and in which scheduler pass a supervisor's children were spawned
+(``child_spawn_passes``).
 """
 
 from __future__ import annotations
@@ -57,6 +58,32 @@ def counting_steps(name: str) -> Iterator[StepCount]:
         yield counter
     finally:
         trio.lowlevel.remove_instrument(counter)
+
+
+class ChildSpawnPasses(trio.abc.Instrument):
+    """In which scheduler pass each child task of a supervisor was spawned (``spawned``, in spawn order)."""
+
+    def __init__(self) -> None:
+        self.passes = 0
+        self.spawned: list[int] = []
+
+    def before_io_wait(self, timeout: float) -> None:
+        self.passes += 1
+
+    def task_spawned(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith("Supervisor._run_child"):
+            self.spawned.append(self.passes)
+
+
+@contextlib.contextmanager
+def child_spawn_passes() -> Iterator[ChildSpawnPasses]:
+    """Record the scheduler pass of every supervisor child spawned while the block runs."""
+    passes = ChildSpawnPasses()
+    trio.lowlevel.add_instrument(passes)
+    try:
+        yield passes
+    finally:
+        trio.lowlevel.remove_instrument(passes)
 
 
 @contextlib.asynccontextmanager

@@ -16,6 +16,7 @@ import attrs
 import pytest
 import trio
 import trio.testing
+from testkit import child_spawn_passes
 
 from supervisors import (
     Backoff,
@@ -601,32 +602,13 @@ async def test_a_child_started_at_spawn_is_running_before_its_task_has_run() -> 
         assert probe.events() == ["start x", "cancelled x", "stopped x"]
 
 
-class ChildSpawns(trio.abc.Instrument):
-    """In which scheduler pass each child task was spawned."""
-
-    def __init__(self) -> None:
-        self.passes = 0
-        self.spawned: list[int] = []
-
-    def before_io_wait(self, timeout: float) -> None:
-        self.passes += 1
-
-    def task_spawned(self, task: trio.lowlevel.Task) -> None:
-        if task.name.endswith("Supervisor._run_child"):
-            self.spawned.append(self.passes)
-
-
 async def test_start_children_spawns_children_started_at_spawn_in_one_scheduler_pass() -> None:
     """One wait for the lock for all: N children begin together, not one scheduler pass each."""
     probe = Probe()
     ids = [f"c{i}" for i in range(6)]
     async with open_supervisor(spec(), [probe.spec("a")]) as sup:
-        spawns = ChildSpawns()
-        trio.lowlevel.add_instrument(spawns)
-        try:
+        with child_spawn_passes() as spawns:
             values = await sup.start_children([probe.spec(i, started_at_spawn=True) for i in ids])
-        finally:
-            trio.lowlevel.remove_instrument(spawns)
         assert values == [None] * len(ids)
         assert len(spawns.spawned) == len(ids) and len(set(spawns.spawned)) == 1, spawns.spawned
         assert [info.id for info in sup.which_children()] == ["a", *ids]
