@@ -538,6 +538,38 @@ class ProcessTracker:
             del starts[id(self)]
             started.set()
 
+    async def start_safety_net_after(self, first: Callable[[], object]) -> None:
+        """Run ``first``, then :meth:`start_safety_net`, in one worker job; waiters join it.
+
+        For a caller with blocking work of its own ahead of the first spawn (the runtime's
+        config read). Two jobs side by side fight for the GIL: the sidecar's start is a
+        run of system calls, and each waits for the GIL on its way back while the other
+        job runs Python (1.5-2.1 ms for the sidecar's spawn beside the runtime's config
+        read, 0.25 ms alone: docs/performance.md, round 27). :meth:`wait_safety_net`
+        callers of this trio run wait for this job from the moment this call begins, with
+        no job of their own. ``first`` always runs; its exceptions propagate and the net
+        is then still started. Returns once both ran, or once ``first`` ran if another task's
+        start of the net was under way already. Not cancellable: it finishes.
+        """
+        starts = _net_starts()
+        if self._net_ready or id(self) in starts:
+            # The net is up, or another task of this run is starting it: its waiters wait for that.
+            await trio.to_thread.run_sync(first)
+            return
+        started = starts[id(self)] = trio.Event()
+
+        def job() -> None:
+            try:
+                first()
+            finally:
+                self.start_safety_net()
+
+        try:
+            await trio.to_thread.run_sync(job)
+        finally:
+            del starts[id(self)]
+            started.set()
+
     # ------------------------------------------------------------------ registration
 
     def register(self, identity: ProcessIdentity, *, tag: str | None = None) -> None:

@@ -29,6 +29,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Final
 
 import attrs
+import outcome
 import trio
 
 from mcp_actors import events
@@ -50,7 +51,7 @@ from mcp_actors._registry import (
 from mcp_actors._token_store import FileTokenStore, TokenStore
 from mcp_actors.connection import ConnectionHandle
 from mcp_actors.process_tracker import ProcessTracker
-from mcp_actors.records import ServerType
+from mcp_actors.records import McpServerRecord, ServerType
 from mcp_actors.service import McpService
 from mcp_actors.store import ConfigStore
 from supervisors import (
@@ -114,43 +115,103 @@ class Runtime:
         return sup
 
 
+_Read = tuple[list[McpServerRecord], tuple[int, int, int, int] | None]
+
+
+@attrs.define(eq=False)
+class _FirstRead:
+    """The runtime's first config read, run by the tracker child's worker job just before the net.
+
+    One job for both: side by side they fight for the GIL, and the first server waits for
+    both (see :meth:`ProcessTracker.start_safety_net_after`). The result comes back to the
+    loop as soon as it is read, while the same thread goes on to start the net.
+    """
+
+    store: ConfigStore
+    token: trio.lowlevel.TrioToken = attrs.field(factory=trio.lowlevel.current_trio_token)
+    _done: trio.Event = attrs.field(factory=trio.Event)
+    _result: outcome.Outcome[_Read] | None = None
+    _taken: bool = False
+
+    def take(self) -> Callable[[], None] | None:
+        """The blocking read to run, once: a restarted tracker child runs none."""
+        if self._taken:
+            return None
+        self._taken = True
+        return self._run
+
+    def _run(self) -> None:  # in the worker thread
+        result = outcome.capture(self.store.load_with_fingerprint)
+        with contextlib.suppress(trio.RunFinishedError):
+            self.token.run_sync_soon(self._deliver, result)
+
+    def _deliver(self, result: outcome.Outcome[_Read]) -> None:
+        if self._result is None:
+            self._result = result
+            self._done.set()
+
+    def abandon(self) -> None:
+        """Answer the waiter if the read never ran (its task ended first); a no-op once read.
+
+        Delivered before the worker job's own result (both by the same queue), a read that
+        ran is always in before its task can call this.
+        """
+        self._deliver(outcome.Error(RuntimeError("the runtime stopped before its config was read")))
+
+    async def wait(self) -> _Read:
+        """The records and their fingerprint; raises what the read raised."""
+        await self._done.wait()
+        assert self._result is not None
+        return self._result.unwrap()
+
+
 async def _run_tracker(
     tracker: ProcessTracker,
     sweep: bool,
+    first_read: _FirstRead | None = None,
     *,
     task_status: trio.TaskStatus[ProcessTracker] = trio.TASK_STATUS_IGNORED,
 ) -> None:
-    """The tracker's child: ready at once; the sidecar's start and the sweep run beside the rest.
+    """The tracker's child: ready at once; the config read, the net and the sweep run beside the rest.
 
-    The sidecar starts while the config is read; :func:`open_runtime` then waits for the
-    net (only when a stdio server is configured, and while its loop is idle anyway), and
-    the stdio transport waits for it before any spawn. The sweep is on no one's path: it
-    only touches the leftovers of dead hosts.
+    One worker thread, one job after another: the config read (at the runtime's start), the
+    sidecar's start and the ledger, then the sweep. :func:`open_runtime` waits for the net
+    after the read (only when a stdio server is configured, and while its loop is idle
+    anyway), and the stdio transport waits for it before any spawn. The sweep is on no
+    one's path: it only touches the leftovers of dead hosts.
     """
     async with trio.open_nursery() as nursery:
-        # One worker thread, the net first: a thread less in the GIL's way of the first connections.
-        jobs: list[tuple[Callable[[], object], str]] = [(tracker.start_safety_net, "starting the reaper sidecar")]
-        if sweep:
-            jobs.append((tracker.sweep_ledger, "sweeping the process ledger"))
-        nursery.start_soon(_in_background, jobs)
+        nursery.start_soon(_in_background, tracker, sweep, first_read)
         task_status.started(tracker)
         await trio.sleep_forever()
 
 
-async def _in_background(jobs: list[tuple[Callable[[], object], str]]) -> None:
-    await trio.to_thread.run_sync(_run_jobs, jobs)
+async def _in_background(tracker: ProcessTracker, sweep: bool, first_read: _FirstRead | None) -> None:
+    read = first_read.take() if first_read is not None else None
+    try:
+        if read is not None:
+            try:
+                await tracker.start_safety_net_after(read)  # the read never raises: it delivers
+            except Exception:
+                logger.exception("starting the reaper sidecar failed")
+        else:
+            await trio.to_thread.run_sync(_logged, tracker.start_safety_net, "starting the reaper sidecar")
+    finally:
+        if first_read is not None:
+            first_read.abandon()
+    if sweep:
+        await trio.to_thread.run_sync(_logged, tracker.sweep_ledger, "sweeping the process ledger")
 
 
-def _run_jobs(jobs: list[tuple[Callable[[], object], str]]) -> None:
-    """Run blocking jobs one after another; a failure is logged and the next still runs.
+def _logged(job: Callable[[], object], what: str) -> None:
+    """Run a blocking job of the net; a failure is logged, not raised.
 
     A safety net that fails weakens the net; it must never restart the tree behind it.
     """
-    for job, what in jobs:
-        try:
-            job()
-        except Exception:
-            logger.exception("%s failed", what)
+    try:
+        job()
+    except Exception:
+        logger.exception("%s failed", what)
 
 
 async def _run_connections(*, task_status: trio.TaskStatus[Supervisor] = trio.TASK_STATUS_IGNORED) -> None:
@@ -243,15 +304,16 @@ async def open_runtime(
     # Started one by one once the root exists, so the registry's start can reach its sibling.
     # Every task of the tree inherits the auth settings (the HTTP transports read them).
     async with open_auth_settings(auth), open_supervisor(ROOT_SPEC, children=[], name="root") as root:
-        # The tracker first: the reaper sidecar starts while the config is read.
+        # The tracker first: its worker reads the config, then starts the reaper sidecar.
+        # Read once up front so a corrupt file fails here, with its own typed error (path,
+        # line, column), rather than as a registry start failure.
+        first_read = _FirstRead(store)
         await root.start_child(
-            ChildSpec(id="process-tracker", start=functools.partial(_run_tracker, tracker, sweep_ledger))
+            ChildSpec(id="process-tracker", start=functools.partial(_run_tracker, tracker, sweep_ledger, first_read))
         )
-        # Read the config once up front so a corrupt file fails here, with its own typed
-        # error (path, line, column), rather than as a registry start failure.
-        first_records, fingerprint = await trio.to_thread.run_sync(store.load_with_fingerprint)
+        first_records, fingerprint = await first_read.wait()
         if any(r.is_active and r.type is ServerType.STDIO for r in first_records):
-            # The sidecar's start ran beside the read; let it finish while the loop idles anyway.
+            # The sidecar's start follows the read; let it finish while the loop idles anyway.
             # Once the loop builds the tree and starts connections, the net's thread waits for
             # the GIL after each of its system calls (up to the 5 ms switch interval each), and
             # the first spawn, which waits for the net, waited with it: 7-12 ms more in two of

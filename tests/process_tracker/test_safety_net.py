@@ -268,21 +268,38 @@ def test_without_a_thread_to_start_a_change_is_written_in_place(
     assert [p["pid"] for p in json.loads(ledger.path.read_text())["processes"]] == [102]
 
 
-def test_the_runtimes_background_jobs_run_in_order_and_a_failure_spares_the_next(
-    caplog: pytest.LogCaptureFixture,
+async def test_the_runtimes_background_jobs_run_in_order_and_a_failure_spares_the_next(
+    tracker: ProcessTracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The runtime starts the net, then sweeps, in one worker thread: a failing job is
-    logged (never raised into the tree) and the job after it still runs."""
-    from mcp_actors.runtime import _run_jobs
+    """The runtime's worker reads the config, starts the net, then sweeps: a failing net is
+    logged (never raised into the tree), and the sweep after it still runs."""
+    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors.runtime import open_runtime
+    from mcp_actors.store import ConfigStore
 
+    # No stdio server: the runtime does not wait for the net (a spawn would, and meet the failure).
+    record = {"id": new_server_id(), "name": "s", "type": "http", "config": {"url": "http://127.0.0.1:9/mcp"}}
+    ConfigStore(tmp_path / "cfg.json").save([record_from_json_dict(record)])
     ran: list[str] = []
 
     def broken() -> None:
         ran.append("net")
         raise OSError("no room on the disk")
 
-    _run_jobs([(broken, "starting the reaper sidecar"), (lambda: ran.append("sweep"), "sweeping the process ledger")])
+    def swept() -> list[ProcessIdentity]:
+        ran.append("sweep")
+        return []
+
+    tracker.start_safety_net = broken  # type: ignore[method-assign]
+    tracker.sweep_ledger = swept  # type: ignore[method-assign]
+    monkeypatch.setattr(ProcessTracker, "get_instance", classmethod(lambda cls: tracker))
+    with trio.fail_after(BOUND):
+        async with open_runtime(tmp_path / "cfg.json", connect_on_add=False) as runtime:
+            while "sweep" not in ran:  # noqa: ASYNC110 - bounded by fail_after
+                await trio.sleep(0.01)
+            tracker_child = runtime.root.child_value("process-tracker")
     assert ran == ["net", "sweep"]
+    assert tracker_child is tracker  # the tracker's child never restarted
     assert "starting the reaper sidecar failed" in caplog.text and "no room on the disk" in caplog.text
 
 
@@ -511,3 +528,107 @@ async def test_open_runtime_waits_for_a_stuck_net_only_for_a_bounded_time(
     finally:
         release.set()
     assert NET_WAIT_BOUND <= waited < NET_WAIT_BOUND + 1.0
+
+
+async def test_open_runtime_reads_the_config_and_starts_the_net_in_one_worker_job_read_first(
+    tracker: ProcessTracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The config read and the net's start share one worker thread, the read first, each run once.
+
+    Side by side in two threads they fought for the GIL: the read is Python, the sidecar's
+    start a run of system calls that each wait for the GIL on their way back. The sidecar's
+    spawn took 1.5-2.1 ms beside the read against 0.25 alone, and the first server waited
+    for both (docs/performance.md, round 27). Also, the runtime's wait for the net starts no
+    job of its own: it joins the one under way.
+    """
+    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors.runtime import open_runtime
+    from mcp_actors.store import ConfigStore
+
+    record = {"id": new_server_id(), "name": "s", "type": "stdio", "config": {"command": "true"}}
+    ConfigStore(tmp_path / "cfg.json").save([record_from_json_dict(record)])
+    ran: list[tuple[str, int]] = []
+    load, start = ConfigStore.load_with_fingerprint, tracker.start_safety_net
+
+    def recorded_load(self: ConfigStore) -> object:
+        ran.append(("read", threading.get_ident()))
+        return load(self)
+
+    def recorded_start() -> None:
+        ran.append(("net", threading.get_ident()))
+        start()
+
+    monkeypatch.setattr(ConfigStore, "load_with_fingerprint", recorded_load)
+    tracker.start_safety_net = recorded_start  # type: ignore[method-assign]
+    monkeypatch.setattr(ProcessTracker, "get_instance", classmethod(lambda cls: tracker))
+    with trio.fail_after(BOUND):
+        async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False):
+            assert tracker.reaper_pid is not None
+    assert [what for what, _ in ran] == ["read", "net"]
+    assert ran[0][1] == ran[1][1] != threading.get_ident()
+
+
+async def test_start_safety_net_after_runs_its_job_first_and_waiters_join_it(tracker: ProcessTracker) -> None:
+    """Waiters that arrive while the job's first part runs start no job: one start of the net in all."""
+    calls: list[tuple[str, int]] = []
+    start = tracker.start_safety_net
+    began, release = threading.Event(), threading.Event()
+
+    def first() -> None:
+        calls.append(("first", threading.get_ident()))
+        began.set()
+        release.wait(BOUND)
+
+    def counted() -> None:
+        calls.append(("net", threading.get_ident()))
+        start()
+
+    tracker.start_safety_net = counted  # type: ignore[method-assign]
+    returned = 0
+
+    async def wait() -> None:
+        nonlocal returned
+        await tracker.wait_safety_net()
+        returned += 1
+
+    with trio.fail_after(BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(tracker.start_safety_net_after, first)
+            await trio.to_thread.run_sync(began.wait, BOUND)
+            for _ in range(5):
+                nursery.start_soon(wait)
+            await trio.testing.wait_all_tasks_blocked()
+            assert returned == 0 and tracker.reaper_pid is None
+            release.set()
+    assert returned == 5
+    assert [what for what, _ in calls] == ["first", "net"]
+    assert calls[0][1] == calls[1][1]
+    assert tracker.reaper_pid is not None
+
+
+async def test_start_safety_net_after_a_failing_first_part_still_starts_the_net(tracker: ProcessTracker) -> None:
+    """The job's own failure is the caller's to see; the net does not depend on it."""
+
+    def first() -> None:
+        raise OSError("no such file")
+
+    with trio.fail_after(BOUND), pytest.raises(OSError, match="no such file"):
+        await tracker.start_safety_net_after(first)
+    assert tracker.reaper_pid is not None
+    ran: list[str] = []
+    await tracker.start_safety_net_after(lambda: ran.append("first"))  # the net is up: only the job runs
+    assert ran == ["first"]
+
+
+async def test_a_runtime_start_whose_config_read_never_ran_is_answered(tracker: ProcessTracker, tmp_path: Path) -> None:
+    """The tracker child's job cancelled before its thread ran still answers open_runtime's wait."""
+    from mcp_actors.runtime import _FirstRead, _in_background
+    from mcp_actors.store import ConfigStore
+
+    first_read = _FirstRead(ConfigStore(tmp_path / "cfg.json"))
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        await _in_background(tracker, False, first_read)
+    with trio.fail_after(BOUND), pytest.raises(RuntimeError, match="stopped before its config was read"):
+        await first_read.wait()
+    assert first_read.take() is None  # taken once: a restarted tracker child reads nothing
