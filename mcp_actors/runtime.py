@@ -3,8 +3,9 @@
 ::
 
     root supervisor            rest_for_one, intensity 3 / 60 s
-    ├─ process tracker         permanent   (starts the reaper sidecar; sweeps the PID ledger
-    │                                       of crashed earlier runs; both in the background)
+    ├─ process tracker         permanent   (one worker thread: the runtime's first config read,
+    │                                       then the reaper sidecar, then the sweep of the PID
+    │                                       ledger of crashed earlier runs; all in the background)
     ├─ connections supervisor  permanent   one_for_one, a slot child per active server
     └─ registry actor          permanent   records, tool cache, tool ids; last, so its
                                            crash restarts only itself
@@ -187,6 +188,10 @@ async def _run_tracker(
 
 
 async def _in_background(tracker: ProcessTracker, sweep: bool, first_read: _FirstRead | None) -> None:
+    """The tracker child's blocking jobs, in order: the read and the net in one job, then the sweep.
+
+    Whatever happens, the read's waiter is answered (:meth:`_FirstRead.abandon`).
+    """
     read = first_read.take() if first_read is not None else None
     try:
         if read is not None:
