@@ -545,7 +545,7 @@ class ProcessTracker:
         config read). Two jobs side by side fight for the GIL: the sidecar's start is a
         run of system calls, and each waits for the GIL on its way back while the other
         job runs Python (1.5-2.1 ms for the sidecar's spawn beside the runtime's config
-        read, 0.25 ms alone: docs/performance.md, round 27). :meth:`wait_safety_net`
+        read, 0.25 ms alone: docs/performance.md, rounds 26 and 27). :meth:`wait_safety_net`
         callers of this trio run wait for this job from the moment this call begins, with
         no job of their own. ``first`` always runs; its exceptions propagate and the net
         is then still started. Returns once both ran, or once ``first`` ran if another task's

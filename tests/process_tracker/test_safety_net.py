@@ -538,7 +538,7 @@ async def test_open_runtime_reads_the_config_and_starts_the_net_in_one_worker_jo
     Side by side in two threads they fought for the GIL: the read is Python, the sidecar's
     start a run of system calls that each wait for the GIL on their way back. The sidecar's
     spawn took 1.5-2.1 ms beside the read against 0.25 alone, and the first server waited
-    for both (docs/performance.md, round 27). Also, the runtime's wait for the net starts no
+    for both (docs/performance.md, rounds 26 and 27). Also, the runtime's wait for the net starts no
     job of its own: it joins the one under way.
     """
     from mcp_actors.records import new_server_id, record_from_json_dict
