@@ -169,7 +169,7 @@ class _FirstRead:
 async def _run_tracker(
     tracker: ProcessTracker,
     sweep: bool,
-    first_read: _FirstRead | None = None,
+    first_read: _FirstRead,
     *,
     task_status: trio.TaskStatus[ProcessTracker] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -187,25 +187,24 @@ async def _run_tracker(
         await trio.sleep_forever()
 
 
-async def _in_background(tracker: ProcessTracker, sweep: bool, first_read: _FirstRead | None) -> None:
+async def _in_background(tracker: ProcessTracker, sweep: bool, first_read: _FirstRead) -> None:
     """The tracker child's blocking jobs, in order: the read and the net in one job, then the sweep.
 
     Whatever happens, the read's waiter is answered (:meth:`_FirstRead.abandon`).
     """
-    read = first_read.take() if first_read is not None else None
     try:
-        if read is not None:
-            try:
-                await tracker.start_safety_net_after(read)  # the read never raises: it delivers
-            except Exception:
-                logger.exception("starting the reaper sidecar failed")
-        else:
-            await trio.to_thread.run_sync(_logged, tracker.start_safety_net, "starting the reaper sidecar")
+        # The read never raises (it delivers its outcome): what raises is the net's start.
+        await tracker.start_safety_net_after(first_read.take() or _nothing)
+    except Exception:
+        logger.exception("starting the reaper sidecar failed")
     finally:
-        if first_read is not None:
-            first_read.abandon()
+        first_read.abandon()
     if sweep:
         await trio.to_thread.run_sync(_logged, tracker.sweep_ledger, "sweeping the process ledger")
+
+
+def _nothing() -> None:
+    """No job ahead of the net (a restarted tracker child: the config was read at the start)."""
 
 
 def _logged(job: Callable[[], object], what: str) -> None:

@@ -36,6 +36,17 @@ def ledger_contents(tracker: ProcessTracker) -> dict[str, object]:
     return contents
 
 
+def record_net_starts(tracker: ProcessTracker, calls: list[tuple[str, int]]) -> None:
+    """Make each ``start_safety_net`` of ``tracker`` add ``("net", <its thread>)`` to ``calls`` first."""
+    start = tracker.start_safety_net
+
+    def recorded() -> None:
+        calls.append(("net", threading.get_ident()))
+        start()
+
+    tracker.start_safety_net = recorded  # type: ignore[method-assign]
+
+
 def test_start_safety_net_runs_the_sidecar_and_writes_the_marker_before_any_spawn(tracker: ProcessTracker) -> None:
     """start_safety_net: a live sidecar and a ledger naming the marker, with nothing spawned; idempotent."""
     assert tracker.reaper_pid is None and not tracker.ledger_path.exists()
@@ -66,14 +77,8 @@ async def test_a_burst_of_spawns_waiting_for_the_net_shares_one_worker_job(track
     twenty of them cost the host a thread start and a GIL hand-off each in the middle of a
     start-up (docs/performance.md, round 11).
     """
-    calls: list[None] = []
-    start = tracker.start_safety_net
-
-    def counted() -> None:
-        calls.append(None)
-        start()
-
-    tracker.start_safety_net = counted  # type: ignore[method-assign]
+    calls: list[tuple[str, int]] = []
+    record_net_starts(tracker, calls)
     waiting = 0
 
     async def wait() -> None:
@@ -548,18 +553,14 @@ async def test_open_runtime_reads_the_config_and_starts_the_net_in_one_worker_jo
     record = {"id": new_server_id(), "name": "s", "type": "stdio", "config": {"command": "true"}}
     ConfigStore(tmp_path / "cfg.json").save([record_from_json_dict(record)])
     ran: list[tuple[str, int]] = []
-    load, start = ConfigStore.load_with_fingerprint, tracker.start_safety_net
+    load = ConfigStore.load_with_fingerprint
 
     def recorded_load(self: ConfigStore) -> object:
         ran.append(("read", threading.get_ident()))
         return load(self)
 
-    def recorded_start() -> None:
-        ran.append(("net", threading.get_ident()))
-        start()
-
     monkeypatch.setattr(ConfigStore, "load_with_fingerprint", recorded_load)
-    tracker.start_safety_net = recorded_start  # type: ignore[method-assign]
+    record_net_starts(tracker, ran)
     monkeypatch.setattr(ProcessTracker, "get_instance", classmethod(lambda cls: tracker))
     with trio.fail_after(BOUND):
         async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False):
@@ -571,7 +572,7 @@ async def test_open_runtime_reads_the_config_and_starts_the_net_in_one_worker_jo
 async def test_start_safety_net_after_runs_its_job_first_and_waiters_join_it(tracker: ProcessTracker) -> None:
     """Waiters that arrive while the job's first part runs start no job: one start of the net in all."""
     calls: list[tuple[str, int]] = []
-    start = tracker.start_safety_net
+    record_net_starts(tracker, calls)
     began, release = threading.Event(), threading.Event()
 
     def first() -> None:
@@ -579,11 +580,6 @@ async def test_start_safety_net_after_runs_its_job_first_and_waiters_join_it(tra
         began.set()
         release.wait(BOUND)
 
-    def counted() -> None:
-        calls.append(("net", threading.get_ident()))
-        start()
-
-    tracker.start_safety_net = counted  # type: ignore[method-assign]
     returned = 0
 
     async def wait() -> None:
