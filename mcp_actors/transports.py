@@ -207,11 +207,16 @@ class StdioParams:
         return tuple(dict.fromkeys(v for v in values if v))
 
 
-def resolve_command(command: str, env: Mapping[str, str], *, server: str) -> str:
-    """The executable to run, resolved the way a shell would.
+def check_command(command: str, *, server: str) -> None:
+    """Refuse an empty command before anything runs; the spawn itself resolves the rest.
+
+    ``subprocess`` looks the command up the way a shell would, in the child, off the event
+    loop: a bare name on the server's own ``PATH`` (the record's ``env.PATH``, else the
+    host's), a relative path in the server's ``cwd``. Only a failed spawn is looked into
+    again (:func:`spawn_failure`), to say what is wrong.
 
     Raises:
-        CommandNotFound: It is not on PATH, or the path given is not an executable file.
+        CommandNotFound: The command is empty.
     """
     if not command.strip():
         raise CommandNotFound(
@@ -219,16 +224,50 @@ def resolve_command(command: str, env: Mapping[str, str], *, server: str) -> str
             server=server,
             command=command,
         )
-    path = env.get("PATH", os.environ.get("PATH", os.defpath))
-    found = shutil.which(command, path=path)
-    if found is None:
-        where = "is not an executable file" if os.sep in command else "was not found on PATH"
-        raise CommandNotFound(
-            f"server {server!r}: command {command!r} {where}; install it or fix config.command",
+
+
+def _locate(command: str, path: str, cwd: str | None) -> str | None:
+    """Where the spawn looked for ``command`` and found an executable file, if anywhere."""
+    if os.sep not in command:
+        return shutil.which(command, path=path)
+    candidate = os.path.join(cwd or os.getcwd(), command)  # an absolute command stays as it is
+    return candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
+
+
+def spawn_failure(
+    exc: OSError, command: str, env: Mapping[str, str], cwd: str | None, *, server: str
+) -> CommandNotFound | ServerStartFailed:
+    """The typed error for a spawn of ``command`` that raised ``exc``, saying what to fix.
+
+    A command that is not there (or not executable) is :class:`CommandNotFound`, worded for
+    a bare name (PATH) or a path (relative ones are in the server's ``cwd``). One that is
+    there but cannot run names the reason: an exec that fails with ``ENOENT`` on an existing
+    file means its interpreter (a script's ``#!`` line, or a binary's loader) is missing.
+    Anything else is :class:`ServerStartFailed`.
+    """
+    reason = os.strerror(exc.errno) if exc.errno else str(exc)
+    if exc.errno not in (errno.ENOENT, errno.EACCES, errno.ENOTDIR):
+        return ServerStartFailed(
+            f"server {server!r}: could not start {command!r}: {reason}; check config.command and config.cwd",
             server=server,
-            command=command,
         )
-    return found
+    found = _locate(command, env.get("PATH", os.environ.get("PATH", os.defpath)), cwd)
+    if found is None:
+        if os.sep not in command:
+            where = "was not found on PATH"
+        elif os.path.isabs(command) or cwd is None:
+            where = "is not an executable file"
+        else:
+            where = f"is not an executable file in the server's cwd {cwd!r}"
+        message = f"server {server!r}: command {command!r} {where}; install it or fix config.command"
+    elif exc.errno == errno.ENOENT:
+        message = (
+            f"server {server!r}: could not start {command!r} ({found}): its interpreter was not found "
+            "(a script's #! line, or a binary's loader); fix that line or install the interpreter"
+        )
+    else:
+        message = f"server {server!r}: could not start {command!r} ({found}): {reason}; check its permissions"
+    return CommandNotFound(message, server=server, command=command)
 
 
 def check_cwd(cwd: str | None, *, server: str) -> None:
@@ -722,7 +761,7 @@ async def open_stdio_transport(
     # The host's marker lets a later ledger sweep prove an orphan in this server's group is ours.
     marker = tracker.child_env()
     env = _spawn_env(params.env, marker)
-    executable = resolve_command(params.command, params.env, server=label)  # its PATH, else the host's
+    check_command(params.command, server=label)
     check_cwd(params.cwd, server=label)
     # No server may exist before the reaper sidecar does (the runtime started it long ago).
     await tracker.wait_safety_net()
@@ -738,8 +777,9 @@ async def open_stdio_transport(
         # No preexec_fn (the parent-death signal): trio spawns in a worker thread, where it
         # would not be armed anyway (see pdeathsig_preexec), and a preexec_fn costs a full
         # fork of the host (tens of ms, under the GIL) instead of a vfork.
+        # The command as written: the spawn resolves it (check_command), in the child.
         process = await trio.lowlevel.open_process(
-            [executable, *params.args],
+            [params.command, *params.args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -748,12 +788,7 @@ async def open_stdio_transport(
             start_new_session=True,
         )
     except OSError as exc:
-        reason = os.strerror(exc.errno) if exc.errno else str(exc)
-        cls = CommandNotFound if exc.errno in (errno.ENOENT, errno.EACCES) else ServerStartFailed
-        message = f"server {label!r}: could not start {params.command!r}: {reason}; check config.command and config.cwd"
-        if cls is CommandNotFound:
-            raise CommandNotFound(message, server=label, command=params.command) from exc
-        raise ServerStartFailed(message, server=label) from exc
+        raise spawn_failure(exc, params.command, params.env, params.cwd, server=label) from exc
     finally:
         spawn_slots.release()  # synchronous: no checkpoint between the spawn and the registration
         # This frame lives as long as the server: keep no copy of the host's environment (~4 KiB).

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 from collections.abc import Sequence
+from pathlib import Path
 
 import attrs
 import psutil
@@ -96,6 +98,69 @@ async def test_missing_command_opens_circuit_at_once() -> None:
             await handle.connect()
         await wait_event(sub, state_is("error", circuitOpen=True))
         assert handle.status().restarts == 0
+
+
+def _launcher(directory: Path, name: str = "server.sh") -> Path:
+    """An executable script in ``directory`` that runs the demo server (as a project's own launcher would)."""
+    script = directory / name
+    script.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(part) for part in demo_server_command()) + "\n")
+    script.chmod(0o755)
+    return script
+
+
+async def test_relative_command_runs_from_the_servers_cwd(tmp_path: Path) -> None:
+    """``./server.sh`` with ``cwd`` set is the script in that cwd, as a shell, Node and ``subprocess`` run it.
+
+    The host's own working directory plays no part: a config written for a project's
+    folder (VS Code's ``"command": "./run.sh", "cwd": "${workspaceFolder}"``) must work
+    from wherever the host was started.
+    """
+    project = tmp_path / "project"
+    project.mkdir()
+    _launcher(project)
+    assert not (Path.cwd() / "server.sh").exists()
+    settings = stdio_settings(["./server.sh"], name="local")
+    settings = attrs.evolve(settings, transport=attrs.evolve(settings.transport, cwd=str(project)))
+    async with running(settings) as ([handle], _):
+        tools = await handle.list_tools()
+        assert "echo" in {tool.name for tool in tools}
+
+
+async def test_missing_relative_command_is_named_with_its_cwd(tmp_path: Path) -> None:
+    """A relative command that is not in the server's cwd fails as CommandNotFound naming both, not retried."""
+    settings = stdio_settings(["./no-such-server.sh"], name="ghost")
+    settings = attrs.evolve(settings, transport=attrs.evolve(settings.transport, cwd=str(tmp_path)))
+    async with running(settings) as ([handle], sub):
+        with pytest.raises(CommandNotFound) as info:
+            await handle.connect()
+        assert "./no-such-server.sh" in str(info.value) and str(tmp_path) in str(info.value)
+        await wait_event(sub, state_is("error", circuitOpen=True))
+        assert handle.status().restarts == 0
+
+
+async def test_command_found_on_the_records_own_path(tmp_path: Path) -> None:
+    """A bare command is looked up on the record's ``env.PATH`` when it sets one (else on the host's)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _launcher(bin_dir, "my-mcp-server")
+    settings = stdio_settings(["my-mcp-server"], name="onpath")
+    path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
+    settings = attrs.evolve(settings, transport=attrs.evolve(settings.transport, env={"PATH": path}))
+    async with running(settings) as ([handle], _):
+        assert "echo" in {tool.name for tool in await handle.list_tools()}
+
+
+async def test_a_script_whose_interpreter_is_missing_is_not_called_missing_itself(tmp_path: Path) -> None:
+    """The command exists but its ``#!`` interpreter does not: the error says so, not "not found on PATH"."""
+    script = tmp_path / "broken-shebang"
+    script.write_text("#!/definitely/not/an/interpreter\n")
+    script.chmod(0o755)
+    async with running(stdio_settings([str(script)], name="shebang")) as ([handle], _):
+        with pytest.raises(CommandNotFound) as info:
+            await handle.connect()
+        message = str(info.value)
+        assert str(script) in message and "interpreter" in message, message
+        assert "not found on PATH" not in message and "not an executable file" not in message, message
 
 
 async def test_hung_call_times_out_and_server_sees_cancellation() -> None:
