@@ -203,8 +203,27 @@ def kill_process_tree(identity: ProcessIdentity, *, term_grace: float = TERM_GRA
     kill_trees([identity._target()], term_grace=term_grace)
 
 
+class ChildProcess(Protocol):
+    """What :func:`stop_process` needs of a child: ``trio.Process`` is one, so is the stdio transport's."""
+
+    @property
+    def pid(self) -> int:
+        """The child's PID."""
+
+    @property
+    def returncode(self) -> int | None:
+        """Its exit status once it exited (reading it reaps it), else ``None``."""
+
+    @property
+    def stdin(self) -> trio.abc.SendStream | None:
+        """The pipe to its stdin, if it has one."""
+
+    async def wait(self) -> int:
+        """Wait until it exits; reap it; its exit status."""
+
+
 async def stop_process(
-    process: trio.Process,
+    process: ChildProcess,
     target: Target,
     *,
     close_grace: float,

@@ -32,9 +32,8 @@ import os
 import select
 import shutil
 import signal
-import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import attrs
 import orjson
@@ -45,6 +44,7 @@ import trio
 from mcp_actors import _variables
 from mcp_actors._kill import MARKER_ENV, create_time_of
 from mcp_actors._redact import install_log_filter, registered_secrets
+from mcp_actors._spawn import SpawnedProcess, spawn_process
 from mcp_actors._transport_base import StderrTail as StderrTail
 from mcp_actors._transport_base import TransportLink as TransportLink
 from mcp_actors._transport_base import TransportParams as TransportParams
@@ -555,7 +555,7 @@ async def _die_of_a_broken_pipe(link: TransportLink, reason: str) -> None:
         link.die(reason)  # the first reason stands; this one only when there was none (or a cancellation)
 
 
-async def _watch_exit(process: trio.Process, link: TransportLink) -> None:
+async def _watch_exit(process: SpawnedProcess, link: TransportLink) -> None:
     _on_exit(await process.wait(), link)
 
 
@@ -563,7 +563,7 @@ async def _watch_exit(process: trio.Process, link: TransportLink) -> None:
 class _Pumped:
     """One server's stderr pipe and exit, watched by :class:`_Pumps`."""
 
-    process: trio.Process
+    process: SpawnedProcess
     link: TransportLink
     tail: StderrTail
     stderr_fd: int
@@ -609,14 +609,14 @@ class _Pumps:
         _PUMPS.set(pumps)
         return pumps
 
-    def add(self, process: trio.Process, link: TransportLink, tail: StderrTail) -> _Pumped | None:
+    def add(self, process: SpawnedProcess, link: TransportLink, tail: StderrTail) -> _Pumped | None:
         """Watch a server's stderr and exit; ``None`` (nothing watched) when no pidfd can be had."""
         assert process.stderr is not None
         try:
             pidfd = os.pidfd_open(process.pid)
         except OSError:
             return None
-        stderr_fd = process.stderr.fileno()  # type: ignore[attr-defined]  # an FdStream: non-blocking
+        stderr_fd = process.stderr.fileno()  # an FdStream: non-blocking
         entry = _Pumped(
             process=process,
             link=link,
@@ -704,7 +704,7 @@ class _Pumps:
 
 
 @contextlib.asynccontextmanager
-async def _pumping(process: trio.Process, link: TransportLink, tail: StderrTail) -> AsyncIterator[None]:
+async def _pumping(process: SpawnedProcess, link: TransportLink, tail: StderrTail) -> AsyncIterator[None]:
     """Drain the server's stderr and watch its exit for the block: shared pumps, or two tasks of its own."""
     pumps = _Pumps.current()
     entry = pumps.add(process, link, tail) if pumps is not None else None
@@ -725,7 +725,11 @@ async def _pumping(process: trio.Process, link: TransportLink, tail: StderrTail)
 
 
 async def _stop_process(
-    process: trio.Process, identity: ProcessIdentity, params: StdioParams, link: TransportLink, tracker: ProcessTracker
+    process: SpawnedProcess,
+    identity: ProcessIdentity,
+    params: StdioParams,
+    link: TransportLink,
+    tracker: ProcessTracker,
 ) -> None:
     """The one kill ladder (:func:`mcp_actors.process_tracker.stop_process`) for this server.
 
@@ -772,21 +776,16 @@ async def open_stdio_transport(
     # cap bounds the threads of a larger burst: each thread that allocates keeps a malloc
     # arena for good (with its stack, ~0.5 MiB of RSS in all at 50 servers, ~1 MiB at 200).
     spawn_slots = _spawn_slots()
-    await spawn_slots.acquire()
     try:
-        # No preexec_fn (the parent-death signal): trio spawns in a worker thread, where it
-        # would not be armed anyway (see pdeathsig_preexec), and a preexec_fn costs a full
+        spawn_slots.acquire_nowait()  # no checkpoint on the way to a spawn (see mcp_actors._spawn)
+    except trio.WouldBlock:
+        await spawn_slots.acquire()
+    try:
+        # No preexec_fn (the parent-death signal): the spawn runs in a thread of its own, where
+        # it would not be armed anyway (see pdeathsig_preexec), and a preexec_fn costs a full
         # fork of the host (tens of ms, under the GIL) instead of a vfork.
         # The command as written: the spawn resolves it (check_command), in the child.
-        process = await trio.lowlevel.open_process(
-            [params.command, *params.args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=cast("Mapping[str, str]", env),  # bytes on POSIX: subprocess takes them (trio's type says str)
-            cwd=params.cwd,
-            start_new_session=True,
-        )
+        process = await spawn_process([params.command, *params.args], env=env, cwd=params.cwd)
     except OSError as exc:
         raise spawn_failure(exc, params.command, params.env, params.cwd, server=label) from exc
     finally:
