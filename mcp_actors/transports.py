@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 _SPAWN_CONCURRENCY: Final = 20
-"""Spawns at a time per trio run (each runs in a worker thread; see open_stdio_transport)."""
+"""Spawns at a time per trio run (each runs in a thread of its own; see open_stdio_transport)."""
 _SPAWN_SLOTS: trio.lowlevel.RunVar[trio.Semaphore] = trio.lowlevel.RunVar("mcp_actors_spawn_slots")
 
 
@@ -769,7 +769,7 @@ async def open_stdio_transport(
     check_cwd(params.cwd, server=label)
     # No server may exist before the reaper sidecar does (the runtime started it long ago).
     await tracker.wait_safety_net()
-    # trio spawns in a worker thread, which waits until the child has run as far as its exec:
+    # A spawn runs in a thread of its own, which waits until the child has run as far as its exec:
     # on a busy machine a scheduler period each (~20 ms with twenty servers starting on two
     # cores). Twenty at once hide that wait for a usual config, and cost the client less CPU
     # than four at a time (~15 ms less for twenty servers: docs/performance.md, round 15). The
