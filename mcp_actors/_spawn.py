@@ -84,10 +84,6 @@ class SpawnedProcess:
         assert code is not None
         return code
 
-    def send_signal(self, signal: int) -> None:
-        """Send ``signal`` to the child, unless it was reaped already (its PID may be reused then)."""
-        self.popen.send_signal(signal)
-
     def kill(self) -> None:
         """SIGKILL the child (a no-op once it was reaped)."""
         self.popen.kill()
