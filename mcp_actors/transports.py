@@ -235,7 +235,7 @@ def _locate(command: str, path: str, cwd: str | None) -> str | None:
 
 
 def spawn_failure(
-    exc: OSError, command: str, env: Mapping[str, str], cwd: str | None, *, server: str
+    exc: OSError, command: str, env: Mapping[str, str] | Mapping[bytes, bytes], cwd: str | None, *, server: str
 ) -> CommandNotFound | ServerStartFailed:
     """The typed error for a spawn of ``command`` that raised ``exc``, saying what to fix.
 
@@ -251,7 +251,8 @@ def spawn_failure(
             f"server {server!r}: could not start {command!r}: {reason}; check config.command and config.cwd",
             server=server,
         )
-    found = _locate(command, env.get("PATH", os.environ.get("PATH", os.defpath)), cwd)
+    # The PATH the spawn searched: its own environment's, by subprocess's own rule.
+    found = _locate(command, os.pathsep.join(os.get_exec_path(env)), cwd)  # type: ignore[arg-type]
     if found is None:
         if os.sep not in command:
             where = "was not found on PATH"
@@ -787,7 +788,7 @@ async def open_stdio_transport(
         # The command as written: the spawn resolves it (check_command), in the child.
         process = await spawn_process([params.command, *params.args], env=env, cwd=params.cwd)
     except OSError as exc:
-        raise spawn_failure(exc, params.command, params.env, params.cwd, server=label) from exc
+        raise spawn_failure(exc, params.command, env, params.cwd, server=label) from exc
     finally:
         spawn_slots.release()  # synchronous: no checkpoint between the spawn and the registration
         # This frame lives as long as the server: keep no copy of the host's environment (~4 KiB).

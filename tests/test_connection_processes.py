@@ -100,6 +100,11 @@ async def test_missing_command_opens_circuit_at_once() -> None:
         assert handle.status().restarts == 0
 
 
+def _with_transport(settings: ConnectionSettings, **changes: object) -> ConnectionSettings:
+    """``settings`` with its stdio params changed (``cwd``, ``env``, ...)."""
+    return attrs.evolve(settings, transport=attrs.evolve(settings.transport, **changes))
+
+
 def _launcher(directory: Path, name: str = "server.sh") -> Path:
     """An executable script in ``directory`` that runs the demo server (as a project's own launcher would)."""
     script = directory / name
@@ -119,8 +124,7 @@ async def test_relative_command_runs_from_the_servers_cwd(tmp_path: Path) -> Non
     project.mkdir()
     _launcher(project)
     assert not (Path.cwd() / "server.sh").exists()
-    settings = stdio_settings(["./server.sh"], name="local")
-    settings = attrs.evolve(settings, transport=attrs.evolve(settings.transport, cwd=str(project)))
+    settings = _with_transport(stdio_settings(["./server.sh"], name="local"), cwd=str(project))
     async with running(settings) as ([handle], _):
         tools = await handle.list_tools()
         assert "echo" in {tool.name for tool in tools}
@@ -128,8 +132,7 @@ async def test_relative_command_runs_from_the_servers_cwd(tmp_path: Path) -> Non
 
 async def test_missing_relative_command_is_named_with_its_cwd(tmp_path: Path) -> None:
     """A relative command that is not in the server's cwd fails as CommandNotFound naming both, not retried."""
-    settings = stdio_settings(["./no-such-server.sh"], name="ghost")
-    settings = attrs.evolve(settings, transport=attrs.evolve(settings.transport, cwd=str(tmp_path)))
+    settings = _with_transport(stdio_settings(["./no-such-server.sh"], name="ghost"), cwd=str(tmp_path))
     async with running(settings) as ([handle], sub):
         with pytest.raises(CommandNotFound) as info:
             await handle.connect()
@@ -143,9 +146,8 @@ async def test_command_found_on_the_records_own_path(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _launcher(bin_dir, "my-mcp-server")
-    settings = stdio_settings(["my-mcp-server"], name="onpath")
     path = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
-    settings = attrs.evolve(settings, transport=attrs.evolve(settings.transport, env={"PATH": path}))
+    settings = _with_transport(stdio_settings(["my-mcp-server"], name="onpath"), env={"PATH": path})
     async with running(settings) as ([handle], _):
         assert "echo" in {tool.name for tool in await handle.list_tools()}
 

@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from mcp_actors import _spawn
-from mcp_actors._spawn import spawn_process
+from mcp_actors._spawn import SpawnedProcess, spawn_process
 
 BOUND = 30.0
 """Generous bound for anything expected within a second on a busy machine."""
@@ -94,7 +93,7 @@ async def test_the_spawns_thread_starts_before_its_task_first_yields() -> None:
                 threads_after_first_step.append(_threads())
 
     instrument = FirstStep()
-    result: list[_spawn.SpawnedProcess] = []
+    result: list[SpawnedProcess] = []
     spawned = trio.Event()
 
     async def spawn() -> None:
