@@ -17,7 +17,7 @@ servers' CPU held equal (:func:`table_lines`; docs/performance.md, round 11: the
 costs what the raw SDK costs, the actors add the rest; round 21: what that costs the
 20-server goal).
 
-    python -m benchmarks.startup_layers [--servers N] [--rounds R] [--by-task]
+    python -m benchmarks.startup_layers [--servers N] [--rounds R] [--by-task] [--idle]
     python -m benchmarks.startup_layers --instructions [--servers N]
     python -m benchmarks.startup_layers --footprint [--servers N]
 
@@ -25,6 +25,14 @@ costs what the raw SDK costs, the actors add the rest; round 21: what that costs
 thread's CPU clock around every task step; the tasks are named by their function): which
 task of ours costs what the raw SDK's do not. The instrument costs ~1 µs a step, so those
 runs' totals are a little higher; the table without it is the one to quote.
+
+``--idle`` also reads how long the machine's cores stood idle over each start (the kernel's
+``cpuidle`` counters, microseconds per core, where the machine has them) and the CPU of the
+client's helper processes (the reaper sidecar), and splits each client's wall time with the
+servers' CPU taken out into what fills the cores (:func:`core_time_lines`, round 29): a start
+keeps ``cores`` cores for its wall time, so ``cores x wall = servers' CPU + the client's CPU +
+its helpers' CPU + idle core time + everything else the machine ran``. With more servers than
+cores the servers' CPU is the bulk and is held equal; what a client changes is the rest.
 
 ``--instructions`` counts instead of timing (round 14): each client's start runs once under
 ``valgrind --tool=callgrind``, which counts the instructions the client process executes (its
@@ -67,7 +75,20 @@ import trio
 
 from benchmarks._common import toolserver
 
-__all__ = ["KINDS", "TaskCpu", "by_task_lines", "main", "measure", "table_lines", "task_kind"]
+__all__ = [
+    "IDLE_ROOT",
+    "KINDS",
+    "TaskCpu",
+    "by_task_lines",
+    "core_time_lines",
+    "idle_core_ms",
+    "idle_counters",
+    "main",
+    "measure",
+    "settled_idle_core_ms",
+    "table_lines",
+    "task_kind",
+]
 
 KINDS = ("raw", "layer", "runtime")
 """The clients, in the order each round runs them."""
@@ -88,6 +109,8 @@ holds a start's every line and shows almost no miss for any client (round 25).""
 LOOP_EVENTS = ("Ir", "ILmr", "DLmr", "DLmw")
 """The events ``--footprint`` reads for the loop's thread: instructions, last-level misses
 fetching code, reading data and writing data."""
+IDLE_ROOT = Path("/sys/devices/system/cpu")
+"""Where the kernel keeps each CPU's ``cpuidle`` counters (``cpuN/cpuidle/stateM/time``, microseconds)."""
 _EVENTS = re.compile(r"^events:\s+(.+?)\s*$", re.MULTILINE)
 _SUMMARY = re.compile(r"^summary:\s+([\d ]+?)\s*$", re.MULTILINE)
 
@@ -200,10 +223,54 @@ class TaskCpu(trio.abc.Instrument):
             self.cpu[kind] = self.cpu.get(kind, 0.0) + time.thread_time() - self._since
 
 
+def idle_counters(root: Path = IDLE_ROOT) -> list[Path]:
+    """The kernel's ``cpuidle`` time counters under ``root``: one per CPU and idle state (none: ``[]``)."""
+    return sorted(root.glob("cpu[0-9]*/cpuidle/state[0-9]*/time"))
+
+
+def idle_core_ms(counters: Sequence[Path]) -> float | None:
+    """How long, in ms, the CPUs have stood idle so far, summed over ``counters`` (microseconds each).
+
+    A counter counts an idle period once it has ended (see :func:`settled_idle_core_ms`).
+    ``None`` without counters (a kernel or a virtual machine without ``cpuidle``) or when one
+    cannot be read: the caller then reports no idle time rather than a wrong one.
+    """
+    if not counters:
+        return None
+    try:
+        return sum(int(path.read_text()) for path in counters) / 1000
+    except (OSError, ValueError):
+        return None
+
+
+def settled_idle_core_ms(counters: Sequence[Path]) -> float | None:
+    """:func:`idle_core_ms` once this thread has run on every CPU it may use, so no CPU is idle uncounted.
+
+    A ``cpuidle`` counter adds an idle period when the period ends: a core that sat idle
+    through this interpreter's imports would add all of it to the span its period ends in.
+    Running on each CPU for a moment ends its period first. Where the thread cannot be moved
+    (no ``sched_setaffinity``), the plain read.
+    """
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):
+        return idle_core_ms(counters)
+    try:
+        for cpu in sorted(allowed):
+            os.sched_setaffinity(0, {cpu})
+    except OSError:
+        pass
+    finally:
+        os.sched_setaffinity(0, allowed)
+    return idle_core_ms(counters)
+
+
 def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
     """One start in this interpreter: its wall time and CPU (process, and the loop's thread).
 
     With ``by_task``, also ``tasks``: the loop's CPU (ms) per task kind until every list is in.
+    Where the machine has ``cpuidle`` counters, also ``idle_ms``: the idle time of all its
+    cores over the same span (read just outside it, :func:`settled_idle_core_ms`).
     """
     import anyio._backends._trio  # noqa: F401  # the SDK's session imports it at its first use: not timed
     import mcp  # noqa: F401
@@ -217,9 +284,11 @@ def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
         _write_config(server, count)
     figures: dict[str, Any] = {}
     tasks = TaskCpu() if by_task else None
+    counters = idle_counters()
 
     async def main() -> None:
         ready, stop = trio.Event(), trio.Event()
+        idle = settled_idle_core_ms(counters)
         os.getresuid()  # ZERO_MARK: --instructions counts from here
         wall, cpu, loop = time.perf_counter(), time.process_time(), time.thread_time()
         async with trio.open_nursery() as nursery:
@@ -229,7 +298,12 @@ def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
             figures["wall_ms"] = (time.perf_counter() - wall) * 1000
             figures["cpu_ms"] = (time.process_time() - cpu) * 1000
             figures["loop_cpu_ms"] = (time.thread_time() - loop) * 1000
-            figures["servers_cpu_ms"] = descendants_cpu()[0] * 1000  # the servers are idle once listed
+            idle_after = settled_idle_core_ms(counters)
+            if idle is not None and idle_after is not None:
+                figures["idle_ms"] = idle_after - idle
+            servers_cpu, helpers_cpu = descendants_cpu()  # the servers are idle once listed
+            figures["servers_cpu_ms"] = servers_cpu * 1000
+            figures["helpers_cpu_ms"] = helpers_cpu * 1000
             if tasks is not None:
                 tasks.on = False
                 figures["tasks"] = {k: v * 1000 for k, v in tasks.cpu.items()}
@@ -425,6 +499,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=8, help="rounds of the three clients (default 8)")
     parser.add_argument("--by-task", action="store_true", help="also split each client's loop CPU by task")
     parser.add_argument(
+        "--idle", action="store_true", help="also split each client's time into CPU, helpers, idle cores and the rest"
+    )
+    parser.add_argument(
         "--instructions", action="store_true", help="count each client's instructions under valgrind instead"
     )
     parser.add_argument(
@@ -453,6 +530,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         print(line)
     if options.by_task:
         for line in by_task_lines(rounds):
+            print(line)
+    if options.idle:
+        for line in core_time_lines(rounds, os.cpu_count() or 1) or [
+            "no idle time: this machine has no cpuidle counters"
+        ]:
             print(line)
 
 
@@ -510,6 +592,43 @@ def by_task_lines(rounds: Sequence[dict[str, dict[str, Any]]]) -> list[str]:
         for name, ms in sorted(per_task.items(), key=lambda item: -item[1]):
             lines.append(f"  {ms:7.2f}  {name}")
         lines.append(f"  {between:7.2f}  (between task steps: the scheduler)")
+    return lines
+
+
+_CORE_PARTS = ("cpu_ms", "helpers_cpu_ms", "idle_ms")
+
+
+def core_time_lines(rounds: Sequence[dict[str, dict[str, Any]]], cores: int) -> list[str]:
+    """Each client's wall time with its servers' CPU taken out, split into what filled the cores (ms of wall).
+
+    A start keeps ``cores`` cores for its wall time: ``cores x wall`` is the servers' CPU,
+    the client's (every thread), its helpers' (processes below it that are not servers: the
+    reaper sidecar), the cores' idle time and what else the machine ran (other processes,
+    the kernel's own threads). Less the servers' CPU, over ``cores``: the first column, the
+    client's cost in wall time, whose ratio is the held-equal one; then each part over
+    ``cores``, and the rest. Medians over the rounds; a second table gives each client's
+    parts less the raw SDK's, paired by round. Empty when a start has no idle time.
+    """
+    if not rounds or not all("idle_ms" in r[kind] for r in rounds for kind in KINDS):
+        return []
+
+    def parts(figures: dict[str, Any]) -> list[float]:
+        cost = figures["wall_ms"] - figures["servers_cpu_ms"] / cores
+        shares = [figures.get(key, 0.0) / cores for key in _CORE_PARTS]
+        return [cost, *shares, cost - sum(shares)]
+
+    names = ["wall - servers/cores", "CPU/cores", "helpers/cores", "idle/cores", "rest"]
+    head = f"{'client':8s} " + " ".join(f"{name:>20s}" for name in names)
+    lines = [f"each client's time less its servers' CPU, by what filled the {cores} cores (ms of wall, medians):", head]
+    for kind in KINDS:
+        columns = zip(*(parts(r[kind]) for r in rounds), strict=True)
+        lines.append(f"{kind:8s} " + " ".join(f"{statistics.median(column):20.2f}" for column in columns))
+    lines += ["the same less the raw SDK's, paired by round:", head]
+    for kind in KINDS[1:]:
+        deltas = [[a - b for a, b in zip(parts(r[kind]), parts(r["raw"]), strict=True)] for r in rounds]
+        lines.append(
+            f"{kind:8s} " + " ".join(f"{statistics.median(column):+20.2f}" for column in zip(*deltas, strict=True))
+        )
     return lines
 
 

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -213,6 +214,89 @@ def test_startup_layers_table_holds_each_rounds_servers_cpu_at_the_runs_median()
         for figures in r.values():
             del figures["servers_cpu_ms"]
     assert all(len(line.split()) == 6 for line in startup_layers.table_lines(rounds, cores=2)[1:])
+
+
+def test_startup_layers_reads_idle_time_from_every_cpus_idle_states(tmp_path: Path) -> None:
+    """``idle_core_ms``: the ``cpuidle`` counters (microseconds) of every CPU and state, summed, in ms;
+    none without counters, and none rather than a wrong sum when one cannot be read."""
+    for cpu, states in (("cpu0", (1500, 250_000)), ("cpu1", (0, 125_500))):
+        for state, microseconds in enumerate(states):
+            directory = tmp_path / cpu / "cpuidle" / f"state{state}"
+            directory.mkdir(parents=True)
+            (directory / "time").write_text(f"{microseconds}\n")
+    (tmp_path / "cpufreq").mkdir()  # not a CPU
+    counters = startup_layers.idle_counters(tmp_path)
+    assert len(counters) == 4
+    assert startup_layers.idle_core_ms(counters) == pytest.approx(377.0)
+    assert startup_layers.settled_idle_core_ms(counters) == pytest.approx(377.0)
+    assert startup_layers.idle_counters(tmp_path / "cpufreq") == []
+    assert startup_layers.idle_core_ms([]) is None
+    (tmp_path / "cpu1" / "cpuidle" / "state1" / "time").write_text("gone\n")
+    assert startup_layers.idle_core_ms(counters) is None
+
+
+def test_startup_layers_settles_the_idle_counters_by_running_on_every_cpu_then_restores_the_affinity() -> None:
+    """``settled_idle_core_ms`` ends every core's idle period before it reads (a half-second sleep is
+    then ~2 x 0.5 s of idle on an idle two-core machine, never more than every core's share), and
+    leaves this thread free to run where it could before."""
+    counters = startup_layers.idle_counters()
+    allowed = os.sched_getaffinity(0)
+    before = startup_layers.settled_idle_core_ms(counters)
+    assert os.sched_getaffinity(0) == allowed
+    if before is None:
+        assert not counters  # no cpuidle on this machine: nothing to read
+        return
+    started = time.perf_counter()
+    time.sleep(0.2)
+    after = startup_layers.settled_idle_core_ms(counters)
+    elapsed_ms = (time.perf_counter() - started) * 1000
+    assert after is not None
+    assert 0 <= after - before <= elapsed_ms * len(allowed) + 1  # what the cores could idle, and no more
+
+
+def test_startup_layers_core_time_splits_each_clients_time_into_what_filled_the_cores() -> None:
+    """``core_time_lines``: on two cores, a start of 600 ms whose servers used 1100 ms of CPU leaves
+    100 ms of core time (50 ms of wall): the client's CPU, its helpers', the idle cores and the rest,
+    each halved; the second table takes the raw SDK's parts away, round by round."""
+    rounds = []
+    for swing in (0.0, 10.0, -10.0):
+        raw = {"wall_ms": 600.0 + swing, "servers_cpu_ms": 1100.0, "cpu_ms": 40.0, "helpers_cpu_ms": 0.0}
+        raw["idle_ms"] = 50.0 + 2 * swing
+        layer = {**raw, "cpu_ms": 20.0, "helpers_cpu_ms": 2.0, "wall_ms": 591.0 + swing}
+        runtime = {**raw, "idle_ms": 56.0 + 2 * swing, "wall_ms": 603.0 + swing}
+        rounds.append({"raw": raw, "layer": layer, "runtime": runtime})
+    lines = startup_layers.core_time_lines(rounds, cores=2)
+    assert "2 cores" in lines[0] and "idle/cores" in lines[1]
+    rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in lines[2:5]}
+    assert rows["raw"] == [50.0, 20.0, 0.0, 25.0, 5.0]  # 10 ms of core time the machine spent elsewhere
+    assert rows["layer"] == [41.0, 10.0, 1.0, 25.0, 5.0]
+    assert rows["runtime"] == [53.0, 20.0, 0.0, 28.0, 5.0]
+    assert lines[5].startswith("the same less the raw SDK's")
+    deltas = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in lines[7:]}
+    assert deltas == {"layer": [-9.0, -10.0, 1.0, 0.0, 0.0], "runtime": [3.0, 0.0, 0.0, 3.0, 0.0]}
+    # A round without idle time (no cpuidle counters) gives no split at all.
+    del rounds[1]["layer"]["idle_ms"]
+    assert startup_layers.core_time_lines(rounds, cores=2) == []
+
+
+def test_startup_layers_idle_splits_a_real_start_where_the_machine_counts_idle_time(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--idle`` on one round of two servers: each client's split, whose parts add up to its time
+    less its servers' CPU; the runtime's helpers (the reaper sidecar) used CPU, the raw SDK has none.
+    A machine without ``cpuidle`` counters says so instead."""
+    startup_layers.main(["--servers", "2", "--rounds", "1", "--idle"])
+    out = capsys.readouterr().out
+    if startup_layers.idle_core_ms(startup_layers.idle_counters()) is None:
+        assert "no idle time: this machine has no cpuidle counters" in out
+        return
+    _, _, split = out.partition("by what filled the")
+    rows = {line.split()[0]: [float(x) for x in line.split()[1:]] for line in split.splitlines()[2:5]}
+    assert list(rows) == list(startup_layers.KINDS)
+    for cost, cpu, helpers, idle, rest in rows.values():
+        assert cpu > 0 and idle >= 0
+        assert cost == pytest.approx(cpu + helpers + idle + rest, abs=0.02)  # each printed rounded
+    assert rows["raw"][2] == 0.0 and rows["runtime"][2] > 0
 
 
 def test_startup_layers_by_task_names_the_tasks_that_spent_each_clients_loop_cpu(
