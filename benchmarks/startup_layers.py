@@ -249,8 +249,10 @@ def settled_idle_core_ms(counters: Sequence[Path]) -> float | None:
     A ``cpuidle`` counter adds an idle period when the period ends: a core that sat idle
     through this interpreter's imports would add all of it to the span its period ends in.
     Running on each CPU for a moment ends its period first. Where the thread cannot be moved
-    (no ``sched_setaffinity``), the plain read.
+    (no ``sched_setaffinity``), the plain read; without counters, nothing is read or moved.
     """
+    if not counters:
+        return None
     try:
         allowed = os.sched_getaffinity(0)
     except (AttributeError, OSError):
@@ -265,12 +267,13 @@ def settled_idle_core_ms(counters: Sequence[Path]) -> float | None:
     return idle_core_ms(counters)
 
 
-def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
+def _child(kind: str, count: int, *, by_task: bool = False, idle: bool = False) -> dict[str, Any]:
     """One start in this interpreter: its wall time and CPU (process, and the loop's thread).
 
     With ``by_task``, also ``tasks``: the loop's CPU (ms) per task kind until every list is in.
-    Where the machine has ``cpuidle`` counters, also ``idle_ms``: the idle time of all its
-    cores over the same span (read just outside it, :func:`settled_idle_core_ms`).
+    With ``idle``, where the machine has ``cpuidle`` counters, also ``idle_ms``: the idle time
+    of all its cores over the same span (read just outside it, :func:`settled_idle_core_ms`;
+    only when asked, since the read moves this thread across the cores just before the clock).
     """
     import anyio._backends._trio  # noqa: F401  # the SDK's session imports it at its first use: not timed
     import mcp  # noqa: F401
@@ -284,7 +287,7 @@ def _child(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
         _write_config(server, count)
     figures: dict[str, Any] = {}
     tasks = TaskCpu() if by_task else None
-    counters = idle_counters()
+    counters = idle_counters() if idle else []
 
     async def main() -> None:
         ready, stop = trio.Event(), trio.Event()
@@ -336,10 +339,10 @@ def _run_child(
     return done
 
 
-def measure(kind: str, count: int, *, by_task: bool = False) -> dict[str, Any]:
+def measure(kind: str, count: int, *, by_task: bool = False, idle: bool = False) -> dict[str, Any]:
     """Run one start of ``kind`` with ``count`` servers in a fresh interpreter (its own state directory)."""
     with tempfile.TemporaryDirectory(prefix="mcp-actors-layers-") as state:
-        extra = ["--by-task"] if by_task else []
+        extra = (["--by-task"] if by_task else []) + (["--idle"] if idle else [])
         done = _run_child(kind, count, state, extra=extra, timeout=CHILD_TIMEOUT)
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
@@ -513,7 +516,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     options = parser.parse_args(argv)
     if options.child is not None:
         kind, count = options.child
-        print(json.dumps(_child(kind, int(count), by_task=options.by_task)), flush=True)
+        print(json.dumps(_child(kind, int(count), by_task=options.by_task, idle=options.idle)), flush=True)
         return
     if options.instructions:
         _instructions(KINDS, options.servers)
@@ -524,7 +527,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     rounds: list[dict[str, dict[str, Any]]] = []
     for n in range(options.rounds):
         print(f"[startup_layers] round {n + 1}/{options.rounds}", file=sys.stderr, flush=True)
-        rounds.append({kind: measure(kind, options.servers, by_task=options.by_task) for kind in KINDS})
+        rounds.append(
+            {kind: measure(kind, options.servers, by_task=options.by_task, idle=options.idle) for kind in KINDS}
+        )
     print(f"{options.servers} light servers started and listed, {options.rounds} rounds; load {_load()}")
     for line in table_lines(rounds, os.cpu_count() or 1):
         print(line)

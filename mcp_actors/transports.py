@@ -612,7 +612,6 @@ class _Pumps:
 
     def add(self, process: SpawnedProcess, link: TransportLink, tail: StderrTail) -> _Pumped | None:
         """Watch a server's stderr and exit; ``None`` (nothing watched) when no pidfd can be had."""
-        assert process.stderr is not None
         try:
             pidfd = os.pidfd_open(process.pid)
         except OSError:
@@ -715,7 +714,6 @@ async def _pumping(process: SpawnedProcess, link: TransportLink, tail: StderrTai
         finally:
             pumps.discard(entry)
         return
-    assert process.stderr is not None
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_drain_stderr, process.stderr, link, tail)
         nursery.start_soon(_watch_exit, process, link)
@@ -803,10 +801,9 @@ async def open_stdio_transport(
     secrets = params.secret_values()
     tail = StderrTail(secrets=secrets)
     link = TransportLink(secrets=secrets, label=label, process=identity, stderr=tail)
-    assert process.stdout is not None and process.stdin is not None and process.stderr is not None
-    # The session's dispatcher runs the wire (its reader is stdout); the transport drains stderr
-    # and watches the exit (the run's shared pumps), so a death is seen even between sessions.
-    assert isinstance(process.stdin, trio.lowlevel.FdStream)  # a pipe: written to directly (StdioWire.send)
+    # The session's dispatcher runs the wire (its reader is stdout; stdin, a pipe, is written to
+    # directly by StdioWire.send); the transport drains stderr and watches the exit (the run's
+    # shared pumps), so a death is seen even between sessions.
     link.wire = StdioWire(stdin=process.stdin, stdout=process.stdout, link=link, limit=params.max_message_bytes)
     try:
         async with _pumping(process, link, tail):
