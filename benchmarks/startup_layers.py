@@ -20,6 +20,7 @@ costs what the raw SDK costs, the actors add the rest; round 21: what that costs
     python -m benchmarks.startup_layers [--servers N] [--rounds R] [--by-task] [--idle]
     python -m benchmarks.startup_layers --instructions [--servers N]
     python -m benchmarks.startup_layers --footprint [--servers N]
+    python -m benchmarks.startup_layers --opcodes [--servers N]
 
 ``--by-task`` also splits each client's loop CPU by task (a trio instrument reads the
 thread's CPU clock around every task step; the tasks are named by their function): which
@@ -51,6 +52,16 @@ with their ratios to the raw SDK's. A read from memory costs ~120 ns here agains
 an instruction, so a client can execute fewer instructions than another and still spend
 more CPU: in round 25 the runtime's loop executed 0.90x the raw SDK's instructions, missed
 1.3-1.8x as often and spent ~1.13x its CPU. ~1-2 minutes a client.
+
+``--opcodes`` counts the Python opcodes the event loop's thread executes over the same span,
+per function (round 30; :class:`OpcodeCounter`, ``sys.settrace`` with opcode events: the
+scratch counter of rounds 23-24, kept). Each client starts with N servers and with one, which
+splits its count into a part per server and a fixed part, as ``--instructions`` does; then
+the runtime's opcodes per server over our layer's, by module and by function, with the calls
+each makes per server: where the actors' cost per server is, named. Unlike callgrind it sees
+Python functions, not the C they call (an opcode that calls into C counts once), and not the
+other threads. The counts repeat within ~1 % (trio shuffles each scheduler pass's order and
+the servers' answers arrive when they arrive), with no valgrind and ~10 s a client.
 """
 
 from __future__ import annotations
@@ -67,6 +78,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import types
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,6 +90,7 @@ from benchmarks._common import toolserver
 __all__ = [
     "IDLE_ROOT",
     "KINDS",
+    "OpcodeCounter",
     "TaskCpu",
     "by_task_lines",
     "core_time_lines",
@@ -85,6 +98,7 @@ __all__ = [
     "idle_counters",
     "main",
     "measure",
+    "opcode_lines",
     "settled_idle_core_ms",
     "table_lines",
     "task_kind",
@@ -111,6 +125,7 @@ LOOP_EVENTS = ("Ir", "ILmr", "DLmr", "DLmw")
 fetching code, reading data and writing data."""
 IDLE_ROOT = Path("/sys/devices/system/cpu")
 """Where the kernel keeps each CPU's ``cpuidle`` counters (``cpuN/cpuidle/stateM/time``, microseconds)."""
+_REPO = str(Path(__file__).resolve().parent.parent)
 _EVENTS = re.compile(r"^events:\s+(.+?)\s*$", re.MULTILINE)
 _SUMMARY = re.compile(r"^summary:\s+([\d ]+?)\s*$", re.MULTILINE)
 
@@ -223,6 +238,61 @@ class TaskCpu(trio.abc.Instrument):
             self.cpu[kind] = self.cpu.get(kind, 0.0) + time.thread_time() - self._since
 
 
+class OpcodeCounter:
+    """The Python opcodes the installing thread executes, per function, while installed (``sys.settrace``).
+
+    A function is named ``path:first line(qualified name)``, its path relative to the
+    packages' directory, this repository or the standard library (:func:`function_key`).
+    The tracer is called for every opcode, so whatever it traces runs some 10-30x slower:
+    it counts work, it does not time it. It sees frames that start (or resume) after
+    :meth:`start`, only on the thread that called it.
+    """
+
+    def __init__(self) -> None:
+        self.opcodes: dict[str, int] = {}
+        self.calls: dict[str, int] = {}
+        self._by_code: dict[int, list[int]] = {}
+        self._codes: dict[int, types.CodeType] = {}
+        self._previous: Any = None
+
+    def start(self) -> None:
+        """Count from here, on this thread (a tracer already there, such as coverage's, waits meanwhile)."""
+        self._previous = sys.gettrace()
+        sys.settrace(self._trace)
+
+    def stop(self) -> None:
+        """Stop counting, put back the tracer there was, and name what was counted (:attr:`opcodes`,
+        :attr:`calls`: per function)."""
+        sys.settrace(self._previous)
+        for key, (opcodes, calls) in self._by_code.items():
+            name = function_key(self._codes[key])
+            self.opcodes[name] = self.opcodes.get(name, 0) + opcodes
+            self.calls[name] = self.calls.get(name, 0) + calls
+
+    def _trace(self, frame: types.FrameType, event: str, arg: object) -> Any:
+        key = id(frame.f_code)
+        counts = self._by_code.get(key)
+        if counts is None:
+            counts = self._by_code[key] = [0, 0]
+            self._codes[key] = frame.f_code  # kept alive, so its id stays its own
+        if event == "opcode":
+            counts[0] += 1
+        elif event == "call":  # a call, or a generator or coroutine resuming
+            counts[1] += 1
+            frame.f_trace_opcodes = True
+        return self._trace
+
+
+def function_key(code: types.CodeType) -> str:
+    """``path:first line(qualified name)`` for a function, its path relative to where it was installed from."""
+    path = code.co_filename
+    for marker in ("site-packages/", f"{_REPO}/", f"python{sys.version_info[0]}.{sys.version_info[1]}/"):
+        if marker in path:
+            path = path.rsplit(marker, 1)[1]
+            break
+    return f"{path}:{code.co_firstlineno}({code.co_qualname})"
+
+
 def idle_counters(root: Path = IDLE_ROOT) -> list[Path]:
     """The kernel's ``cpuidle`` time counters under ``root``: one per CPU and idle state (none: ``[]``)."""
     return sorted(root.glob("cpu[0-9]*/cpuidle/state[0-9]*/time"))
@@ -267,13 +337,18 @@ def settled_idle_core_ms(counters: Sequence[Path]) -> float | None:
     return idle_core_ms(counters)
 
 
-def _child(kind: str, count: int, *, by_task: bool = False, idle: bool = False) -> dict[str, Any]:
+def _child(
+    kind: str, count: int, *, by_task: bool = False, idle: bool = False, opcodes: bool = False
+) -> dict[str, Any]:
     """One start in this interpreter: its wall time and CPU (process, and the loop's thread).
 
     With ``by_task``, also ``tasks``: the loop's CPU (ms) per task kind until every list is in.
     With ``idle``, where the machine has ``cpuidle`` counters, also ``idle_ms``: the idle time
     of all its cores over the same span (read just outside it, :func:`settled_idle_core_ms`;
     only when asked, since the read moves this thread across the cores just before the clock).
+    With ``opcodes``, also ``opcodes`` and ``calls``: the loop thread's Python opcodes and
+    calls per function over the span (:class:`OpcodeCounter`; its times are then not the
+    client's).
     """
     import anyio._backends._trio  # noqa: F401  # the SDK's session imports it at its first use: not timed
     import mcp  # noqa: F401
@@ -288,15 +363,21 @@ def _child(kind: str, count: int, *, by_task: bool = False, idle: bool = False) 
     figures: dict[str, Any] = {}
     tasks = TaskCpu() if by_task else None
     counters = idle_counters() if idle else []
+    counter = OpcodeCounter() if opcodes else None
 
     async def main() -> None:
         ready, stop = trio.Event(), trio.Event()
         idle = settled_idle_core_ms(counters)
         os.getresuid()  # ZERO_MARK: --instructions counts from here
         wall, cpu, loop = time.perf_counter(), time.process_time(), time.thread_time()
+        if counter is not None:
+            counter.start()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run, server, count, ready, stop)
             await ready.wait()
+            if counter is not None:
+                counter.stop()
+                figures["opcodes"], figures["calls"] = counter.opcodes, counter.calls
             os.getresgid()  # DUMP_MARK: to here
             figures["wall_ms"] = (time.perf_counter() - wall) * 1000
             figures["cpu_ms"] = (time.process_time() - cpu) * 1000
@@ -339,10 +420,12 @@ def _run_child(
     return done
 
 
-def measure(kind: str, count: int, *, by_task: bool = False, idle: bool = False) -> dict[str, Any]:
+def measure(
+    kind: str, count: int, *, by_task: bool = False, idle: bool = False, opcodes: bool = False
+) -> dict[str, Any]:
     """Run one start of ``kind`` with ``count`` servers in a fresh interpreter (its own state directory)."""
     with tempfile.TemporaryDirectory(prefix="mcp-actors-layers-") as state:
-        extra = (["--by-task"] if by_task else []) + (["--idle"] if idle else [])
+        extra = (["--by-task"] if by_task else []) + (["--idle"] if idle else []) + (["--opcodes"] if opcodes else [])
         done = _run_child(kind, count, state, extra=extra, timeout=CHILD_TIMEOUT)
     figures: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return figures
@@ -496,6 +579,73 @@ def _instructions(kinds: Sequence[str], servers: int) -> None:
         print(line)
 
 
+Counts = dict[str, int]
+
+
+def opcode_lines(counts: dict[tuple[str, int], tuple[Counts, Counts]], servers: int, *, top: int = 12) -> list[str]:
+    """The tables of ``--opcodes``.
+
+    ``counts[kind, n]`` is a start's ``(opcodes, calls)`` per function (:class:`OpcodeCounter`)
+    with ``n`` servers, for ``n`` in ``servers`` and 1. First each client's total (thousands)
+    at both, the part per server and the fixed part they imply, and the total over the raw
+    SDK's; then, when both were counted, the runtime's opcodes less our layer's, per server
+    and fixed, each by module and by function (the ``top`` largest each, a function with its
+    calls).
+    """
+    kinds = [kind for kind in KINDS if (kind, servers) in counts and (kind, 1) in counts]
+    lines = [
+        f"Python opcodes the event loop's thread executes to start and list (thousands; sys.settrace); load {_load()}",
+        f"{'client':8s} {f'{servers} servers':>11s} {'1 server':>9s} {'per server':>11s} {'fixed':>7s} {'÷ raw':>7s}",
+    ]
+    totals = {key: sum(opcodes.values()) for key, (opcodes, _) in counts.items()}
+    for kind in kinds:
+        many, one = totals[kind, servers] / 1e3, totals[kind, 1] / 1e3
+        per_server = (many - one) / (servers - 1)
+        ratio = f"{totals[kind, servers] / totals['raw', servers]:6.3f}x" if ("raw", servers) in totals else "-"
+        lines.append(f"{kind:8s} {many:11.1f} {one:9.1f} {per_server:11.2f} {one - per_server:7.1f} {ratio:>7s}")
+    if "runtime" not in kinds or "layer" not in kinds:
+        return lines
+
+    def split(kind: str, which: int) -> tuple[dict[str, float], dict[str, float]]:
+        """Per function: its part per server and its fixed part (``which``: 0 opcodes, 1 calls)."""
+        many, one = counts[kind, servers][which], counts[kind, 1][which]
+        per = {name: (many.get(name, 0) - one.get(name, 0)) / (servers - 1) for name in many.keys() | one.keys()}
+        return per, {name: one.get(name, 0) - part for name, part in per.items()}
+
+    def less(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+        return {name: a.get(name, 0.0) - b.get(name, 0.0) for name in a.keys() | b.keys()}
+
+    parts = [less(ours, layer) for ours, layer in zip(split("runtime", 0), split("layer", 0), strict=True)]
+    calls = [less(ours, layer) for ours, layer in zip(split("runtime", 1), split("layer", 1), strict=True)]
+    for what, opcodes, called in (("per server", parts[0], calls[0]), ("fixed", parts[1], calls[1])):
+        modules: dict[str, float] = {}
+        for name, value in opcodes.items():
+            module = name.split(":", 1)[0]
+            modules[module] = modules.get(module, 0.0) + value
+        lines.append(
+            f"the runtime's opcodes {what} less our layer's: {sum(opcodes.values()):+.0f}; "
+            f"the {top} largest parts by module, then by function (with its calls {what})"
+        )
+        lines += [f"{value:+9.0f}  {module}" for module, value in sorted(modules.items(), key=lambda m: -m[1])[:top]]
+        lines += [
+            f"{value:+9.0f}  {called.get(name, 0.0):+7.1f}  {name}"
+            for name, value in sorted(opcodes.items(), key=lambda f: -f[1])[:top]
+        ]
+    return lines
+
+
+def _opcodes(kinds: Sequence[str], servers: int) -> None:
+    if servers < 2:
+        raise SystemExit("--opcodes needs --servers 2 or more (it also counts one server)")
+    counts: dict[tuple[str, int], tuple[Counts, Counts]] = {}
+    for kind in kinds:
+        for n in (servers, 1):
+            figures = measure(kind, n, opcodes=True)
+            counts[kind, n] = (figures["opcodes"], figures["calls"])
+    for line in opcode_lines(counts, servers):
+        print(line)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.startup_layers", description=__doc__)
     parser.add_argument("--servers", type=int, default=20, help="light servers per start (default 20)")
@@ -512,11 +662,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         action="store_true",
         help="count the loop thread's instructions and last-level cache misses under valgrind instead",
     )
+    parser.add_argument(
+        "--opcodes",
+        action="store_true",
+        help="count the loop thread's Python opcodes per function instead, and name the actors' per server",
+    )
     parser.add_argument("--child", nargs=2, metavar=("KIND", "COUNT"), help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child is not None:
         kind, count = options.child
-        print(json.dumps(_child(kind, int(count), by_task=options.by_task, idle=options.idle)), flush=True)
+        figures = _child(kind, int(count), by_task=options.by_task, idle=options.idle, opcodes=options.opcodes)
+        print(json.dumps(figures), flush=True)
+        return
+    if options.opcodes:
+        _opcodes(KINDS, options.servers)
         return
     if options.instructions:
         _instructions(KINDS, options.servers)

@@ -1,5 +1,6 @@
 """The measuring tools run: ``benchmarks.scope_cost`` and ``benchmarks.instructions`` (round 7),
-``benchmarks.startup_layers`` (round 11; its ``--instructions`` count, round 14).
+``benchmarks.startup_layers`` (round 11; its ``--instructions`` count, round 14; its
+``--opcodes`` count, round 30).
 
 ``instructions`` runs each contender's loop under valgrind; here its loop runs natively
 (the ``--child`` mode valgrind would run) against the real light server, and its refusal
@@ -324,6 +325,72 @@ def test_startup_layers_by_task_names_the_tasks_that_spent_each_clients_loop_cpu
     # The tasks and the scheduler between them add up to the loop's CPU of the table's row.
     loop_cpu = float(next(row for row in table.splitlines() if row.startswith("runtime")).split()[3])
     assert sum(runtime.values()) == pytest.approx(loop_cpu, abs=0.2)  # each printed rounded
+
+
+def _counted_twice(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+
+
+def test_opcode_counter_counts_each_functions_opcodes_and_calls_while_installed() -> None:
+    """Three calls of one function: three calls and three times one call's opcodes; the call
+    made after :meth:`stop` is not counted. A function is named by its path and qualified name.
+    The tracer there was before (coverage's, under a coverage run) is put back."""
+    before = sys.gettrace()
+    counter = startup_layers.OpcodeCounter()
+    counter.start()
+    _counted_twice(3)
+    _counted_twice(3)
+    _counted_twice(3)
+    counter.stop()
+    _counted_twice(3)
+    name = startup_layers.function_key(_counted_twice.__code__)
+    assert name == f"tests/test_benchmarks_tools.py:{_counted_twice.__code__.co_firstlineno}(_counted_twice)"
+    assert counter.calls[name] == 3
+    assert counter.opcodes[name] > 3 * 3 and counter.opcodes[name] % 3 == 0
+    assert sys.gettrace() is before
+
+
+def test_opcode_lines_split_each_clients_count_and_name_the_actors_parts() -> None:
+    """Made-up counts: the layer runs ``f`` (10 opcodes a server, 5 fixed), the runtime runs it
+    too and ``g`` (20 a server, 30 fixed, two calls a server): the runtime's part per server
+    over the layer's is ``g``'s 20, its fixed part ``g``'s 30."""
+    f, g = "x.py:1(f)", "y.py:1(g)"
+    counts = {
+        ("raw", 3): ({f: 100}, {f: 1}),
+        ("raw", 1): ({f: 40}, {f: 1}),
+        ("layer", 3): ({f: 35}, {f: 3}),
+        ("layer", 1): ({f: 15}, {f: 1}),
+        ("runtime", 3): ({f: 35, g: 90}, {f: 3, g: 7}),
+        ("runtime", 1): ({f: 15, g: 50}, {f: 1, g: 3}),
+    }
+    lines = startup_layers.opcode_lines(counts, 3)
+    rows = {line.split()[0]: line.split()[1:] for line in lines[2:5]}
+    assert rows["raw"] == ["0.1", "0.0", "0.03", "0.0", "1.000x"]
+    assert rows["layer"] == ["0.0", "0.0", "0.01", "0.0", "0.350x"]
+    assert rows["runtime"] == ["0.1", "0.1", "0.03", "0.0", "1.250x"]
+    per_server, fixed = (lines.index(line) for line in lines if line.startswith("the runtime's opcodes"))
+    assert lines[per_server].startswith("the runtime's opcodes per server less our layer's: +20;")
+    assert lines[per_server + 1].split() == ["+20", "y.py"]
+    assert lines[per_server + 3].split() == ["+20", "+2.0", g]
+    assert lines[fixed].startswith("the runtime's opcodes fixed less our layer's: +30;")
+    assert lines[fixed + 3].split() == ["+30", "+1.0", g]
+    # Without both of ours, only the totals.
+    assert len(startup_layers.opcode_lines({k: v for k, v in counts.items() if k[0] != "layer"}, 3)) == 4
+
+
+def test_startup_layers_opcodes_counts_a_real_start_of_each_client(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--opcodes`` with two servers: a row per client, the actors' parts named by our modules."""
+    startup_layers.main(["--servers", "2", "--opcodes"])
+    lines = capsys.readouterr().out.splitlines()
+    rows = {line.split()[0]: [float(x.rstrip("x")) for x in line.split()[1:]] for line in lines[2:5]}
+    assert list(rows) == list(startup_layers.KINDS)
+    assert all(row[0] > row[1] > 0 for row in rows.values())  # two servers run more than one
+    assert rows["runtime"][2] > rows["layer"][2]  # the actors' part per server
+    modules = [line.split()[1] for line in lines[6:18]]
+    assert "mcp_actors/connection.py" in modules
 
 
 def test_task_kind_is_the_function_a_trio_task_runs() -> None:
