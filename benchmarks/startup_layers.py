@@ -57,11 +57,11 @@ more CPU: in round 25 the runtime's loop executed 0.90x the raw SDK's instructio
 per function (round 30; :class:`OpcodeCounter`, ``sys.settrace`` with opcode events: the
 scratch counter of rounds 23-24, kept). Each client starts with N servers and with one, which
 splits its count into a part per server and a fixed part, as ``--instructions`` does; then
-the runtime's opcodes per server over our layer's, by module and by function, with the calls
-each makes per server: where the actors' cost per server is, named. Unlike callgrind it sees
-Python functions, not the C they call (an opcode that calls into C counts once), and not the
-other threads. The counts repeat within ~1 % (trio shuffles each scheduler pass's order and
-the servers' answers arrive when they arrive), with no valgrind and ~10 s a client.
+the runtime's opcodes less our layer's, per server and fixed, by module and by function, with
+each function's calls: where the actors' cost is, named. Unlike callgrind it sees Python
+functions, not the C they call (an opcode that calls into C counts once), and not the other
+threads. The counts repeat within ~1-3 % (trio shuffles each scheduler pass's order and the
+servers' answers arrive when they arrive), with no valgrind and in ~10 s for the six starts.
 """
 
 from __future__ import annotations
@@ -580,6 +580,7 @@ def _instructions(kinds: Sequence[str], servers: int) -> None:
 
 
 Counts = dict[str, int]
+"""A count per function, named as :func:`function_key` names it."""
 
 
 def opcode_lines(counts: dict[tuple[str, int], tuple[Counts, Counts]], servers: int, *, top: int = 12) -> list[str]:
