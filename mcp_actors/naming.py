@@ -107,17 +107,19 @@ class ToolIdMap:
     """
 
     _by_id: dict[str, tuple[str, str]] = attrs.field(factory=dict)
-    _by_tool: dict[tuple[str, str], str] = attrs.field(factory=dict)
+    _by_server: dict[str, dict[str, str]] = attrs.field(factory=dict)
+    """Each server's tools' ids, by tool name: what a server's listing or removal touches is
+    its own ids only (a walk of every server's ids made N listings of N servers quadratic)."""
 
     def assign(self, server_id: str, server_name: str, tool_name: str) -> str:
         """The id of this server's tool, assigning a new unique one if needed."""
-        key = (server_id, tool_name)
-        existing = self._by_tool.get(key)
+        own = self._by_server.setdefault(server_id, {})
+        existing = own.get(tool_name)
         if existing is not None:
             return existing
         candidate = claim_name(tool_id(server_name, tool_name), self._by_id, server_id, tool_name)
-        self._by_id[candidate] = key
-        self._by_tool[key] = candidate
+        self._by_id[candidate] = (server_id, tool_name)
+        own[tool_name] = candidate
         return candidate
 
     def assign_server(self, server_id: str, server_name: str, tool_names: Sequence[str]) -> dict[str, str]:
@@ -126,9 +128,10 @@ class ToolIdMap:
         A server whose tool names keep changing therefore holds only its current ids, and
         an id of a tool it no longer has stops resolving.
         """
+        own = self._by_server.get(server_id, {})
         keep = set(tool_names)
-        for key in [k for k in self._by_tool if k[0] == server_id and k[1] not in keep]:
-            del self._by_id[self._by_tool.pop(key)]
+        for name in [name for name in own if name not in keep]:
+            del self._by_id[own.pop(name)]
         return {name: self.assign(server_id, server_name, name) for name in tool_names}
 
     def __len__(self) -> int:
@@ -140,5 +143,5 @@ class ToolIdMap:
 
     def forget_server(self, server_id: str) -> None:
         """Drop every id of a server (removed, renamed, or its tools re-listed)."""
-        for key in [k for k in self._by_tool if k[0] == server_id]:
-            del self._by_id[self._by_tool.pop(key)]
+        for candidate in self._by_server.pop(server_id, {}).values():
+            del self._by_id[candidate]

@@ -41,3 +41,37 @@ def test_ids_are_unique_provider_safe_and_resolve_back(pairs: list[tuple[str, st
     for (server, tool), tool_id in assigned.items():
         assert naming.is_provider_safe(tool_id)
         assert ids.resolve(tool_id) == (server, tool)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["s1", "s2", "s3", "s4"]),
+        st.lists(st.sampled_from(["a", "b", "c", "d.e", "d_e"]), unique=True, max_size=5),
+        min_size=1,
+    ),
+    st.sampled_from(["s1", "s2", "s3", "s4"]),
+    st.lists(st.sampled_from(["a", "b", "c", "d.e", "d_e"]), unique=True, max_size=5),
+)
+def test_a_servers_listing_or_removal_touches_its_own_ids_only(
+    listed: dict[str, list[str]], changed: str, relisted: list[str]
+) -> None:
+    """A server listed again keeps the ids of the tools it still has and drops the rest; a server
+    forgotten loses all of its ids; every other server's ids resolve as before (each listing
+    and removal walks the server's own ids only: round 30)."""
+    ids = ToolIdMap()
+    before = {server: ids.assign_server(server, server.upper(), tools) for server, tools in listed.items()}
+    after = ids.assign_server(changed, changed.upper(), relisted)
+    kept = before.get(changed, {})
+    assert {name: after[name] for name in relisted if name in kept} == {n: kept[n] for n in relisted if n in kept}
+    for name, gone in kept.items():
+        if name not in relisted:
+            # Dropped: it resolves to nothing, or to a current tool that claimed the freed id
+            # (``d.e`` and ``d_e`` clean to one name), never to the tool that is gone.
+            assert ids.resolve(gone) in {None} | {(changed, n) for n in relisted if after[n] == gone}
+    for server, assigned in before.items():
+        if server != changed:
+            assert all(ids.resolve(tool_id) == (server, name) for name, tool_id in assigned.items())
+    assert len(ids) == sum(len(tools) for server, tools in listed.items() if server != changed) + len(relisted)
+    ids.forget_server(changed)
+    assert all(ids.resolve(tool_id) is None for tool_id in after.values())
+    assert len(ids) == sum(len(tools) for server, tools in listed.items() if server != changed)
