@@ -49,6 +49,7 @@ In both modes a group whose leader's PID is held by a *different* process is nev
 from __future__ import annotations
 
 import collections
+import hashlib
 import os
 import signal
 import threading
@@ -86,6 +87,7 @@ __all__ = [
     "TERM_GRACE",
     "Target",
     "carries",
+    "command_digest",
     "create_time_of",
     "find_process",
     "group_alive",
@@ -93,6 +95,7 @@ __all__ = [
     "marker_carriers",
     "marker_of",
     "same_create_time",
+    "unexeced_children",
 ]
 
 #: Two create_times closer than this are the same process start. psutil derives
@@ -468,6 +471,54 @@ _walks = _SharedWalks()
 if hasattr(os, "register_at_fork"):
     # A child forked while a thread held the walks' lock would wait on it for good.
     os.register_at_fork(after_in_child=_walks.reset)
+
+
+def command_digest(pid: int | str = "self") -> str | None:
+    """A digest of a process's command line (``/proc/<pid>/cmdline``); ``None`` where it cannot be read.
+
+    The host gives its own to its reaper sidecar, which knows by it the children the host
+    was spawning as it died (:func:`unexeced_children`).
+    """
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return hashlib.sha256(file.read()).hexdigest()
+    except OSError:
+        return None
+
+
+_NO_COMMAND = hashlib.sha256(b"").hexdigest()
+"""The digest of an empty command line: a process in the middle of its exec (or a zombie)."""
+
+
+def unexeced_children(digest: str, among: Iterable[int] | None = None) -> set[int]:
+    """Live session leaders whose command line has *digest*, or none yet: a dead host's spawns not yet exec'd.
+
+    A spawn's child (``start_new_session``) calls ``setsid`` first and closes its copies of
+    the host's descriptors last, just before its exec. Until that exec it runs the host's
+    program with the host's command line and environment (a vfork child, the host's very
+    memory), so it carries no marker yet; in the middle of the exec its command line and
+    environment read empty for a moment. Looks at every process, or only at ``among`` (what
+    can only shrink once the host is gone). Linux only: elsewhere, none.
+    """
+    me = os.getpid()
+    if among is None:
+        try:
+            among = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+        except OSError:  # no /proc
+            return set()
+    found = set()
+    for pid in among:
+        if pid == me:
+            continue
+        try:
+            fields = _stat_fields(pid)  # state ppid pgrp session ...
+            if fields[0] == b"Z" or int(fields[3]) != pid:
+                continue
+        except (OSError, ValueError, IndexError):
+            continue
+        if command_digest(pid) in (digest, _NO_COMMAND):
+            found.add(pid)
+    return found
 
 
 def marker_carriers(marker: str) -> list[psutil.Process]:

@@ -341,6 +341,9 @@ def _sidecar_argv(ledger: Path, term_grace: float, *, marker: str | None = None)
     options = ["--site", psutil_home, "--ledger", str(ledger), "--term-grace", repr(term_grace)]
     if marker is not None:
         options += ["--marker", marker]
+        command = _kill.command_digest()
+        if command is not None:  # its spawns that had not exec'd as it died are known by it
+            options += ["--host-command", command]
     if script and os.path.isfile(script):
         # -I -S: no user site, no site-packages, no PYTHON* variables; the sidecar needs
         # only the stdlib, psutil and _kill, and starts in a few tens of milliseconds.

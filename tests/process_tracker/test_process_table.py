@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import psutil
 
@@ -160,3 +161,39 @@ def test_a_forked_child_walks_even_if_the_parent_was_mid_walk() -> None:
 def _walks_in_child() -> int:
     _kill._walks.table()
     return _kill._walks.walks
+
+
+def test_unexeced_children_are_session_leaders_running_the_hosts_command_until_they_exec() -> None:
+    """A forked child that called ``setsid`` runs this process's command line until it execs:
+    found by this process's digest, and no longer once it has exec'd; a child that is no
+    session leader is not one of a spawn's children."""
+    digest = _kill.command_digest()
+    assert digest is not None and digest == _kill.command_digest(os.getpid())
+    read_end, write_end = os.pipe()
+    leader = os.fork()
+    if leader == 0:  # only system calls until the exec
+        os.setsid()
+        os.read(read_end, 1)
+        os.execv(sys.executable, [sys.executable, "-c", "import time; time.sleep(30)"])
+    other = os.fork()
+    if other == 0:
+        os.read(read_end, 1)
+        os._exit(0)
+    try:
+        deadline = time.monotonic() + 10.0  # until the leader's setsid has run
+        while leader not in _kill.unexeced_children(digest) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert leader in _kill.unexeced_children(digest)
+        assert other not in _kill.unexeced_children(digest)
+        os.write(write_end, b"xx")  # both go on: the leader execs, the other exits
+        assert os.waitpid(other, 0)[1] == 0
+        deadline = time.monotonic() + 10.0
+        while _kill.unexeced_children(digest, among=[leader]) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _kill.unexeced_children(digest, among=[leader]) == set()
+        assert psutil.Process(leader).cmdline()[1:] == ["-c", "import time; time.sleep(30)"]
+    finally:
+        os.kill(leader, 9)
+        os.waitpid(leader, 0)
+        os.close(read_end)
+        os.close(write_end)

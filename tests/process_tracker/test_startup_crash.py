@@ -4,6 +4,7 @@ the first connections), leaves no server process behind."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -12,12 +13,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from pt_support import wait_gone, wait_no_carriers
 
 from mcp_actors.process_tracker import ProcessIdentity
 
 HOST = Path(__file__).with_name("startup_crash_host.py")
+LATE_EXEC_HOST = Path(__file__).with_name("late_exec_host.py")
 STARTUP_TIMEOUT = 60.0
 SERVERS = 4
 
@@ -45,6 +48,39 @@ def test_a_host_killed_at_its_first_spawn_leaves_no_server(tmp_path: Path, mode:
         # killed by wait_no_carriers when it fails, so a failing test leaks nothing).
         wait_no_carriers(report["marker"], timeout=20.0)
         wait_gone([spawned], timeout=1.0)
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+
+
+def test_a_server_that_execs_after_its_host_died_is_killed_too(tmp_path: Path) -> None:
+    """A spawn's child that closed its descriptors but had not exec'd when its host died (so the
+    sidecar's first look found no marker on it) is killed once it execs: its server is gone."""
+    host = subprocess.Popen(
+        [sys.executable, str(LATE_EXEC_HOST), "1.0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "MCP_ACTORS_STATE_DIR": str(tmp_path / "state")},
+    )
+    try:
+        assert host.stdout is not None
+        ready, _, _ = select.select([host.stdout], [], [], STARTUP_TIMEOUT)
+        line = host.stdout.readline() if ready else b""
+        host.wait(timeout=STARTUP_TIMEOUT)
+        assert line, host.stderr.read().decode(errors="replace") if host.stderr else "no report"
+        assert host.returncode == -signal.SIGKILL
+        report = json.loads(line)
+        # The child execs the server a second after the host's death: it must be gone within
+        # 20 s, and nothing else of the host left (what is left when this fails is killed, so
+        # a failing run leaks nothing).
+        child = psutil.Process(report["child"])
+        _, alive = psutil.wait_procs([child], timeout=20.0)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        assert not alive, f"the late server outlived its host: {[p.cmdline() for p in alive]}"
+        wait_no_carriers(report["marker"], timeout=5.0)
     finally:
         if host.poll() is None:
             host.kill()
