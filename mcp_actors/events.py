@@ -189,14 +189,20 @@ class Subscription:
         Raises:
             trio.EndOfChannel: The subscription (or the bus) is closed and drained.
         """
+        # Trio's rule for a receive: a cancellation point before anything is taken (a
+        # receive cancelled by its deadline leaves the event buffered), a schedule point after.
+        await trio.lowlevel.checkpoint_if_cancelled()
         while True:
             try:
                 event = self.receive_nowait()
             except trio.WouldBlock:
-                self._wakeup = trio.Event()
+                # Readers sharing the subscription share the wake-up: a new one only once the
+                # last was used, or an earlier reader would wait on one nobody sets.
+                if self._wakeup.is_set():
+                    self._wakeup = trio.Event()
                 await self._wakeup.wait()
                 continue
-            await trio.lowlevel.checkpoint()
+            await trio.lowlevel.cancel_shielded_checkpoint()
             return event
 
     def close(self) -> None:

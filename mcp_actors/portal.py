@@ -714,6 +714,10 @@ class SyncSubscription:
         """
 
         async def receive() -> Event:
+            try:
+                return self._sub.receive_nowait()  # a poll (``timeout=0``) gets what is buffered
+            except trio.WouldBlock:
+                pass
             with trio.fail_after(timeout) if timeout is not None else trio.CancelScope():
                 return await self._sub.receive()
 

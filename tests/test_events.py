@@ -233,3 +233,53 @@ async def test_abandoned_service_subscriptions_leave_the_runtime_bus(tmp_path: P
         await trio.testing.wait_all_tasks_blocked()
         gc.collect()
         assert rt.bus.statistics().subscribers == 0
+
+
+# ----------------------------------------------------------------------------- readers and deadlines
+
+
+async def test_two_readers_of_one_subscription_both_see_events_and_its_close() -> None:
+    """Readers sharing a subscription each wake for events and each end at its close.
+
+    Each waiting reader used to replace the one wake-up event, so an earlier reader waited on
+    one nobody would set: it saw no later event and outlived the close.
+    """
+    bus = EventBus()
+    sub = bus.subscribe()
+    got: dict[str, int] = {"A": 0, "B": 0}
+    ended: set[str] = set()
+
+    async def reader(name: str) -> None:
+        async for _event in sub:
+            got[name] += 1
+        ended.add(name)
+
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader, "A")
+            nursery.start_soon(reader, "B")
+            await trio.testing.wait_all_tasks_blocked()
+            for _ in range(6):
+                bus.emit(EventType.TOOL_CALLED)
+                await trio.testing.wait_all_tasks_blocked()
+            assert got["A"] > 0 and got["B"] > 0 and got["A"] + got["B"] == 6
+            sub.close()
+    assert ended == {"A", "B"}
+
+
+async def test_a_receive_cancelled_by_its_deadline_takes_no_event() -> None:
+    """A receive whose deadline has passed raises Cancelled and leaves the event buffered.
+
+    It used to take the event off the buffer and then raise at its closing checkpoint: a poll
+    with an expired deadline lost one event each time, uncounted in ``dropped``.
+    """
+    bus = EventBus()
+    sub = bus.subscribe()
+    for _ in range(3):
+        bus.emit(EventType.TOOL_CALLED)
+    for _ in range(5):
+        with trio.move_on_after(0) as scope:
+            await sub.receive()
+        assert scope.cancelled_caught
+    assert [sub.receive_nowait().seq for _ in range(3)] == [1, 2, 3]
+    assert sub.dropped == 0

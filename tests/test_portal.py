@@ -346,3 +346,18 @@ def test_facades_offer_health_current_list_and_camel_case_update(
 
     rtt, names, updated = asyncio.run(from_asyncio())
     assert 0 <= rtt < BOUND and names == ["demo"] and updated
+
+
+def test_sync_subscription_polls_with_a_zero_timeout_and_loses_nothing(portal: RuntimePortal) -> None:
+    """``get(timeout=0)`` returns a buffered event, and a timed-out ``get`` takes none.
+
+    Each ``get(timeout=0)`` used to time out *and* take an event off the buffer.
+    """
+    service = portal.sync_service()
+    sub = service.subscribe()
+    service.add({**fault_input("f"), "isActive": False})  # one servers:changed, nothing connects
+    assert sub.get(timeout=0).type == events.SERVERS_CHANGED
+    for _ in range(3):
+        with pytest.raises(TimeoutError):
+            sub.get(timeout=0)
+    assert sub.dropped == 0
