@@ -24,6 +24,7 @@ from mcp_actors.errors import (
     ConfigError,
     ConfigStoreError,
     ConnectionFailed,
+    InvalidCallInput,
     LookupFailed,
     McpActorsError,
     ServerInactive,
@@ -136,7 +137,7 @@ def exit_code_for(exc: BaseException) -> ExitCode:
         # Order matters: the specific classes come before their bases.
         case ToolCallTimeout():
             return ExitCode.UNAVAILABLE
-        case ToolDisabled():
+        case ToolDisabled() | InvalidCallInput():
             return ExitCode.USAGE
         case ToolCallDenied() | ToolCallFailed():
             return ExitCode.FAILED

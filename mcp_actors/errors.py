@@ -34,6 +34,7 @@ __all__ = [
     "ConnectTimeout",
     "ConnectionFailed",
     "DuplicateServerName",
+    "InvalidCallInput",
     "InvalidServerConfig",
     "InvalidToolName",
     "LookupFailed",
@@ -44,6 +45,7 @@ __all__ = [
     "ServerMisconfigured",
     "ServerNotFound",
     "ServerProtocolError",
+    "ServerRequestFailed",
     "ServerStartFailed",
     "StressConfigInvalid",
     "StressWorkerDied",
@@ -223,6 +225,23 @@ class ServerCircuitOpen(ConnectionFailed):
     """
 
 
+class ServerRequestFailed(McpActorsError):
+    """The server answered a request (``resources/read``, ``prompts/get``, ...) with a JSON-RPC error.
+
+    The connection is fine: the server refused this one request (an unknown resource or
+    prompt, arguments it rejects). Read the message, fix the request and retry.
+
+    Attributes:
+        method: The request's method.
+        code: The JSON-RPC error code the server sent.
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, method: str, code: int) -> None:
+        super().__init__(message, server=server)
+        self.method = method
+        self.code = code
+
+
 class ServerInactive(McpActorsError):
     """The server is configured but disabled (``isActive: false``). Enable it first.
 
@@ -265,6 +284,21 @@ class ToolCallTimeout(ToolCallFailed, TimeoutError):
 
 class ToolDisabled(ToolCallFailed):
     """The tool is listed in the server's ``disabledTools``."""
+
+
+class InvalidCallInput(ToolCallFailed, ValueError):
+    """The call's own input is wrong; nothing was sent. Fix the call and retry.
+
+    Its arguments are not a JSON object of JSON values (a list, a set, ``NaN``, an object
+    JSON cannot carry), or its timeout is not a positive, finite number of seconds.
+
+    Attributes:
+        field: What is wrong: ``"arguments"`` (or a path into them, ``"arguments.when"``) or ``"timeout"``.
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, tool: str | None = None, field: str) -> None:
+        super().__init__(message, server=server, tool=tool)
+        self.field = field
 
 
 class ToolCallDenied(ToolCallFailed, PermissionError):

@@ -19,6 +19,8 @@ _VALUES = {
     "field": "config.env.TOKEN",
     "task_id": "t-1",
     "status": "failed",
+    "method": "resources/read",
+    "code": -32602,
 }
 
 

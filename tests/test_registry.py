@@ -290,3 +290,45 @@ async def test_secrets_never_leak(tmp_path: Path, caplog: pytest.LogCaptureFixtu
         texts += [r.getMessage() for r in caplog.records]
         for text in texts:
             assert secret not in text and token not in text
+
+
+async def test_an_approver_that_never_answers_is_bounded_by_the_callback_timeout(tmp_path: Path) -> None:
+    """A hung approver: the call is denied at ``callback_timeout``, typed and named; it never reaches the server.
+
+    The service awaited the approver with no bound: a call with ``timeout=1`` still waited
+    when the test gave up on it.
+    """
+    async with runtime_at(tmp_path, callback_timeout=0.2) as rt:
+        svc = rt.service
+        await svc.add(demo_input("untrusted"))
+        hung = trio.Event()
+
+        async def approver(request) -> bool:
+            hung.set()
+            await trio.sleep_forever()
+            raise AssertionError("unreachable")
+
+        svc.set_approver(approver)
+        with trio.fail_after(30), pytest.raises(ToolCallDenied) as info:
+            await svc.call_tool("untrusted", "echo", {"text": "x"}, timeout=60)
+        assert hung.is_set()
+        assert "did not answer within 0.2s" in str(info.value)
+        assert info.value.server == "untrusted" and info.value.tool == "echo"
+        svc.set_approver(None)
+        assert text_of(await svc.call_tool("untrusted", "echo", {"text": "after"})) == "after"
+
+
+async def test_an_approver_that_raises_denies_the_call_with_its_error(tmp_path: Path) -> None:
+    """An approver's own exception is a typed denial naming the server and tool, with the cause kept."""
+    async with runtime_at(tmp_path) as rt:
+        svc = rt.service
+        await svc.add(demo_input("untrusted"))
+
+        def approver(request) -> bool:
+            raise ValueError("policy store unreachable")
+
+        svc.set_approver(approver)
+        with pytest.raises(ToolCallDenied, match="the approver failed: ValueError: policy store unreachable") as info:
+            await svc.call_tool("untrusted", "echo", {"text": "x"})
+        assert isinstance(info.value.__cause__, ValueError)
+        assert info.value.server == "untrusted"
