@@ -274,7 +274,8 @@ async def open_runtime(
             ``async (server_id) -> list``; change them later with ``service.set_roots``
             (``config.allowRoots``).
         callback_timeout: Seconds any one handler may take before the server gets a timeout
-            error (an elicitation: ``cancel``).
+            error (an elicitation: ``cancel``); also the bound on the approver of
+            ``service.set_approver``, whose silence denies the call.
 
     Servers connect lazily: nothing is spawned until a server is first used.
     """

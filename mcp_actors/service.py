@@ -28,7 +28,7 @@ import trio.lowlevel
 
 from mcp_actors import events
 from mcp_actors._call_ids import new_call_id
-from mcp_actors._callbacks import RootsSource
+from mcp_actors._callbacks import DEFAULT_CALLBACK_TIMEOUT, RootsSource
 from mcp_actors._registry import (
     AddServers,
     ForgetTools,
@@ -471,9 +471,38 @@ class McpService:
     def set_approver(self, approver: Approver | None) -> None:
         """Install (or remove) the callback consulted for calls that are not auto-approved.
 
-        Without an approver, such calls proceed: approval is the host's policy.
+        Without an approver, such calls proceed: approval is the host's policy. The approver
+        (a function, or one returning an awaitable) is bounded by ``open_runtime``'s
+        ``callback_timeout``, as every host callback is: no answer in time, or an exception,
+        denies the call (:class:`~mcp_actors.errors.ToolCallDenied`, the exception chained).
         """
         self._approver = approver
+
+    async def _approved(self, approver: Approver, request: ApprovalRequest) -> bool:
+        """Ask ``approver``, bounded by the runtime's ``callback_timeout`` like every host callback.
+
+        No answer in time, or an approver that raises, is a typed denial: the call is not made.
+        """
+        host = self._registry.host
+        bound = host.timeout if host is not None else DEFAULT_CALLBACK_TIMEOUT
+        denied = f"the call to {request.tool_name!r} of server {request.server_name!r} was not approved"
+        with trio.move_on_after(bound):
+            try:
+                verdict = approver(request)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+            except Exception as exc:
+                raise ToolCallDenied(
+                    f"{denied}: the approver failed: {type(exc).__name__}: {exc}",
+                    server=request.server_name,
+                    tool=request.tool_name,
+                ) from exc
+            return bool(verdict)
+        raise ToolCallDenied(
+            f"{denied}: the approver did not answer within {bound:g}s (open_runtime's callback_timeout)",
+            server=request.server_name,
+            tool=request.tool_name,
+        )
 
     async def call_tool(
         self,
@@ -501,7 +530,7 @@ class McpService:
         Raises:
             ServerNotFound, ServerInactive: The server does not exist or is disabled.
             ToolDisabled: The tool is in ``disabledTools``.
-            ToolCallDenied: The approver said no.
+            ToolCallDenied: The approver said no, raised, or did not answer within ``callback_timeout``.
             ToolCallTimeout: No result within the timeout (the server was told to cancel).
             ToolOutputInvalid: The structured result breaks the tool's ``outputSchema``.
             ToolTaskFailed: The tool ran as a task that failed or was cancelled on the server.
@@ -523,18 +552,14 @@ class McpService:
         if self._approver is not None and not (
             record.is_trusted and tool_name not in record.disabled_auto_approve_tools
         ):
-            verdict = self._approver(
-                ApprovalRequest(
-                    server_id=record.id,
-                    server_name=record.name,
-                    tool_name=tool_name,
-                    arguments=args,
-                    call_id=call_id or new_call_id(),
-                )
+            request = ApprovalRequest(
+                server_id=record.id,
+                server_name=record.name,
+                tool_name=tool_name,
+                arguments=args,
+                call_id=call_id or new_call_id(),
             )
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            if not verdict:
+            if not await self._approved(self._approver, request):
                 raise ToolCallDenied(
                     f"the call to {tool_name!r} of server {record.name!r} was not approved",
                     server=record.name,
