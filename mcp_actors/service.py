@@ -28,6 +28,7 @@ import trio.lowlevel
 
 from mcp_actors import events
 from mcp_actors._call_ids import new_call_id
+from mcp_actors._call_input import check_timeout, checked_arguments
 from mcp_actors._callbacks import DEFAULT_CALLBACK_TIMEOUT, RootsSource
 from mcp_actors._registry import (
     AddServers,
@@ -530,6 +531,8 @@ class McpService:
         Raises:
             ServerNotFound, ServerInactive: The server does not exist or is disabled.
             ToolDisabled: The tool is in ``disabledTools``.
+            InvalidCallInput: ``arguments`` are not a JSON object of JSON values (``NaN``
+                included), or ``timeout`` is not a positive, finite number of seconds.
             ToolCallDenied: The approver said no, raised, or did not answer within ``callback_timeout``.
             ToolCallTimeout: No result within the timeout (the server was told to cancel).
             ToolOutputInvalid: The structured result breaks the tool's ``outputSchema``.
@@ -548,7 +551,8 @@ class McpService:
         bus = self._registry.bus
         if call_id is None and (self._approver is not None or bus.has_subscribers or _CALL_LOG.isEnabledFor(DEBUG)):
             call_id = new_call_id()  # an id only when something can see it (an approver, events, the call log)
-        args = dict(arguments or {})
+        args = checked_arguments(arguments, server=record.name, tool=tool_name)
+        check_timeout(timeout, server=record.name, tool=tool_name)
         if self._approver is not None and not (
             record.is_trusted and tool_name not in record.disabled_auto_approve_tools
         ):

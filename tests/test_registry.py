@@ -23,6 +23,7 @@ from mcp_actors.errors import (
     ConfigFileCorrupt,
     ConnectionFailed,
     DuplicateServerName,
+    InvalidCallInput,
     ServerInactive,
     ServerNotFound,
     ToolCallDenied,
@@ -332,3 +333,55 @@ async def test_an_approver_that_raises_denies_the_call_with_its_error(tmp_path: 
             await svc.call_tool("untrusted", "echo", {"text": "x"})
         assert isinstance(info.value.__cause__, ValueError)
         assert info.value.server == "untrusted"
+
+
+@pytest.mark.parametrize(
+    ("arguments", "field", "words"),
+    [
+        ([1, 2], "arguments", "a JSON object"),
+        ("text", "arguments", "a JSON object"),
+        ({"text": object()}, "arguments.text", "cannot be sent as JSON"),
+        ({"a": float("nan"), "b": 1}, "arguments.a", "not a finite number"),
+        ({"a": [1, {"deep": float("inf")}], "b": 1}, "arguments.a[1].deep", "not a finite number"),
+        ({1: "x"}, "arguments", "keys must be strings"),
+    ],
+)
+async def test_bad_call_arguments_are_a_typed_error_naming_the_field(
+    tmp_path: Path, arguments: object, field: str, words: str
+) -> None:
+    """Arguments JSON cannot carry are the caller's error, typed and named; nothing is sent.
+
+    Before: a list or a string gave a bare TypeError/ValueError from ``dict()``, an object a
+    ServerProtocolError blaming the server, and NaN or infinity reached the server as null.
+    """
+    async with runtime_at(tmp_path) as rt:
+        with pytest.raises(InvalidCallInput, match=words) as info:
+            await rt.service.call_tool("demo", "add", arguments)  # type: ignore[arg-type]
+        assert info.value.field == field and info.value.server == "demo" and info.value.tool == "add"
+        assert text_of(await rt.service.call_tool("demo", "add", {"a": 1, "b": 2})) == "3.0"
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), "5", True])
+async def test_a_call_timeout_must_be_a_positive_finite_number(tmp_path: Path, timeout: object) -> None:
+    """A timeout that bounds nothing (or is not a number) is refused before the call, naming the field.
+
+    Before: NaN and a string raised bare ValueError/TypeError, -1 a ToolCallTimeout after sending.
+    """
+    async with runtime_at(tmp_path) as rt:
+        with pytest.raises(InvalidCallInput, match="positive, finite number of seconds") as info:
+            await rt.service.call_tool("demo", "echo", {"text": "x"}, timeout=timeout)  # type: ignore[arg-type]
+        assert info.value.field == "timeout"
+
+
+async def test_arguments_the_encoder_takes_still_pass(tmp_path: Path) -> None:
+    """Mappings, tuples, str and int subclasses stay accepted: the check refuses only what JSON cannot carry."""
+    import enum
+    import types
+
+    class Colour(enum.StrEnum):
+        RED = "red"
+
+    async with runtime_at(tmp_path) as rt:
+        args = types.MappingProxyType({"text": Colour.RED})
+        assert text_of(await rt.service.call_tool("demo", "echo", args)) == "red"
+        assert text_of(await rt.service.call_tool("demo", "add", {"a": 1.5, "b": True})) == "2.5"
