@@ -41,6 +41,7 @@ from mcp_actors.naming import claim_name, direct_tool_name
 from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
 from mcp_actors.records import McpServerRecord
 from mcp_actors.tools import McpTool
+from supervisors import raise_single
 
 __all__ = [
     "DirectMcpConnection",
@@ -389,18 +390,21 @@ async def open_direct_mcp_tools(
     Yields:
         ``(tools, connections)`` as :func:`load_direct_mcp_tools` returns them.
     """
-    async with trio.open_nursery() as nursery:
-        tools, connections = await load_direct_mcp_tools(
-            servers,
-            nursery=nursery,
-            timeout=timeout,
-            bus=bus,
-            sampling_handler=sampling_handler,
-            elicitation_handler=elicitation_handler,
-            roots=roots,
-            callback_timeout=callback_timeout,
-        )
-        try:
-            yield tools, connections
-        finally:
-            await close_direct_mcp_connections(connections, close_grace=close_grace)
+    try:
+        async with trio.open_nursery() as nursery:
+            tools, connections = await load_direct_mcp_tools(
+                servers,
+                nursery=nursery,
+                timeout=timeout,
+                bus=bus,
+                sampling_handler=sampling_handler,
+                elicitation_handler=elicitation_handler,
+                roots=roots,
+                callback_timeout=callback_timeout,
+            )
+            try:
+                yield tools, connections
+            finally:
+                await close_direct_mcp_connections(connections, close_grace=close_grace)
+    except BaseExceptionGroup as group:
+        raise_single(group)  # the nursery is ours: the block's own error comes out as itself

@@ -47,6 +47,7 @@ from ._supervisor import ChildInfo as ChildInfo
 from ._supervisor import Supervisor as Supervisor
 from ._supervisor import SupervisorStatistics as SupervisorStatistics
 from ._supervisor import open_supervisor as open_supervisor
+from ._supervisor import raise_single as raise_single
 from ._supervisor import run_supervisor as run_supervisor
 
 __all__ = [
@@ -72,6 +73,7 @@ __all__ = [
     "backoff_delay",
     "open_mailbox",
     "open_supervisor",
+    "raise_single",
     "run_supervisor",
     "should_restart",
 ]

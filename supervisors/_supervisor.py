@@ -705,11 +705,13 @@ class Supervisor:
                 child.restart_at = None
 
 
-def _raise_single(group: BaseExceptionGroup[BaseException]) -> NoReturn:
+def raise_single(group: BaseExceptionGroup[BaseException]) -> NoReturn:
     """Re-raise the one meaningful exception of a nursery's group, keeping its context.
 
-    The supervisor's nursery is an implementation detail; callers should see the body's
-    own exception or :class:`RestartIntensityExceeded`, not a group around it.
+    A context manager's own nursery is an implementation detail: callers should see the
+    body's own exception (or :class:`RestartIntensityExceeded`), not a group around it.
+    ``Cancelled`` siblings are not meaningful; with more than one meaningful exception
+    the group itself is raised.
     """
     meaningful = [exc for exc in group.exceptions if not isinstance(exc, trio.Cancelled)]
     if len(meaningful) > 1:
@@ -787,7 +789,7 @@ async def open_supervisor(
                     await supervisor._close()
                 nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
-        _raise_single(group)
+        raise_single(group)
 
 
 async def run_supervisor(

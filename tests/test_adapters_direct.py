@@ -34,6 +34,7 @@ from mcp_actors.errors import (
     ServerInactive,
     ServerStartFailed,
     ToolCallTimeout,
+    ToolNotFound,
 )
 from mcp_actors.formats import convert_mcp_tools_to_openai
 from mcp_actors.naming import direct_tool_name, is_provider_safe
@@ -303,3 +304,18 @@ async def test_direct_http_server() -> None:
             assert await by_name["web__resource_link"].execute() == "[Resource link: demo://readme]"
             with pytest.raises(ToolCallTimeout, match=r"'web__sleep'.*0\.5s"):
                 await by_name["web__sleep"].execute({"seconds": 30})
+
+
+async def test_errors_leave_the_direct_tools_block_bare_not_in_a_group(no_leaked_tasks: None) -> None:
+    """A typed error raised in the block, and the loader's own ValueError, come out as themselves.
+
+    Before: both came out of ``open_direct_mcp_tools`` wrapped in an ExceptionGroup (its
+    nursery's), so ``except McpActorsError`` and ``except ValueError`` missed them.
+    """
+    demo = builtin_demo_record()
+    with pytest.raises(ToolNotFound):
+        async with open_direct_mcp_tools([demo]):
+            raise ToolNotFound("raised in the block, as a host's own call might")
+    with pytest.raises(ValueError, match="twice"):
+        async with open_direct_mcp_tools([demo, demo]):
+            raise AssertionError("unreachable: the same server twice is refused")
