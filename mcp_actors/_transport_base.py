@@ -158,6 +158,10 @@ class TransportLink:
     garbage_lines: int = 0
     garbage_sample: str | None = None
     secrets: tuple[str, ...] = attrs.field(default=(), repr=False)
+    abandoned: bool = False
+    """The session never finished connecting: the transport's close kills at once, with no
+    graceful close first (nothing was established to end gracefully, and the connect
+    timeout's error must not wait for one)."""
     _closers: list[_Closer] = attrs.field(factory=list)
     """Closed when the link dies: the session's read stream, the stdio reader's cancel scope."""
 

@@ -609,47 +609,55 @@ class _ConnectionActor:
                 scope.cancel()
             try:
                 async with open_transport(settings.transport, label=self.label) as link:
-                    cell.set(process=link.process)
-                    cell.stderr = link.stderr
-                    # Host callbacks: fixed for the session's life, as its handshake declared them.
-                    offered = settings.host.offers(settings) if settings.host is not None else frozenset()
-                    host_kwargs = settings.host.session_kwargs(settings) if settings.host is not None else {}
-                    # One dispatcher for every transport (issue 15): the link's own wire, or its streams.
-                    dispatcher = WireDispatcher(
-                        link.wire or StreamWire(link.read_stream, link.write_stream),
-                        # Task statuses are types-only in the SDK's method tables: handled by the
-                        # dispatcher (the SDK's notification_bindings would cost a task per session).
-                        bound={
-                            "notifications/tasks/status": BoundNotification(
-                                params_type=mcp_types.TaskStatusNotificationParams, handler=self._on_task_status
-                            )
-                        },
-                    )
-                    session = ClientSession(
-                        dispatcher=dispatcher,
-                        message_handler=self._on_message,
-                        logging_callback=self._on_log,
-                        client_info=CLIENT_INFO,
-                        **host_kwargs,
-                    )
-                    async with session:
-                        result = await _handshake(session, settings.negotiate)
-                        if isinstance(result, mcp_types.InitializeResult):
-                            await self._apply_log_level(session)
-                        else:
-                            # 2026-07-28: server events ride one subscriptions/listen stream.
-                            cell.listener = Listener(session=session, label=self.label, on_reopen=self._listen_reopened)
-                        scope.deadline = math.inf
-                        run.live = LiveSession(
-                            session=session,
-                            link=link,
-                            label=self.label,
-                            offered=offered,
-                            dispatcher=dispatcher,
-                            stamp=RequestStamp.negotiated(session, client_info=CLIENT_INFO, host_kwargs=host_kwargs),
+                    try:
+                        cell.set(process=link.process)
+                        cell.stderr = link.stderr
+                        # Host callbacks: fixed for the session's life, as its handshake declared them.
+                        offered = settings.host.offers(settings) if settings.host is not None else frozenset()
+                        host_kwargs = settings.host.session_kwargs(settings) if settings.host is not None else {}
+                        # One dispatcher for every transport (issue 15): the link's own wire, or its streams.
+                        dispatcher = WireDispatcher(
+                            link.wire or StreamWire(link.read_stream, link.write_stream),
+                            # Task statuses are types-only in the SDK's method tables: handled by the
+                            # dispatcher (the SDK's notification_bindings would cost a task per session).
+                            bound={
+                                "notifications/tasks/status": BoundNotification(
+                                    params_type=mcp_types.TaskStatusNotificationParams, handler=self._on_task_status
+                                )
+                            },
                         )
-                        first = self._connected(run.live, result)
-                        await self._connected_life(run, run.live, first)
+                        session = ClientSession(
+                            dispatcher=dispatcher,
+                            message_handler=self._on_message,
+                            logging_callback=self._on_log,
+                            client_info=CLIENT_INFO,
+                            **host_kwargs,
+                        )
+                        async with session:
+                            result = await _handshake(session, settings.negotiate)
+                            if isinstance(result, mcp_types.InitializeResult):
+                                await self._apply_log_level(session)
+                            else:
+                                # 2026-07-28: server events ride one subscriptions/listen stream.
+                                cell.listener = Listener(
+                                    session=session, label=self.label, on_reopen=self._listen_reopened
+                                )
+                            scope.deadline = math.inf
+                            run.live = LiveSession(
+                                session=session,
+                                link=link,
+                                label=self.label,
+                                offered=offered,
+                                dispatcher=dispatcher,
+                                stamp=RequestStamp.negotiated(
+                                    session, client_info=CLIENT_INFO, host_kwargs=host_kwargs
+                                ),
+                            )
+                            first = self._connected(run.live, result)
+                            await self._connected_life(run, run.live, first)
+                    finally:
+                        if run.live is None:
+                            link.abandoned = True  # never connected: killed at once, no graceful close
             except BaseException as exc:
                 failure = self._classify(exc, link)
                 if failure is None:

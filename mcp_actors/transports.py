@@ -812,7 +812,8 @@ async def open_stdio_transport(
             finally:
                 with trio.CancelScope(shield=True):
                     link.die(link.death_reason or "closed by the client")
-                    await _stop_process(process, identity, params, link, tracker)
+                    ladder = attrs.evolve(params, close_grace=0.0, term_grace=0.0) if link.abandoned else params
+                    await _stop_process(process, identity, ladder, link, tracker)
     finally:
         with trio.CancelScope(shield=True):
             for pipe in (process.stdout, process.stderr):

@@ -205,6 +205,25 @@ async def test_slow_start_beyond_connect_timeout() -> None:
             await handle.connect()
 
 
+async def test_a_connect_timeout_is_declared_at_its_bound_not_after_a_graceful_close() -> None:
+    """A server that never finished connecting is killed at once: the error comes at the bound.
+
+    Before: the transport's graceful close ran first (stdin closed, ``close_grace`` for the
+    server to exit, SIGTERM, ``term_grace``), so ConnectTimeout and every call waiting on
+    the connect came that much after the bound it names (2 s later by default; here the
+    graces are 60 s each, so the old code overruns the test's bound).
+    """
+    argv = fault_server_command("--slow-start", "300")
+    transport = StdioParams(command=argv[0], args=tuple(argv[1:]), close_grace=60.0, term_grace=60.0)
+    settings = stdio_settings(
+        argv, transport=transport, connect_timeout=0.5, intensity=Intensity(max_restarts=0, period=60)
+    )
+    async with running(settings) as ([handle], _):
+        with trio.fail_after(30), pytest.raises(ConnectTimeout, match=r"0\.5s"):
+            await handle.connect()
+        assert handle.status().pid is None
+
+
 async def test_garbage_on_stdout_is_skipped_and_reported() -> None:
     """Non-JSON (and non-UTF-8) lines on stdout are skipped; the session still works."""
     async with running(stdio_settings(fault_server_command("--garbage-stdout=interleave"))) as ([handle], _):
