@@ -49,22 +49,22 @@ def checked_arguments(arguments: object, *, server: str, tool: str) -> dict[str,
     return args
 
 
-def check_timeout(timeout: object, *, server: str, tool: str) -> None:
+def check_timeout(timeout: object, *, server: str, tool: str | None, default: str = "the server's callTimeout") -> None:
     """Refuse a timeout that bounds nothing: it must be ``None`` or a positive, finite number of seconds."""
     if timeout is None:
         return
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (0 < timeout < math.inf):
         raise _invalid(
-            f"timeout is {timeout!r}; it must be a positive, finite number of seconds (or None for the server's"
-            " callTimeout)",
+            f"timeout is {timeout!r}; it must be a positive, finite number of seconds (or None for {default})",
             server=server,
             tool=tool,
             field="timeout",
         )
 
 
-def _invalid(what: str, *, server: str, tool: str, field: str) -> InvalidCallInput:
-    return InvalidCallInput(f"call to {tool!r} of server {server!r}: {what}", server=server, tool=tool, field=field)
+def _invalid(what: str, *, server: str, tool: str | None, field: str) -> InvalidCallInput:
+    call = f"call to {tool!r} of server {server!r}" if tool is not None else f"server {server!r}"
+    return InvalidCallInput(f"{call}: {what}", server=server, tool=tool, field=field)
 
 
 def _problem(value: object, path: str) -> tuple[str, str] | None:

@@ -634,14 +634,19 @@ class McpService:
         """Ping the server now (connecting first if needed); returns the round trip in seconds.
 
         Health is otherwise checked periodically by each connection (``pingInterval``);
-        this asks on demand, e.g. before handing a server's tools to a model.
+        this asks on demand, e.g. before handing a server's tools to a model. As for the
+        periodic ping, a ping unanswered within ``timeout`` means the server is dead: it is
+        declared so (state ``error``, its calls in flight fail, it restarts on next use).
+        A server answers a ping while its tools run, so pick a bound it can always meet.
 
         Raises:
             ServerNotFound, ServerInactive: The server does not exist or is disabled.
+            InvalidCallInput: ``timeout`` is not a positive, finite number of seconds.
             ConnectionFailed: It could not be reached or did not answer the ping in time.
         """
         await trio.lowlevel.checkpoint()
-        _record, handle = await self._active(server)
+        record, handle = await self._active(server)
+        check_timeout(timeout, server=record.name, tool=None, default="the default of 10 s")
         return await handle.health(timeout=timeout)
 
     async def discover(self, server: str) -> Discovery:

@@ -385,3 +385,23 @@ async def test_arguments_the_encoder_takes_still_pass(tmp_path: Path) -> None:
         args = types.MappingProxyType({"text": Colour.RED})
         assert text_of(await rt.service.call_tool("demo", "echo", args)) == "red"
         assert text_of(await rt.service.call_tool("demo", "add", {"a": 1.5, "b": True})) == "2.5"
+
+
+@pytest.mark.parametrize("timeout", [0, -5, float("nan"), float("inf")])
+async def test_health_refuses_a_timeout_that_bounds_nothing_and_leaves_the_server_alone(
+    tmp_path: Path, timeout: float
+) -> None:
+    """``health(timeout=0)`` and the like are refused, typed, before any ping: the server is not declared dead.
+
+    Before: 0 and -5 were accepted, the ping "timed out" at once, and the healthy server was
+    declared dead, failing every call in flight on it.
+    """
+    async with runtime_at(tmp_path) as rt:
+        svc = rt.service
+        assert await svc.health("demo") >= 0
+        sub = svc.subscribe()
+        with pytest.raises(InvalidCallInput, match="positive, finite number of seconds") as info:
+            await svc.health("demo", timeout=timeout)
+        assert info.value.field == "timeout" and info.value.server == "demo"
+        assert [e for e in drain(sub) if e.type == events.CONNECTION_STATE] == []
+        assert text_of(await svc.call_tool("demo", "echo", {"text": "still here"})) == "still here"
