@@ -464,6 +464,19 @@ class McpService:
             " list_all_active_server_tools, or 'mcp-actors tools')"
         )
 
+    def _unlisted_server_of(self, tool_id: str) -> McpServerRecord | None:
+        """The active server whose id prefix ``tool_id`` carries, when its tools are not in the snapshot."""
+        snap = self._registry.snapshot
+        wanted = clean_name(tool_id)
+        for record in snap.records.values():
+            if (
+                record.is_active
+                and record.id not in snap.tools
+                and wanted.startswith(f"mcp__{clean_name(record.name)}__")
+            ):
+                return record
+        return None
+
     def is_auto_approved(self, server: str, tool_name: str) -> bool:
         """Whether a call needs no approval: the server is trusted and the tool is not excluded."""
         record = self._record(server)
@@ -600,9 +613,20 @@ class McpService:
         on_progress: ProgressCallback | None = None,
         as_task: bool | None = None,
     ) -> mcp_types.CallToolResult:
-        """:meth:`call_tool` for a tool id from a listing (what an LLM asks for)."""
+        """:meth:`call_tool` for a tool id from a listing (what an LLM asks for).
+
+        An id of an active server whose tools were not listed yet in this runtime (an id a
+        host kept from an earlier run) lists that server first, then resolves.
+        """
         await trio.lowlevel.checkpoint_if_cancelled()
-        record, name = self.resolve_tool_id(tool_id)
+        try:
+            record, name = self.resolve_tool_id(tool_id)
+        except ToolNotFound:
+            unlisted = self._unlisted_server_of(tool_id)
+            if unlisted is None:
+                raise
+            await self.list_server_tools(unlisted.id)
+            record, name = self.resolve_tool_id(tool_id)
         return await self.call_tool(
             record.id, name, arguments, call_id, timeout=timeout, on_progress=on_progress, as_task=as_task
         )

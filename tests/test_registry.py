@@ -405,3 +405,18 @@ async def test_health_refuses_a_timeout_that_bounds_nothing_and_leaves_the_serve
         assert info.value.field == "timeout" and info.value.server == "demo"
         assert [e for e in drain(sub) if e.type == events.CONNECTION_STATE] == []
         assert text_of(await svc.call_tool("demo", "echo", {"text": "still here"})) == "still here"
+
+
+async def test_a_tool_id_works_before_its_server_was_listed(tmp_path: Path) -> None:
+    """``call_tool_by_id`` with an id of a server not listed yet (an id a host kept from an earlier run) lists it first.
+
+    Before: ToolNotFound ("ids come from listing the tools") although the server and the
+    tool exist; an unknown tool of that server is still ToolNotFound, after the listing.
+    """
+    async with runtime_at(tmp_path) as rt:
+        svc = rt.service
+        assert text_of(await svc.call_tool_by_id("mcp__demo__echo", {"text": "kept id"})) == "kept id"
+        with pytest.raises(ToolNotFound, match="mcp__demo__nope"):
+            await svc.call_tool_by_id("mcp__demo__nope", {})
+        with pytest.raises(ToolNotFound, match="mcp__nosuch__echo"):
+            await svc.call_tool_by_id("mcp__nosuch__echo", {})
