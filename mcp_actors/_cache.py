@@ -22,17 +22,24 @@ published: it may already be stale.
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
 import attrs
 import mcp.types as mcp_types
+import pydantic
 import trio
 from mcp import ClientSession
 
 from mcp_actors._live import LiveSession
 from supervisors import Reply
+
+_log = logging.getLogger(__name__)
+
+SendRaw = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Sends one request stamped as the SDK would and returns its raw result (``LiveSession.send_raw``)."""
 
 __all__ = ["Listing", "ListingCache", "ListingKind", "fetch_listing"]
 
@@ -151,8 +158,16 @@ class ListingCache:
         self.published = MappingProxyType({})
 
 
-async def fetch_listing(session: ClientSession, kind: ListingKind) -> tuple[Any, ...]:
-    """Every page of a listing (empty when the server lacks the kind's capability)."""
+async def fetch_listing(
+    session: ClientSession, kind: ListingKind, label: str = "", send_raw: SendRaw | None = None
+) -> tuple[Any, ...]:
+    """Every page of a listing (empty when the server lacks the kind's capability).
+
+    A tool the SDK's types refuse (an ``inputSchema`` with no root ``"type": "object"``, as
+    some real servers ship) is left out with a warning naming the server (``label``) and
+    the tool; the rest of the listing stands. That needs ``send_raw`` (the page is asked for
+    again, raw); without it such a listing fails whole.
+    """
     capability = _CAPABILITY.get(kind)
     caps = session.server_capabilities
     if capability is not None and (caps is None or getattr(caps, capability) is None):
@@ -162,7 +177,13 @@ async def fetch_listing(session: ClientSession, kind: ListingKind) -> tuple[Any,
         case ListingKind.TOOLS:
 
             async def page(params: mcp_types.PaginatedRequestParams | None) -> tuple[list[Any], str | None]:
-                result = await session.list_tools(params=params)
+                try:
+                    result = await session.list_tools(params=params)
+                except pydantic.ValidationError as exc:
+                    if send_raw is None:
+                        raise
+                    # A tool against the spec must cost at most that tool, not its siblings.
+                    result = await _list_tools_leniently(session, params, label, send_raw, exc)
                 return list(result.tools), result.next_cursor
 
         case ListingKind.RESOURCES:
@@ -201,3 +222,56 @@ def make_listing(kind: ListingKind, live: LiveSession, epoch: int, items: tuple[
     return Listing(
         kind=kind, live=live, epoch=epoch, listed_at=trio.current_time(), items=items, by_name=MappingProxyType(by_name)
     )
+
+
+async def _list_tools_leniently(
+    session: ClientSession,
+    params: mcp_types.PaginatedRequestParams | None,
+    label: str,
+    send_raw: SendRaw,
+    refused: pydantic.ValidationError,
+) -> mcp_types.ListToolsResult:
+    """The page again, raw, each tool checked on its own by the SDK's ``Tool`` type.
+
+    ``refused`` is the negotiated revision's check of the whole page, which failed: its
+    complaints are logged once, naming the tools. A tool the ``Tool`` type takes is kept
+    (a root ``anyOf`` with no ``"type": "object"`` is; the provider formats repair it); one
+    it refuses is logged and left out.
+    """
+    raw = await send_raw("tools/list", params.model_dump(by_alias=True, exclude_none=True) if params else {})
+    items = raw.get("tools")
+    if not isinstance(items, list):
+        raise TypeError(f"tools/list result has no list of tools: {type(items).__name__}")
+    cursor = raw.get("nextCursor")
+    _log.warning(
+        "server %r: its tools/list breaks the MCP spec (%s); each tool was checked on its own instead,"
+        " so one bad tool does not hide the others; tell the server's author",
+        label,
+        _complaints(refused, items),
+    )
+    kept: list[mcp_types.Tool] = []
+    for item in items:
+        try:
+            kept.append(mcp_types.Tool.model_validate(item))
+        except pydantic.ValidationError as exc:
+            name = item.get("name", "?") if isinstance(item, dict) else "?"
+            _log.warning("server %r: tool %r left out of the listing: %s", label, name, _complaints(exc, items))
+    result = mcp_types.ListToolsResult(tools=kept, next_cursor=cursor if isinstance(cursor, str) else None)
+    # What the SDK's list_tools does with a listing (2026-07-28 header maps): for the kept tools.
+    absorb = getattr(session, "_absorb_tool_listing", None)
+    if absorb is not None:
+        complete = (params is None or params.cursor is None) and result.next_cursor is None
+        result = absorb(result, complete=complete)
+    return result
+
+
+def _complaints(exc: pydantic.ValidationError, items: list[Any]) -> str:
+    """A validation error's complaints, a tool's index replaced by its name (``tools['untyped'].inputSchema.type``)."""
+    parts = []
+    for error in exc.errors():
+        loc = list(error["loc"])
+        if len(loc) >= 2 and loc[0] == "tools" and isinstance(loc[1], int) and loc[1] < len(items):
+            item = items[loc[1]]
+            loc[:2] = [f"tools[{item.get('name', loc[1]) if isinstance(item, dict) else loc[1]!r}]"]
+        parts.append(f"{'.'.join(str(part) for part in loc)}: {error['msg']}")
+    return "; ".join(parts)

@@ -532,7 +532,9 @@ class _ConnectionActor:
         listings = self.cell.listings
         try:
             items = await live.request(
-                kind.value, lambda session: fetch_listing(session, kind), timeout=self.settings.call_timeout
+                kind.value,
+                live_op=lambda live: fetch_listing(live.session, kind, self.label, live.send_raw),
+                timeout=self.settings.call_timeout,
             )
         except (McpActorsError, SessionEnded) as exc:
             listings.settle(key, exc, publish=False)

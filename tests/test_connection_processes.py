@@ -320,3 +320,22 @@ async def test_unanswered_health_ping_publishes_the_death_before_failing() -> No
         assert handle.status().state is ConnectionState.ERROR
         assert "error" in states(sub)
         assert info.value.server == "srv"
+
+
+async def test_a_tool_with_a_schema_against_the_spec_costs_only_itself(caplog: pytest.LogCaptureFixture) -> None:
+    """A listing with a tool whose inputSchema has no root ``"type": "object"`` still lists, with a warning naming it.
+
+    Before: the SDK's check of the whole ``tools/list`` result failed on that one tool, so
+    every tool of the server was unavailable (a ServerProtocolError for the listing). The
+    SDK's ``Tool`` type takes the tool on its own, so it is kept (the formats repair a root
+    ``anyOf``), and the warning tells the user the server breaks the spec.
+    """
+    async with running(stdio_settings(fault_server_command("--untyped-tool"))) as ([handle], _):
+        tools = await handle.list_tools()
+        assert [tool.name for tool in tools] == ["echo", "add", "sleep", "big", "fail", "untyped"]
+        assert text_of(await handle.call_tool("echo", {"text": "siblings work"})) == "siblings work"
+    warnings = [
+        r.getMessage() for r in caplog.records if r.levelname == "WARNING" and "breaks the MCP spec" in r.getMessage()
+    ]
+    assert len(warnings) == 1
+    assert "server 'srv'" in warnings[0] and "tools['untyped'].inputSchema" in warnings[0]

@@ -65,6 +65,8 @@ class FaultPlan:
         spawn_grandchild: Start a grandchild that ignores SIGTERM.
         huge_output: Every tool result is a text of exactly this many bytes.
         no_ping: Read ``ping`` requests and never answer them.
+        untyped_tool: Also list a tool ``untyped`` whose ``inputSchema`` is a root ``anyOf``
+            with no ``"type": "object"``, as some real servers ship (stdio only).
         flood_notifications: Notifications sent before every ``tools/call`` result.
         http_error_on_call: Answer the Nth ``tools/call`` POST with an HTTP error status
             (streamable HTTP only).
@@ -90,6 +92,7 @@ class FaultPlan:
     spawn_grandchild: bool = False
     huge_output: int | None = attrs.field(default=None, validator=attrs.validators.optional(attrs.validators.ge(0)))
     no_ping: bool = False
+    untyped_tool: bool = False
     flood_notifications: int = attrs.field(default=0, validator=attrs.validators.ge(0))
     http_error_on_call: int | None = attrs.field(
         default=None, validator=attrs.validators.optional(attrs.validators.ge(1))
@@ -110,8 +113,8 @@ class FaultPlan:
             raise ValueError(f"garbage_stdout modes must be among {GARBAGE_MODES}, got {unknown}")
 
     def __attrs_post_init__(self) -> None:
-        if self.transport != "stdio" and (self.garbage_stdout or self.close_stdout):
-            raise ValueError("garbage_stdout and close_stdout need transport 'stdio'")
+        if self.transport != "stdio" and (self.garbage_stdout or self.close_stdout or self.untyped_tool):
+            raise ValueError("garbage_stdout, close_stdout and untyped_tool need transport 'stdio'")
         if self.transport != "streamable-http" and self.http_error_on_call is not None:
             raise ValueError("http_error_on_call needs transport 'streamable-http'")
 
@@ -274,6 +277,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="read ping requests and never answer them; write 'fault: ignoring ping <id>'",
     )
     parser.add_argument(
+        "--untyped-tool",
+        action="store_true",
+        help='also list a tool \'untyped\' whose inputSchema is a root anyOf with no "type": "object" '
+        "(against the spec, as some real servers ship; stdio only)",
+    )
+    parser.add_argument(
         "--flood-notifications",
         type=_non_negative_int,
         default=0,
@@ -335,6 +344,7 @@ def parse_fault_args(argv: Sequence[str] | None = None) -> FaultPlan:
             spawn_grandchild=args.spawn_grandchild,
             huge_output=args.huge_output,
             no_ping=args.no_ping,
+            untyped_tool=args.untyped_tool,
             flood_notifications=args.flood_notifications,
             http_error_on_call=args.http_error_on_call,
             http_error_status=args.http_error_status,

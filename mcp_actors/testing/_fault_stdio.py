@@ -117,6 +117,18 @@ TOOLS: Final[list[dict[str, Any]]] = [
         },
     },
 ]
+UNTYPED_TOOL: Final[dict[str, Any]] = {
+    "name": "untyped",
+    "description": "Listed by --untyped-tool: its inputSchema breaks the spec's rule that the root is an object.",
+    "inputSchema": {
+        "anyOf": [
+            {"type": "object", "properties": {"a": {"type": "string"}}},
+            {"type": "object", "properties": {"b": {"type": "integer"}}},
+        ]
+    },
+}
+"""A tool as some real servers ship it: a root ``anyOf`` with no ``"type": "object"``."""
+
 _TOOL_NAMES: Final = frozenset(tool["name"] for tool in TOOLS)
 
 
@@ -267,7 +279,7 @@ class _StdioFaultServer:
                 else:
                     await self.reply(request_id, {})
             case "tools/list":
-                await self.reply(request_id, {"tools": TOOLS})
+                await self.reply(request_id, {"tools": [*TOOLS, UNTYPED_TOOL] if self.plan.untyped_tool else TOOLS})
             case "tools/call":
                 await self.tools_call(request_id, params)
             case "logging/setLevel":

@@ -67,6 +67,7 @@ UNSUPPORTED_FAULTS: Final = (
     "spawn_grandchild",
     "huge_output",
     "no_ping",
+    "untyped_tool",
     "flood_notifications",
     "http_error_on_call",
 )
