@@ -528,13 +528,16 @@ async def start_prepared(connections: Supervisor, slots: Sequence[PreparedSlot])
     await connections.start_children([slot.child_spec() for slot in slots])
 
 
-async def stop_slot(connections: Supervisor, child_id: str, handle: ConnectionHandle | None) -> None:
+async def stop_slot(
+    connections: Supervisor, child_id: str, handle: ConnectionHandle | None, why: str | None = None
+) -> None:
     """Stop a slot: close its mailbox (the actor closes its server), then terminate and forget the child.
 
-    The one kill path of a slot, used by the registry and by the runtime's exit.
+    The one kill path of a slot, used by the registry and by the runtime's exit. ``why`` is
+    what the server's calls in flight are told (``"the server was disabled"``).
     """
     if handle is not None:
-        await handle.aclose()
+        await handle.aclose(why)
     with trio.move_on_after(SLOT_STOP_BOUND):
         with contextlib.suppress(KeyError, RuntimeError):
             await connections.terminate_child(child_id)
@@ -717,14 +720,14 @@ class _RegistryActor:
         """Make the running tree match ``new_records``: the one path for every change, ours or not."""
         old = self.records
         new = {r.id: r for r in new_records}
-        stops: list[tuple[str, ConnectionHandle]] = []
+        stops: list[tuple[str, ConnectionHandle, str]] = []
         starts: list[McpServerRecord] = []
         changes: list[tuple[str, McpServerRecord]] = []
         for server_id, record in old.items():
             if server_id not in new:
                 changes.append(("removed", record))
                 if server_id in self.handles:
-                    stops.append((self.slots.pop(server_id), self.handles.pop(server_id)))
+                    stops.append((self.slots.pop(server_id), self.handles.pop(server_id), "the server was removed"))
                 self.forget_tools(server_id)
         for server_id, record in new.items():
             before = old.get(server_id)
@@ -739,7 +742,8 @@ class _RegistryActor:
             changes.append(("updated", record))
             reconnect = any(getattr(before, f) != getattr(record, f) for f in RECONNECT_FIELDS)
             if server_id in self.handles and (reconnect or not record.is_active):
-                stops.append((self.slots.pop(server_id), self.handles.pop(server_id)))
+                why = "the server was disabled" if not record.is_active else "its record was changed: it reconnects"
+                stops.append((self.slots.pop(server_id), self.handles.pop(server_id), why))
                 self.forget_tools(server_id)
             if record.is_active and server_id not in self.handles:
                 starts.append(record)
@@ -760,8 +764,8 @@ class _RegistryActor:
         self.publish()
         if stops:
             async with trio.open_nursery() as nursery:
-                for child_id, handle in stops:
-                    nursery.start_soon(stop_slot, self.connections, child_id, handle)
+                for child_id, handle, why in stops:
+                    nursery.start_soon(stop_slot, self.connections, child_id, handle, why)
         # After the stops: a listener told "removed" finds the server's process gone.
         for action, record in changes:
             self.bus.emit(events.SERVERS_CHANGED, action=action, serverId=record.id, serverName=record.name)

@@ -303,6 +303,9 @@ class _StatusCell:
     """The 2026-07-28 session's ``subscriptions/listen`` owner (``None`` on the handshake revisions)."""
     log_level: tuple[ClientSession, str] | None = None
     """A run-time ``set_log_level`` for that session: it lasts until the next connect, as on legacy."""
+    stop_reason: str | None = None
+    """Why the slot is being stopped (``"the server was disabled"``), set by whoever closes its
+    mailbox (:meth:`ConnectionHandle.aclose`): what its ending calls and waiters are told."""
 
     def set(self, **changes: Any) -> None:
         self.status = _evolved(self.status, changes)
@@ -367,10 +370,8 @@ class _Slot:
 
     def stopped_error(self) -> ActorStopped:
         name = self.settings.server_name
-        return ActorStopped(
-            f"server {name!r}: its connection actor stopped (the server was removed or the runtime is closing)",
-            server=name,
-        )
+        why = self.cell.stop_reason or "the server was removed or the runtime is closing"
+        return ActorStopped(f"server {name!r}: its connection actor stopped ({why})", server=name)
 
 
 @attrs.define(eq=False)
@@ -454,7 +455,7 @@ class _ConnectionActor:
                     self._answer_waiters(slot.stopped_error())
                     with trio.move_on_after(STOP_BOUND) as scope:
                         scope.shield = True
-                        await self._close("the server was removed")
+                        await self._close(self.cell.stop_reason or "the server was removed")
                     nursery.cancel_scope.cancel()
         finally:
             self._answer_waiters(slot.failure or slot.stopped_error())
@@ -1774,8 +1775,15 @@ class ConnectionHandle:
         """Close and connect again; also closes an open circuit."""
         await self._ask(lambda r: Reconnect(reply=r), bound=self.settings.session_bound())
 
-    async def aclose(self) -> None:
-        """Close the mailbox: the actor closes its connection and stops."""
+    async def aclose(self, why: str | None = None) -> None:
+        """Close the mailbox: the actor closes its connection and stops.
+
+        Args:
+            why: What its calls in flight and queued requests are told ended them
+                (``"the server was disabled"``); by default, a removal.
+        """
+        if why is not None and self._cell.stop_reason is None:
+            self._cell.stop_reason = why
         await self._mailbox.aclose()
 
 

@@ -349,4 +349,4 @@ async def _close_all_servers(runtime: Runtime) -> None:
     async with trio.open_nursery() as nursery:
         for info in connections.which_children():
             handle = info.value if isinstance(info.value, ConnectionHandle) else None
-            nursery.start_soon(stop_slot, connections, info.id, handle)
+            nursery.start_soon(stop_slot, connections, info.id, handle, "the runtime is closing")

@@ -420,3 +420,42 @@ async def test_a_tool_id_works_before_its_server_was_listed(tmp_path: Path) -> N
             await svc.call_tool_by_id("mcp__demo__nope", {})
         with pytest.raises(ToolNotFound, match="mcp__nosuch__echo"):
             await svc.call_tool_by_id("mcp__nosuch__echo", {})
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ("disable", "the server was disabled"),
+        ("update", "its record was changed"),
+        ("remove", "the server was removed"),
+    ],
+)
+async def test_a_call_ended_by_a_change_to_its_server_says_which_change(
+    tmp_path: Path, change: str, words: str
+) -> None:
+    """A call in flight when its server is disabled, updated or removed fails naming that change.
+
+    Before: every one of them said "(the server was removed)".
+    """
+    async with runtime_at(tmp_path) as rt:
+        svc = rt.service
+        await svc.connect("demo")
+        failures: list[Exception] = []
+
+        async def call() -> None:
+            try:
+                await svc.call_tool("demo", "sleep", {"seconds": 30})
+            except Exception as exc:
+                failures.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call)
+            await trio.testing.wait_all_tasks_blocked()
+            if change == "disable":
+                await svc.update("demo", is_active=False)
+            elif change == "update":
+                await svc.update("demo", name="renamed")
+            else:
+                await svc.remove("demo")
+        assert len(failures) == 1 and isinstance(failures[0], ConnectionFailed)
+        assert words in str(failures[0]) and "removed" not in str(failures[0]).replace(words, "")
