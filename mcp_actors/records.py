@@ -76,6 +76,7 @@ __all__ = [
     "check_name_free",
     "check_record_set",
     "document_from_records",
+    "first_name_clash",
     "new_server_id",
     "record_from_json_dict",
     "record_to_json_dict",
@@ -903,14 +904,31 @@ def check_record_set(records: Sequence[McpServerRecord]) -> None:
                 field="id",
             )
         seen.add(record.id)
-    # One pass, one cleaning per record: the records before any index have distinct cleaned
-    # names (else the check stopped there), so at most one of them can clash with it.
+    clash = first_name_clash([record.name for record in records])
+    if clash is not None:
+        index, other, cleaned = clash
+        _refuse_name(records[index].name, records[other].name, cleaned)
+
+
+def first_name_clash(names: Sequence[str]) -> tuple[int, int, str] | None:
+    """The first name of a set that an earlier one already has, or cleans like (tool ids would collide).
+
+    The rule for a whole set of names (a write, a read of the file); :func:`check_name_free`
+    applies it to one new name.
+
+    Returns:
+        ``(its index, the earlier one's index, the cleaned name)``, or ``None`` when every
+        name is unique also after cleaning.
+    """
+    # One pass, one cleaning per name: the names before any index have distinct cleaned
+    # names (else the search stopped there), so at most one of them can clash with it.
     from mcp_actors.naming import clean_name
 
-    by_cleaned: dict[str, str] = {}
-    for record in records:
-        cleaned = clean_name(record.name)
+    by_cleaned: dict[str, int] = {}
+    for index, name in enumerate(names):
+        cleaned = clean_name(name)
         other = by_cleaned.get(cleaned)
         if other is not None:
-            _refuse_name(record.name, other, cleaned)
-        by_cleaned[cleaned] = record.name
+            return index, other, cleaned
+        by_cleaned[cleaned] = index
+    return None

@@ -465,6 +465,38 @@ async def test_a_server_name_with_a_slash_is_refused(tmp_path: Path) -> None:
     assert records(config) == {}
 
 
+async def test_a_config_file_with_one_name_twice_is_reported_and_left_alone(tmp_path: Path) -> None:
+    """Two entries named 'a' make every command fail with one line naming the entry; the file is not touched.
+
+    Before, the file was read: `servers list` showed both, `show a` one record while `call`
+    and `test` used the other, and `remove a` silently removed the first.
+    """
+    config = write_config(tmp_path / "mcp-config.json", stdio("a", fault_server_command()))
+    document = json.loads(config.read_text(encoding="utf-8"))
+    document["mcpServers"].append({**document["mcpServers"][0], "id": "i2"})
+    text = json.dumps(document)
+    config.write_text(text, encoding="utf-8")
+    listed, removed = await cli_many(config, ["servers", "list"], ["servers", "remove", "a", "--json"])
+    for result in (listed, removed):
+        assert result.rc == 2, result
+        line = result.error_line()
+        assert "mcpServers[1]: name 'a' is already used by mcpServers[0]" in line and str(config) in line
+    assert removed.json()["error"]["type"] == "ConfigFileCorrupt"
+    assert config.read_text(encoding="utf-8") == text
+
+
+async def test_import_refuses_a_name_that_collides_with_another_once_cleaned(tmp_path: Path) -> None:
+    """An import holding 'my-srv' and 'my_srv' saves the first and rejects the second, naming the clash."""
+    config = write_config(tmp_path / "mcp-config.json")
+    source = b'{"mcpServers": {"my-srv": {"command": "x"}, "my_srv": {"command": "y"}}}'
+    imported = await cli(config, "servers", "import", "-", "--json", stdin=source)
+    assert imported.rc == 2
+    by_name = {entry["name"]: entry for entry in imported.json()}
+    assert by_name["my-srv"]["ok"] and not by_name["my_srv"]["ok"]
+    assert "collides with 'my-srv'" in by_name["my_srv"]["error"]
+    assert list(records(config)) == ["my-srv"]
+
+
 # --------------------------------------------------------------------------- 6. state and paths
 
 

@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_actors import records as records_module
-from mcp_actors.errors import ConfigError, InvalidServerConfig
+from mcp_actors.errors import ConfigError, DuplicateServerName, InvalidServerConfig
+from mcp_actors.naming import clean_name
 from mcp_actors.records import (
     DEMO_SERVER_ID,
     InstallSource,
@@ -116,7 +117,7 @@ def test_every_valid_record_round_trips_exactly_through_json_text(record: McpSer
 
 
 @settings(max_examples=25)
-@given(st.lists(valid_records(), max_size=4, unique_by=lambda r: r.id))
+@given(st.lists(valid_records(), max_size=4, unique_by=(lambda r: r.id, lambda r: clean_name(r.name))))
 def test_documents_round_trip(records: list[McpServerRecord]) -> None:
     """A whole document of records round-trips, in order."""
     document = json.loads(json.dumps(document_from_records(records)))
@@ -343,6 +344,30 @@ def test_document_with_duplicate_ids_is_refused() -> None:
     with pytest.raises(InvalidServerConfig, match=r"already used by mcpServers\[0\]") as caught:
         records_from_document({"mcpServers": [_stdio(), _stdio(name="other")]})
     assert caught.value.field == "mcpServers[1].id"
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "said"),
+    [
+        ("a", "a", "name 'a' is already used by mcpServers[0]"),
+        ("my-srv", "my_srv", "name 'my_srv' collides with 'my-srv' of mcpServers[0]: both become 'my_srv'"),
+    ],
+)
+def test_document_with_duplicate_names_is_refused(first: str, second: str, said: str) -> None:
+    """Two entries with one name (or names equal once cleaned for tool ids) are refused like a shared id.
+
+    Before, only ids were checked: both records were read, and the CLI then showed one and
+    connected, called, updated or removed the other.
+    """
+    document = {"mcpServers": [_stdio(id="i1", name=first), _stdio(id="i2", name=second)]}
+    with pytest.raises(DuplicateServerName) as caught:
+        records_from_document(document)
+    assert isinstance(caught.value, ConfigError)
+    assert caught.value.field == "mcpServers[1].name"
+    assert caught.value.server == second
+    message = str(caught.value)
+    assert message.startswith("mcpServers[1]: ") and said in message
+    assert "rename one" in message
 
 
 def test_desktop_app_shape_in_a_document_points_to_import() -> None:
