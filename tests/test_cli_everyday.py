@@ -465,6 +465,36 @@ async def test_a_server_name_with_a_slash_is_refused(tmp_path: Path) -> None:
     assert records(config) == {}
 
 
+async def test_a_server_name_with_control_characters_is_refused_everywhere(tmp_path: Path) -> None:
+    """add, import, update --rename and the file's own read refuse control characters in a name.
+
+    Before, `servers add $'\\x1b]0;pwned\\x07x'` saved the name and printed it raw (a terminal
+    title change), and so did every table showing it. Nothing raw reaches the terminal now.
+    """
+    config = write_config(tmp_path / "mcp-config.json", stdio("ok", ["x"]))
+    source = json.dumps({"mcpServers": {"\u001b[2Jevil\nline": {"command": "x"}, "good": {"command": "y"}}})
+    added, renamed = await cli_many(
+        config,
+        ["servers", "add", "\x1b]0;pwned\x07x", "--command", "x"],
+        ["servers", "update", "ok", "--rename", "tab\tname"],
+    )
+    imported = await cli(config, "servers", "import", "-", "--json", stdin=source.encode())
+    assert added.rc == 2 and added.stdout == ""
+    assert "name contains the control character U+001B at position 0" in added.error_line()
+    assert renamed.rc == 2 and "U+0009 at position 3" in renamed.error_line() and "'ok'" in renamed.error_line()
+    assert imported.rc == 2
+    by_ok = {entry["ok"]: entry for entry in imported.json()}
+    assert "U+001B at position 0" in by_ok[False]["error"] and by_ok[True]["name"] == "good"
+    for result in (added, imported, renamed):
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", result.stdout + result.stderr), result
+    assert sorted(records(config)) == ["good", "ok"]
+    document = json.loads(config.read_text(encoding="utf-8"))
+    document["mcpServers"][0]["name"] = "bell\x07"
+    config.write_text(json.dumps(document), encoding="utf-8")
+    listed = await cli(config, "servers", "list")
+    assert listed.rc == 2 and "mcpServers[0]" in listed.error_line() and "U+0007 at position 4" in listed.error_line()
+
+
 async def test_a_config_file_with_one_name_twice_is_reported_and_left_alone(tmp_path: Path) -> None:
     """Two entries named 'a' make every command fail with one line naming the entry; the file is not touched.
 

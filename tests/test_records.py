@@ -39,6 +39,9 @@ from mcp_actors.transports import StdioParams
 
 _text = st.text(st.characters(exclude_characters="\x00"), max_size=20)
 _non_empty = _text.filter(lambda s: s.strip() != "")
+_names = st.text(st.characters(exclude_categories=("Cc",)), min_size=1, max_size=20).filter(
+    lambda s: s.strip() == s != ""
+)
 _seconds = st.floats(min_value=0.001, max_value=1e6, allow_nan=False, allow_infinity=False)
 _env_keys = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,15}", fullmatch=True)
 _header_keys = st.from_regex(r"[A-Za-z][A-Za-z0-9-]{0,15}", fullmatch=True)
@@ -85,7 +88,7 @@ def valid_records(draw: st.DrawFn) -> McpServerRecord:
     created = draw(_datetimes)
     return McpServerRecord(
         id=draw(st.from_regex(r"[A-Za-z0-9_.-]{1,40}", fullmatch=True)),
-        name=draw(_non_empty),
+        name=draw(_names),
         type=server_type,
         scope=draw(st.sampled_from(Scope)),
         config=draw(_configs(server_type)),
@@ -239,6 +242,43 @@ def test_invalid_entries_name_the_server_and_the_field(
     assert f"server {server!r}" in message
     assert field in message
     assert expected in message
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("\x1b]0;pwned\x07x", "the control character U+001B at position 0"),
+        ("\x1b[2Jevil\nline", "the control character U+001B at position 0"),
+        ("two\nlines", "the control character U+000A at position 3"),
+        ("a\tb", "the control character U+0009 at position 1"),
+        ("del\x7f", "the control character U+007F at position 3"),
+        ("c1\x9b31m", "the control character U+009B at position 2"),
+        ("nul\x00", "the control character U+0000 at position 3"),
+        (" padded", "must not start or end with whitespace"),
+        ("padded ", "must not start or end with whitespace"),
+    ],
+)
+def test_a_name_with_control_characters_or_outer_whitespace_is_refused(name: str, said: str) -> None:
+    """A server name reaches terminals: control characters (C0, DEL, C1) and outer whitespace are refused.
+
+    Before, any non-empty name was accepted, and escape sequences in it went raw to the
+    terminal in every table and message that shows the name. The error names the server
+    (escaped), the field, the character and its position, and says what is allowed.
+    """
+    for make in (
+        lambda: record_from_json_dict(_stdio(name=name)),
+        lambda: McpServerRecord(name=name, type="stdio", config=ServerConfig(command="x")),
+    ):
+        with pytest.raises(InvalidServerConfig) as caught:
+            make()
+        assert caught.value.field == "name"
+        assert said in str(caught.value)
+        assert "letters, digits, spaces and punctuation" in str(caught.value) or "whitespace" in said
+        assert not re.search(r"[\x00-\x1f\x7f-\x9f]", str(caught.value)), "the message itself is safe to print"
+    with pytest.raises(InvalidServerConfig) as in_file:
+        records_from_document({"mcpServers": [_stdio(name=name)]})
+    assert in_file.value.field == "mcpServers[0].name"
+    assert McpServerRecord(name="My Server: é/ü", type="stdio", config=ServerConfig(command="x")).name
 
 
 def test_all_problems_of_an_entry_are_reported_at_once() -> None:
