@@ -235,6 +235,43 @@ async def test_servers_tools_and_the_tool_switches(config: Path) -> None:
     assert called.rc == 0 and called.stdout.startswith("/")
 
 
+async def test_the_tool_switches_resolve_either_spelling_of_the_tool(config: Path, tmp_path: Path) -> None:
+    """disable-tool / enable-tool / auto-approve take the tool-id spelling and store the tool's real name.
+
+    Before, `disable-tool everything get_tiny_image` stored 'get_tiny_image' and said the tool
+    was disabled, while 'get-tiny-image' stayed listed and callable. A name the reachable
+    server does not offer is refused with a suggestion; an unreachable server's tool is
+    stored as given, and the output says it was not checked.
+    """
+    disabled, no_auto = await cli_many(
+        config,
+        ["servers", "disable-tool", "everything", "get_tiny_image"],
+        ["servers", "auto-approve", "guarded", "get_tiny_image", "off"],
+    )
+    assert disabled.rc == 0 and no_auto.rc == 0, disabled.stderr + no_auto.stderr
+    assert "'get-tiny-image'" in disabled.stdout and "not checked" not in disabled.stdout
+    assert records(config)["everything"].disabled_tools == ("get-tiny-image",)
+    assert records(config)["guarded"].disabled_auto_approve_tools == ("get-tiny-image",)
+    listing, called = await cli_many(
+        config, ["servers", "tools", "everything", "--json"], ["call", "everything/get-tiny-image"]
+    )
+    rows = [t for t in listing.json()["tools"] if t["id"] == "mcp__everything__get_tiny_image"]
+    assert [(t["name"], t["enabled"]) for t in rows] == [("get-tiny-image", False)]
+    assert called.rc == 2 and "is disabled" in called.error_line()
+    before = records(config)
+    near = await cli(config, "servers", "disable-tool", "everything", "get-tiny-imag")
+    assert near.rc == 2 and "did you mean 'get-tiny-image'" in near.error_line()
+    assert records(config) == before
+    enabled = await cli(config, "servers", "enable-tool", "everything", "get_tiny_image")
+    assert enabled.rc == 0, enabled.stderr
+    assert records(config)["everything"].disabled_tools == ()
+    gone = write_config(tmp_path / "gone.json", stdio("gone", [str(tmp_path / "no-such-program")]))
+    unchecked = await cli(gone, "servers", "disable-tool", "gone", "some_tool")
+    assert unchecked.rc == 0, unchecked.stderr
+    assert "'some_tool'" in unchecked.stdout and "not checked" in unchecked.stdout
+    assert records(gone)["gone"].disabled_tools == ("some_tool",)
+
+
 # --------------------------------------------------------------------------- 2. variables
 
 
