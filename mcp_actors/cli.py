@@ -1634,6 +1634,11 @@ def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
                         for record in records:
                             nursery.start_soon(_connect_quietly, service, record.id)
                         async for event in events:
+                            if event.type == "servers:changed" and event.data.get("action") in ("added", "updated"):
+                                # Added, enabled or changed here or by another process (its slot
+                                # restarted): watch connects every active server, so this one too.
+                                # Connecting a connected server is a no-op; a disabled one is refused.
+                                nursery.start_soon(_connect_quietly, service, str(event.data["serverId"]))
                             if as_json:
                                 sys.stdout.write(json.dumps(event.to_json(), ensure_ascii=False, default=str) + "\n")
                                 sys.stdout.flush()
@@ -1644,7 +1649,8 @@ def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
 
 async def _connect_quietly(service: McpService, server_id: str) -> None:
-    # A failure shows up as a connection:state event; watch keeps watching the others.
+    # A failure shows up as a connection:state event; watch keeps watching the others. A
+    # server disabled or removed meanwhile is refused here (ServerInactive, ServerNotFound).
     try:
         await service.connect(server_id)
     except McpActorsError:
