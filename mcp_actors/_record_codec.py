@@ -32,7 +32,7 @@ from cattrs.errors import (
 )
 from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-from mcp_actors.errors import ConfigError, InvalidServerConfig
+from mcp_actors.errors import ConfigError, DuplicateServerName, InvalidServerConfig
 from mcp_actors.records import (
     _EPOCH,
     DOCUMENT_VERSION,
@@ -47,6 +47,7 @@ from mcp_actors.records import (
     _camel,
     _FieldProblem,
     _type_name,
+    first_name_clash,
 )
 
 __all__ = [
@@ -334,6 +335,9 @@ def records_from_document(document: Mapping[str, Any]) -> list[McpServerRecord]:
             :data:`DOCUMENT_VERSION`, or ``mcpServers`` is not a list.
         InvalidServerConfig: An entry is invalid, or two entries share an id; ``field`` is
             ``mcpServers[<index>].<path>``.
+        DuplicateServerName: Two entries share a name, or names that clean to the same tool-id
+            part (:func:`~mcp_actors.records.first_name_clash`); ``field`` is
+            ``mcpServers[<index>].name`` of the later one.
     """
     if not isinstance(document, Mapping):
         raise ConfigError(f"a config document must be a JSON object, got {_type_name(document)}")
@@ -367,6 +371,23 @@ def records_from_document(document: Mapping[str, Any]) -> list[McpServerRecord]:
             )
         seen[record.id] = index
         records.append(record)
+    clash = first_name_clash([record.name for record in records])
+    if clash is not None:
+        index, other, cleaned = clash
+        name, other_name = records[index].name, records[other].name
+        if name == other_name:
+            problem = f"name {name!r} is already used by mcpServers[{other}] (id {records[other].id!r})"
+        else:
+            problem = (
+                f"name {name!r} collides with {other_name!r} of mcpServers[{other}]: both become {cleaned!r} in"
+                " tool ids"
+            )
+        raise DuplicateServerName(
+            f"mcpServers[{index}]: {problem}; rename one of them by editing the file, so that the names differ"
+            " in letters or digits",
+            server=name,
+            field=f"mcpServers[{index}].name",
+        )
     return records
 
 

@@ -253,9 +253,13 @@ def _updated(current: McpServerRecord, changes: Mapping[str, Any]) -> McpServerR
     try:
         return current.updated(**fields)
     except (TypeError, ValueError) as exc:
-        if isinstance(exc, McpActorsError):
+        if isinstance(exc, McpActorsError) and not (isinstance(exc, ConfigError) and exc.server is None):
             raise
-        raise InvalidServerConfig(f"invalid update of server {current.name!r}: {exc}", server=current.name) from exc
+        # A field's own rule (a validator) does not know the record: name the server here.
+        field = exc.field if isinstance(exc, ConfigError) else None
+        raise InvalidServerConfig(
+            f"invalid update of server {current.name!r}: {exc}", server=current.name, field=field
+        ) from exc
 
 
 # ---------------------------------------------------------------------- published state

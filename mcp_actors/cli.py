@@ -69,7 +69,14 @@ from mcp_actors._cli_support import (
 )
 from mcp_actors._paths import STATE_DIR_ENV, state_dir
 from mcp_actors._registry import find_server, server_not_found
-from mcp_actors.errors import McpActorsError, ServerNotFound, ToolNotFound
+from mcp_actors.errors import (
+    ConnectionFailed,
+    McpActorsError,
+    ServerInactive,
+    ServerNotFound,
+    ServerRequestFailed,
+    ToolNotFound,
+)
 from mcp_actors.naming import clean_name
 from mcp_actors.records import McpServerRecord, ServerType
 from mcp_actors.store import CONFIG_ENV_VAR, ConfigStore
@@ -1024,31 +1031,58 @@ def servers_tools(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fal
 def _change_tool(
     ctx: typer.Context, server: str, tool: str, as_json: bool, field: str, present: bool, message: str
 ) -> None:
-    """Add ``tool`` to (or remove it from) one of a record's tool lists, under the store's lock."""
+    """Add ``tool`` to (or remove it from) one of a record's tool lists, under the store's lock.
 
-    def body(opts: _Options) -> None:
+    ``tool`` is resolved against the server's tools as ``call SERVER/TOOL`` resolves it
+    (:func:`_tool_of_server`: either spelling; a name the server does not offer is refused),
+    and the tool's real name is stored. When the server cannot be asked (disabled,
+    unreachable), ``tool`` is stored as given and the output says it was not checked.
+    """
+
+    async def resolve(service: McpService) -> tuple[str, str, str | None]:
+        record = service.get(server)
+        try:
+            return record.id, await _tool_of_server(service, record, tool), None
+        except (ConnectionFailed, ServerInactive, ServerRequestFailed) as exc:
+            return record.id, tool, _first_line(str(exc))
+
+    async def body(opts: _Options) -> None:
+        if not tool.strip():
+            raise CliError(f"TOOL must not be empty; see the tool names with '{PROGRAM} servers tools {server}'")
+        server_id, name, unchecked = await _with_service(opts, resolve)
+
         def edit(records: list[McpServerRecord]) -> McpServerRecord:
-            i = _find_record(records, server)
+            i = _find_record(records, server_id)
             current = records[i]
             names: tuple[str, ...] = getattr(current, field)
-            wanted = (*names, tool) if present and tool not in names else names
+            wanted = (*names, name) if present and name not in names else names
             if not present:
-                wanted = tuple(n for n in names if n != tool)
+                wanted = tuple(n for n in names if n != name)
             if wanted == names:
                 return current  # already so: the file (and updatedAt) stay as they are
             records[i] = current.updated(**{field: wanted})
             return records[i]
 
-        if not tool.strip():
-            raise CliError(f"TOOL must not be empty; see the tool names with '{PROGRAM} servers tools {server}'")
-        record = ConfigStore(opts.config).modify(edit)
+        import trio
+
+        record = await trio.to_thread.run_sync(ConfigStore(opts.config).modify, edit)
+        note = (
+            f"(not checked against the server's tools: it could not be asked for them: {unchecked})"
+            if unchecked is not None
+            else None
+        )
         if as_json:
             print_json(record_json(record))
+            if note is not None:
+                print(f"{PROGRAM}: note: tool {name!r} {note}", file=sys.stderr)
             return
         before, _, after = message.partition("{}")
-        _out.print(Text.assemble(before.format(tool=tool), (repr(record.name), "bold"), after.format(tool=tool)))
+        line = Text.assemble(before.format(tool=name), (repr(record.name), "bold"), after.format(tool=name))
+        if note is not None:
+            line.append(f" {note}", style="yellow")
+        _out.print(line)
 
-    _execute(ctx, body, as_json=as_json)
+    _run_async(ctx, body, as_json=as_json)
 
 
 ToolArg = Annotated[str, typer.Argument(metavar="TOOL", help="The tool's name (as 'servers tools NAME' lists it).")]
@@ -1355,6 +1389,36 @@ def _parse_arguments(text: str | None) -> dict[str, Any]:
     return value
 
 
+async def _tool_of_server(service: McpService, record: McpServerRecord, name: str) -> str:
+    """The real name of ``record``'s tool ``name``, in either spelling (``get_tiny_image``: ``get-tiny-image``).
+
+    The one resolution of a tool of a known server: ``call SERVER/TOOL`` and the tool
+    switches (``servers disable-tool`` ...). A disabled tool is found too (in
+    ``disabledTools``). Connects the server to list its tools when the name is not one of
+    its disabled tools.
+
+    Raises:
+        ToolNotFound: The server offers no such tool (with a "did you mean").
+        ConnectionFailed, ServerInactive: The server could not be asked for its tools.
+    """
+    if name in record.disabled_tools:
+        return name  # call_tool says it is disabled, and how to enable it
+    with _status(f"Connecting {record.name}"):
+        offered = await service.list_server_tools(record.id)
+    if any(t.name == name for t in offered):
+        return name
+    # The other spelling (get_tiny_image for get-tiny-image) names the same tool.
+    same = [t.name for t in offered if clean_name(t.name) == clean_name(name)]
+    same += [t for t in record.disabled_tools if clean_name(t) == clean_name(name)]
+    if len(same) == 1:
+        return same[0]
+    known = sorted({t.name for t in offered} | set(record.disabled_tools))  # a disabled tool is still its tool
+    hints = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    hint = f"did you mean {' or '.join(repr(h) for h in hints)}? " if hints else ""
+    names = ", ".join(known[:20]) or "none"
+    raise ToolNotFound(f"server {record.name!r} has no tool {name!r}; {hint}its tools: {names}", server=record.name)
+
+
 async def _resolve_tool(service: McpService, tool_id: str) -> tuple[McpServerRecord, str]:
     """Find ``(record, tool name)`` for ``mcp__server__tool`` or ``server/tool``.
 
@@ -1369,25 +1433,7 @@ async def _resolve_tool(service: McpService, tool_id: str) -> tuple[McpServerRec
                 record = service.get(tool_id[:i])
             except ServerNotFound:
                 continue
-            name = tool_id[i + 1 :]
-            if name in record.disabled_tools:
-                return record, name  # call_tool says it is disabled, and how to enable it
-            with _status(f"Connecting {record.name}"):
-                offered = await service.list_server_tools(record.id)
-            if any(t.name == name for t in offered):
-                return record, name
-            # The other spelling (get_tiny_image for get-tiny-image) names the same tool.
-            same = [t.name for t in offered if clean_name(t.name) == clean_name(name)]
-            same += [t for t in record.disabled_tools if clean_name(t) == clean_name(name)]
-            if len(same) == 1:
-                return record, same[0]
-            known = sorted({t.name for t in offered})
-            hints = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
-            hint = f"did you mean {' or '.join(repr(h) for h in hints)}? " if hints else ""
-            names = ", ".join(known[:20]) or "none"
-            raise ToolNotFound(
-                f"server {record.name!r} has no tool {name!r}; {hint}its tools: {names}", server=record.name
-            )
+            return record, await _tool_of_server(service, record, tool_id[i + 1 :])
         raise ServerNotFound(f"no server named like the part before '/' in {tool_id!r}; see '{PROGRAM} servers list'")
     if not tool_id.startswith("mcp__"):
         raise ToolNotFound(
@@ -1588,6 +1634,11 @@ def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
                         for record in records:
                             nursery.start_soon(_connect_quietly, service, record.id)
                         async for event in events:
+                            if event.type == "servers:changed" and event.data.get("action") in ("added", "updated"):
+                                # Added, enabled or changed here or by another process (its slot
+                                # restarted): watch connects every active server, so this one too.
+                                # Connecting a connected server is a no-op; a disabled one is refused.
+                                nursery.start_soon(_connect_quietly, service, str(event.data["serverId"]))
                             if as_json:
                                 sys.stdout.write(json.dumps(event.to_json(), ensure_ascii=False, default=str) + "\n")
                                 sys.stdout.flush()
@@ -1598,7 +1649,8 @@ def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
 
 async def _connect_quietly(service: McpService, server_id: str) -> None:
-    # A failure shows up as a connection:state event; watch keeps watching the others.
+    # A failure shows up as a connection:state event; watch keeps watching the others. A
+    # server disabled or removed meanwhile is refused here (ServerInactive, ServerNotFound).
     try:
         await service.connect(server_id)
     except McpActorsError:

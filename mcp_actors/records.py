@@ -76,6 +76,7 @@ __all__ = [
     "check_name_free",
     "check_record_set",
     "document_from_records",
+    "first_name_clash",
     "new_server_id",
     "record_from_json_dict",
     "record_to_json_dict",
@@ -276,6 +277,30 @@ def _check_text(instance: Any, attribute: attrs.Attribute[str], value: str) -> N
         _fail(_camel(attribute.name), "must not be empty")
     if "\x00" in value:
         _fail(_camel(attribute.name), "must not contain NUL characters")
+
+
+_CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+"""The control characters (Unicode category Cc: C0, DEL, C1)."""
+
+
+def _check_name(instance: Any, attribute: attrs.Attribute[str], value: str) -> None:
+    """The one rule for what a server name may hold, whichever way it comes in (add, rename, import, the file).
+
+    Names are printed in tables and messages, so a control character (an escape sequence,
+    a newline, a tab) would reach the terminal raw; outer whitespace would make two names
+    that look alike. Both are refused, never silently changed. (``/`` and clashes with
+    other names are rules of choosing a name, not of a name: ``_registry.check_new_name``.)
+    """
+    if isinstance(value, str) and (found := _CONTROL_RE.search(value)) is not None:
+        _fail(
+            "name",
+            f"contains the control character U+{ord(found.group()):04X} at position {found.start()}; a server"
+            " name may hold letters, digits, spaces and punctuation, but no control characters (escape"
+            " sequences, newlines, tabs)",
+        )
+    _check_text(instance, attribute, value)
+    if value != value.strip():
+        _fail("name", f"must not start or end with whitespace (got {value!r}); remove it")
 
 
 def _check_optional_text(instance: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
@@ -727,7 +752,8 @@ class McpServerRecord:
 
     Attributes:
         id: Stable identity, ``mcp_{timestamp_ms}_{random}`` (:func:`new_server_id`).
-        name: Human name, non-empty; the registry keeps names unique.
+        name: Human name, non-empty, without control characters or outer whitespace; the
+            registry keeps names unique.
         type: Transport: :attr:`ServerType.STDIO`, ``SSE`` or ``HTTP``.
         scope: :attr:`Scope.USER` (everywhere) or ``LOCAL`` (one project, see ``project_path``).
         config: How to start/reach the server; must fit ``type``.
@@ -747,7 +773,7 @@ class McpServerRecord:
     """
 
     id: str = attrs.field(factory=new_server_id, validator=_check_id)
-    name: str = attrs.field(validator=_check_text)
+    name: str = attrs.field(validator=_check_name)
     type: ServerType = attrs.field(converter=_to_server_type, validator=_enum_checker(ServerType))
     scope: Scope = attrs.field(default=Scope.USER, converter=_to_scope, validator=_enum_checker(Scope))
     config: ServerConfig = attrs.field(validator=_check_config)
@@ -903,14 +929,31 @@ def check_record_set(records: Sequence[McpServerRecord]) -> None:
                 field="id",
             )
         seen.add(record.id)
-    # One pass, one cleaning per record: the records before any index have distinct cleaned
-    # names (else the check stopped there), so at most one of them can clash with it.
+    clash = first_name_clash([record.name for record in records])
+    if clash is not None:
+        index, other, cleaned = clash
+        _refuse_name(records[index].name, records[other].name, cleaned)
+
+
+def first_name_clash(names: Sequence[str]) -> tuple[int, int, str] | None:
+    """The first name of a set that an earlier one already has, or cleans like (tool ids would collide).
+
+    The rule for a whole set of names (a write, a read of the file); :func:`check_name_free`
+    applies it to one new name.
+
+    Returns:
+        ``(its index, the earlier one's index, the cleaned name)``, or ``None`` when every
+        name is unique also after cleaning.
+    """
+    # One pass, one cleaning per name: the names before any index have distinct cleaned
+    # names (else the search stopped there), so at most one of them can clash with it.
     from mcp_actors.naming import clean_name
 
-    by_cleaned: dict[str, str] = {}
-    for record in records:
-        cleaned = clean_name(record.name)
+    by_cleaned: dict[str, int] = {}
+    for index, name in enumerate(names):
+        cleaned = clean_name(name)
         other = by_cleaned.get(cleaned)
         if other is not None:
-            _refuse_name(record.name, other, cleaned)
-        by_cleaned[cleaned] = record.name
+            return index, other, cleaned
+        by_cleaned[cleaned] = index
+    return None

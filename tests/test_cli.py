@@ -28,7 +28,7 @@ import trio
 from testkit import Result, cli_env
 
 from mcp_actors.formats import fetch_mcp_tools, setup_mcp_tools
-from mcp_actors.records import McpServerRecord, ServerConfig, ServerType
+from mcp_actors.records import McpServerRecord, ServerConfig, ServerType, builtin_demo_record
 from mcp_actors.runtime import open_runtime
 from mcp_actors.store import ConfigStore
 from mcp_actors.testing import fault_server_command
@@ -398,6 +398,53 @@ def test_watch_streams_events_until_interrupted(tmp_path: Path) -> None:
     error = seen[-1]["data"]["error"]
     assert any(sign in error for sign in ("killed by SIGKILL", "closed its stdout", "stdout closed", "stdin")), error
     assert [e["seq"] for e in seen] == sorted(e["seq"] for e in seen)
+
+
+def test_watch_connects_servers_another_process_adds_enables_or_renames(tmp_path: Path) -> None:
+    """A server added, enabled or renamed by another mcp-actors command while watch runs is connected by watch.
+
+    Before, watch connected only the servers active at its start: it printed the
+    servers:changed event of an added or enabled server but never connected it.
+    """
+    demo_off = attrs.evolve(builtin_demo_record(), is_active=False)
+    config = write_config(tmp_path / "mcp-config.json", stdio("fs", fault_server_command()), demo_off)
+    proc = subprocess.Popen(
+        [*CLI, "watch", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(config)
+    )
+
+    def edit(*args: str) -> None:
+        done = subprocess.run([*CLI, *args], env=cli_env(config), capture_output=True, timeout=RUN_BOUND, check=False)
+        assert done.returncode == 0, done.stderr
+
+    def connected(*names: str) -> Any:
+        waiting = set(names)
+
+        def seen(event: dict[str, Any]) -> bool:
+            if _state(event["data"].get("serverName", ""), "connected")(event):
+                waiting.discard(event["data"]["serverName"])
+            return not waiting
+
+        return seen
+
+    try:
+        reader = LineReader()
+        reader.start(proc.stdout)
+        deadline = time.monotonic() + RUN_BOUND
+        list(reader.until(connected("fs"), deadline))
+        command = fault_server_command()
+        edit("servers", "add", "d2", "--command", command[0], *(f"--arg={a}" for a in command[1:]))
+        edit("servers", "enable", "demo")
+        list(reader.until(connected("d2", "demo"), deadline))
+        edit("servers", "update", "d2", "--rename", "d3")
+        list(reader.until(connected("d3"), deadline))
+        proc.send_signal(signal.SIGINT)
+        rc = proc.wait(timeout=RUN_BOUND)
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 0, stderr
 
 
 # --------------------------------------------------------------------------- demo, entry points

@@ -235,6 +235,43 @@ async def test_servers_tools_and_the_tool_switches(config: Path) -> None:
     assert called.rc == 0 and called.stdout.startswith("/")
 
 
+async def test_the_tool_switches_resolve_either_spelling_of_the_tool(config: Path, tmp_path: Path) -> None:
+    """disable-tool / enable-tool / auto-approve take the tool-id spelling and store the tool's real name.
+
+    Before, `disable-tool everything get_tiny_image` stored 'get_tiny_image' and said the tool
+    was disabled, while 'get-tiny-image' stayed listed and callable. A name the reachable
+    server does not offer is refused with a suggestion; an unreachable server's tool is
+    stored as given, and the output says it was not checked.
+    """
+    disabled, no_auto = await cli_many(
+        config,
+        ["servers", "disable-tool", "everything", "get_tiny_image"],
+        ["servers", "auto-approve", "guarded", "get_tiny_image", "off"],
+    )
+    assert disabled.rc == 0 and no_auto.rc == 0, disabled.stderr + no_auto.stderr
+    assert "'get-tiny-image'" in disabled.stdout and "not checked" not in disabled.stdout
+    assert records(config)["everything"].disabled_tools == ("get-tiny-image",)
+    assert records(config)["guarded"].disabled_auto_approve_tools == ("get-tiny-image",)
+    listing, called = await cli_many(
+        config, ["servers", "tools", "everything", "--json"], ["call", "everything/get-tiny-image"]
+    )
+    rows = [t for t in listing.json()["tools"] if t["id"] == "mcp__everything__get_tiny_image"]
+    assert [(t["name"], t["enabled"]) for t in rows] == [("get-tiny-image", False)]
+    assert called.rc == 2 and "is disabled" in called.error_line()
+    before = records(config)
+    near = await cli(config, "servers", "disable-tool", "everything", "get-tiny-imag")
+    assert near.rc == 2 and "did you mean 'get-tiny-image'" in near.error_line()
+    assert records(config) == before
+    enabled = await cli(config, "servers", "enable-tool", "everything", "get_tiny_image")
+    assert enabled.rc == 0, enabled.stderr
+    assert records(config)["everything"].disabled_tools == ()
+    gone = write_config(tmp_path / "gone.json", stdio("gone", [str(tmp_path / "no-such-program")]))
+    unchecked = await cli(gone, "servers", "disable-tool", "gone", "some_tool")
+    assert unchecked.rc == 0, unchecked.stderr
+    assert "'some_tool'" in unchecked.stdout and "not checked" in unchecked.stdout
+    assert records(gone)["gone"].disabled_tools == ("some_tool",)
+
+
 # --------------------------------------------------------------------------- 2. variables
 
 
@@ -463,6 +500,68 @@ async def test_a_server_name_with_a_slash_is_refused(tmp_path: Path) -> None:
     assert added.rc == 2 and "contains '/'" in added.error_line()
     assert imported.rc == 2 and "contains '/'" in imported.stdout
     assert records(config) == {}
+
+
+async def test_a_server_name_with_control_characters_is_refused_everywhere(tmp_path: Path) -> None:
+    """add, import, update --rename and the file's own read refuse control characters in a name.
+
+    Before, `servers add $'\\x1b]0;pwned\\x07x'` saved the name and printed it raw (a terminal
+    title change), and so did every table showing it. Nothing raw reaches the terminal now.
+    """
+    config = write_config(tmp_path / "mcp-config.json", stdio("ok", ["x"]))
+    source = json.dumps({"mcpServers": {"\u001b[2Jevil\nline": {"command": "x"}, "good": {"command": "y"}}})
+    added, renamed = await cli_many(
+        config,
+        ["servers", "add", "\x1b]0;pwned\x07x", "--command", "x"],
+        ["servers", "update", "ok", "--rename", "tab\tname"],
+    )
+    imported = await cli(config, "servers", "import", "-", "--json", stdin=source.encode())
+    assert added.rc == 2 and added.stdout == ""
+    assert "name contains the control character U+001B at position 0" in added.error_line()
+    assert renamed.rc == 2 and "U+0009 at position 3" in renamed.error_line() and "'ok'" in renamed.error_line()
+    assert imported.rc == 2
+    by_ok = {entry["ok"]: entry for entry in imported.json()}
+    assert "U+001B at position 0" in by_ok[False]["error"] and by_ok[True]["name"] == "good"
+    for result in (added, imported, renamed):
+        assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", result.stdout + result.stderr), result
+    assert sorted(records(config)) == ["good", "ok"]
+    document = json.loads(config.read_text(encoding="utf-8"))
+    document["mcpServers"][0]["name"] = "bell\x07"
+    config.write_text(json.dumps(document), encoding="utf-8")
+    listed = await cli(config, "servers", "list")
+    assert listed.rc == 2 and "mcpServers[0]" in listed.error_line() and "U+0007 at position 4" in listed.error_line()
+
+
+async def test_a_config_file_with_one_name_twice_is_reported_and_left_alone(tmp_path: Path) -> None:
+    """Two entries named 'a' make every command fail with one line naming the entry; the file is not touched.
+
+    Before, the file was read: `servers list` showed both, `show a` one record while `call`
+    and `test` used the other, and `remove a` silently removed the first.
+    """
+    config = write_config(tmp_path / "mcp-config.json", stdio("a", fault_server_command()))
+    document = json.loads(config.read_text(encoding="utf-8"))
+    document["mcpServers"].append({**document["mcpServers"][0], "id": "i2"})
+    text = json.dumps(document)
+    config.write_text(text, encoding="utf-8")
+    listed, removed = await cli_many(config, ["servers", "list"], ["servers", "remove", "a", "--json"])
+    for result in (listed, removed):
+        assert result.rc == 2, result
+        line = result.error_line()
+        assert "mcpServers[1]: name 'a' is already used by mcpServers[0]" in line and str(config) in line
+    assert removed.json()["error"]["type"] == "ConfigFileCorrupt"
+    assert config.read_text(encoding="utf-8") == text
+
+
+async def test_import_refuses_a_name_that_collides_with_another_once_cleaned(tmp_path: Path) -> None:
+    """An import holding 'my-srv' and 'my_srv' saves the first and rejects the second, naming the clash."""
+    config = write_config(tmp_path / "mcp-config.json")
+    source = b'{"mcpServers": {"my-srv": {"command": "x"}, "my_srv": {"command": "y"}}}'
+    imported = await cli(config, "servers", "import", "-", "--json", stdin=source)
+    assert imported.rc == 2
+    by_name = {entry["name"]: entry for entry in imported.json()}
+    assert by_name["my-srv"]["ok"] and not by_name["my_srv"]["ok"]
+    assert "collides with 'my-srv'" in by_name["my_srv"]["error"]
+    assert list(records(config)) == ["my-srv"]
 
 
 # --------------------------------------------------------------------------- 6. state and paths

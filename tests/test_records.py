@@ -15,7 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mcp_actors import records as records_module
-from mcp_actors.errors import ConfigError, InvalidServerConfig
+from mcp_actors.errors import ConfigError, DuplicateServerName, InvalidServerConfig
+from mcp_actors.naming import clean_name
 from mcp_actors.records import (
     DEMO_SERVER_ID,
     InstallSource,
@@ -38,6 +39,9 @@ from mcp_actors.transports import StdioParams
 
 _text = st.text(st.characters(exclude_characters="\x00"), max_size=20)
 _non_empty = _text.filter(lambda s: s.strip() != "")
+_names = st.text(st.characters(exclude_categories=("Cc",)), min_size=1, max_size=20).filter(
+    lambda s: s.strip() == s != ""
+)
 _seconds = st.floats(min_value=0.001, max_value=1e6, allow_nan=False, allow_infinity=False)
 _env_keys = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,15}", fullmatch=True)
 _header_keys = st.from_regex(r"[A-Za-z][A-Za-z0-9-]{0,15}", fullmatch=True)
@@ -84,7 +88,7 @@ def valid_records(draw: st.DrawFn) -> McpServerRecord:
     created = draw(_datetimes)
     return McpServerRecord(
         id=draw(st.from_regex(r"[A-Za-z0-9_.-]{1,40}", fullmatch=True)),
-        name=draw(_non_empty),
+        name=draw(_names),
         type=server_type,
         scope=draw(st.sampled_from(Scope)),
         config=draw(_configs(server_type)),
@@ -116,7 +120,7 @@ def test_every_valid_record_round_trips_exactly_through_json_text(record: McpSer
 
 
 @settings(max_examples=25)
-@given(st.lists(valid_records(), max_size=4, unique_by=lambda r: r.id))
+@given(st.lists(valid_records(), max_size=4, unique_by=(lambda r: r.id, lambda r: clean_name(r.name))))
 def test_documents_round_trip(records: list[McpServerRecord]) -> None:
     """A whole document of records round-trips, in order."""
     document = json.loads(json.dumps(document_from_records(records)))
@@ -240,6 +244,43 @@ def test_invalid_entries_name_the_server_and_the_field(
     assert expected in message
 
 
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("\x1b]0;pwned\x07x", "the control character U+001B at position 0"),
+        ("\x1b[2Jevil\nline", "the control character U+001B at position 0"),
+        ("two\nlines", "the control character U+000A at position 3"),
+        ("a\tb", "the control character U+0009 at position 1"),
+        ("del\x7f", "the control character U+007F at position 3"),
+        ("c1\x9b31m", "the control character U+009B at position 2"),
+        ("nul\x00", "the control character U+0000 at position 3"),
+        (" padded", "must not start or end with whitespace"),
+        ("padded ", "must not start or end with whitespace"),
+    ],
+)
+def test_a_name_with_control_characters_or_outer_whitespace_is_refused(name: str, said: str) -> None:
+    """A server name reaches terminals: control characters (C0, DEL, C1) and outer whitespace are refused.
+
+    Before, any non-empty name was accepted, and escape sequences in it went raw to the
+    terminal in every table and message that shows the name. The error names the server
+    (escaped), the field, the character and its position, and says what is allowed.
+    """
+    for make in (
+        lambda: record_from_json_dict(_stdio(name=name)),
+        lambda: McpServerRecord(name=name, type="stdio", config=ServerConfig(command="x")),
+    ):
+        with pytest.raises(InvalidServerConfig) as caught:
+            make()
+        assert caught.value.field == "name"
+        assert said in str(caught.value)
+        assert "letters, digits, spaces and punctuation" in str(caught.value) or "whitespace" in said
+        assert not re.search(r"[\x00-\x1f\x7f-\x9f]", str(caught.value)), "the message itself is safe to print"
+    with pytest.raises(InvalidServerConfig) as in_file:
+        records_from_document({"mcpServers": [_stdio(name=name)]})
+    assert in_file.value.field == "mcpServers[0].name"
+    assert McpServerRecord(name="My Server: é/ü", type="stdio", config=ServerConfig(command="x")).name
+
+
 def test_all_problems_of_an_entry_are_reported_at_once() -> None:
     """Several bad fields are all listed; `field` is the first."""
     entry = _stdio(isActive=1, config={"command": 5, "callTimeout": None})
@@ -343,6 +384,30 @@ def test_document_with_duplicate_ids_is_refused() -> None:
     with pytest.raises(InvalidServerConfig, match=r"already used by mcpServers\[0\]") as caught:
         records_from_document({"mcpServers": [_stdio(), _stdio(name="other")]})
     assert caught.value.field == "mcpServers[1].id"
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "said"),
+    [
+        ("a", "a", "name 'a' is already used by mcpServers[0]"),
+        ("my-srv", "my_srv", "name 'my_srv' collides with 'my-srv' of mcpServers[0]: both become 'my_srv'"),
+    ],
+)
+def test_document_with_duplicate_names_is_refused(first: str, second: str, said: str) -> None:
+    """Two entries with one name (or names equal once cleaned for tool ids) are refused like a shared id.
+
+    Before, only ids were checked: both records were read, and the CLI then showed one and
+    connected, called, updated or removed the other.
+    """
+    document = {"mcpServers": [_stdio(id="i1", name=first), _stdio(id="i2", name=second)]}
+    with pytest.raises(DuplicateServerName) as caught:
+        records_from_document(document)
+    assert isinstance(caught.value, ConfigError)
+    assert caught.value.field == "mcpServers[1].name"
+    assert caught.value.server == second
+    message = str(caught.value)
+    assert message.startswith("mcpServers[1]: ") and said in message
+    assert "rename one" in message
 
 
 def test_desktop_app_shape_in_a_document_points_to_import() -> None:

@@ -293,6 +293,40 @@ async def test_external_config_changes_reach_the_running_service(
             await svc.add(fault_input("z"))
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [
+        ("id", None, "id {id!r} is already used by mcpServers[1]"),
+        ("name", "x", "name 'x' is already used by mcpServers[1]"),
+    ],
+)
+async def test_an_external_edit_that_duplicates_a_server_is_reported_and_changes_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, key: str, value: str | None, said: str
+) -> None:
+    """Another process's edit giving two entries one id, or one name, is reported; the running servers stay.
+
+    A duplicate id already worked this way. A duplicate name was applied before: both
+    records ran, and a look-up by that name reached whichever came last.
+    """
+    cfg = tmp_path / "cfg.json"
+    async with open_runtime(cfg, connect_on_add=False, config_poll_interval=0) as rt:
+        svc = rt.service
+        added = await svc.add(fault_input("x"))
+        before = await svc.list()
+        document = json.loads(cfg.read_text(encoding="utf-8"))
+        copy = {**document["mcpServers"][1], "id": new_server_id(), "name": "y"}
+        copy[key] = value if value is not None else added.id
+        document["mcpServers"].append(copy)
+        broken = json.dumps(document)
+        cfg.write_text(broken, encoding="utf-8")
+        with caplog.at_level("WARNING", logger="mcp_actors"):
+            assert await svc.list() == before
+        warnings = [r.getMessage() for r in caplog.records if "cannot be read" in r.getMessage()]
+        assert len(warnings) == 1 and f"mcpServers[2]: {said.format(id=added.id)}" in warnings[0]
+        assert text_of(await svc.call_tool("x", "echo", {"text": "hi"})) == "hi"
+        assert cfg.read_text(encoding="utf-8") == broken, "the file is reported, never rewritten"
+
+
 async def test_periodic_check_applies_external_changes_without_calls(tmp_path: Path) -> None:
     """With nobody calling, the periodic check applies another process's add and emits servers:changed."""
     cfg = tmp_path / "cfg.json"
