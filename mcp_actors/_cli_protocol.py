@@ -46,8 +46,11 @@ def _dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _run(ctx: typer.Context, fn: Any) -> Any:
-    """Run ``fn(service)`` in a runtime open for this command; failures become one stderr line."""
+def _run(ctx: typer.Context, fn: Any, *, as_json: bool) -> Any:
+    """Run ``fn(service)`` in a runtime open for this command; failures become one stderr line.
+
+    With ``as_json`` a failure also prints the ``{"ok": false, ...}`` document on stdout.
+    """
     from mcp_actors import cli
 
     holder: dict[str, Any] = {}
@@ -56,7 +59,7 @@ def _run(ctx: typer.Context, fn: Any) -> Any:
         holder["value"] = await cli._with_service(opts, fn)
         return ExitCode.OK
 
-    cli._run_async(ctx, body)
+    cli._run_async(ctx, body, as_json=as_json)
     return holder.get("value")
 
 
@@ -77,7 +80,7 @@ def resources_list(
             return list(await service.list_resource_templates(server))
         return list(await service.list_resources(server))
 
-    items = _run(ctx, fn)
+    items = _run(ctx, fn, as_json=as_json)
     if as_json:
         print_json([_dump(item) for item in items])
         return
@@ -112,7 +115,7 @@ def resources_read(
     async def fn(service: McpService) -> Any:
         return await service.read_resource(server, uri)
 
-    result = _run(ctx, fn)
+    result = _run(ctx, fn, as_json=as_json)
     if as_json:
         print_json(_dump(result))
         return
@@ -143,7 +146,7 @@ def prompts_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fals
     async def fn(service: McpService) -> list[Any]:
         return list(await service.list_prompts(server))
 
-    prompts = _run(ctx, fn)
+    prompts = _run(ctx, fn, as_json=as_json)
     if as_json:
         print_json([_dump(p) for p in prompts])
         return
@@ -177,7 +180,7 @@ def prompts_get(
             arguments[key.strip()] = value
         return await service.get_prompt(server, prompt, arguments)
 
-    result = _run(ctx, fn)
+    result = _run(ctx, fn, as_json=as_json)
     if as_json:
         print_json(_dump(result))
         return
@@ -198,7 +201,7 @@ def tasks_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False)
     async def fn(service: McpService) -> list[Any]:
         return list(await service.list_tasks(server))
 
-    tasks = _run(ctx, fn)
+    tasks = _run(ctx, fn, as_json=as_json)
     if as_json:
         print_json([_dump(t) for t in tasks])
         return

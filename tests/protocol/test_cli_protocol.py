@@ -126,3 +126,34 @@ async def test_tasks_list(tmp_path: Path) -> None:
     assert (rc, json.loads(out)) == (0, []), err
     rc, out, err = await cli(config, "tasks", "list", "demo")
     assert rc == 0 and "Tasks (0)" in out, err
+
+
+async def test_json_failure_prints_one_document(tmp_path: Path) -> None:
+    """With --json, a failing resources/prompts/tasks command prints one failure document on stdout.
+
+    Before, these command groups printed nothing on stdout when they failed (only the stderr
+    line), breaking the promise that --json always writes exactly one JSON document.
+    """
+    config = tmp_path / "cfg.json"
+    commands = [
+        ("resources", "list", "nosuch", "--json"),
+        ("resources", "read", "nosuch", "demo://note/alpha", "--json"),
+        ("prompts", "list", "nosuch", "--json"),
+        ("prompts", "get", "nosuch", "compose", "--json"),
+        ("tasks", "list", "nosuch", "--json"),
+    ]
+    results: list[tuple[int, str, str]] = [(0, "", "")] * len(commands)
+
+    async def one(i: int, args: tuple[str, ...]) -> None:
+        results[i] = await cli(config, *args)
+
+    async with trio.open_nursery() as nursery:
+        for i, args in enumerate(commands):
+            nursery.start_soon(one, i, args)
+    for args, (rc, out, err) in zip(commands, results, strict=True):
+        assert rc == 2, (args, err)
+        assert err.count("\n") == 1 and err.startswith("mcp-actors: error: "), (args, err)
+        document = json.loads(out)
+        assert document["ok"] is False, args
+        assert document["error"]["type"] == "ServerNotFound" and document["error"]["exitCode"] == 2, args
+        assert document["error"]["server"] == "nosuch", args
