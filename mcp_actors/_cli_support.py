@@ -28,6 +28,7 @@ from mcp_actors.errors import (
     LookupFailed,
     McpActorsError,
     ServerInactive,
+    ServerRequestFailed,
     ToolCallDenied,
     ToolCallFailed,
     ToolCallTimeout,
@@ -123,6 +124,10 @@ def _leaves(exc: BaseException) -> Iterable[BaseException]:
         yield exc
 
 
+_USAGE_CODES: Final = frozenset({-32602, -32002})
+"""JSON-RPC error codes that mean the request itself was wrong: invalid params, resource not found."""
+
+
 def exit_code_for(exc: BaseException) -> ExitCode:
     """Map an exception (a leaf, see :func:`root_cause`) to the exit status it means.
 
@@ -143,6 +148,9 @@ def exit_code_for(exc: BaseException) -> ExitCode:
             return ExitCode.FAILED
         case ServerInactive():
             return ExitCode.USAGE
+        case ServerRequestFailed():
+            # The server answered; only bad input (invalid params, an unknown resource) is the caller's to fix.
+            return ExitCode.USAGE if exc.code in _USAGE_CODES else ExitCode.FAILED
         case ConnectionFailed() | ActorStopped() | ConfigStoreError():
             return ExitCode.UNAVAILABLE
         case ConfigError() | LookupFailed():

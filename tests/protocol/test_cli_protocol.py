@@ -157,3 +157,59 @@ async def test_json_failure_prints_one_document(tmp_path: Path) -> None:
         assert document["ok"] is False, args
         assert document["error"]["type"] == "ServerNotFound" and document["error"]["exitCode"] == 2, args
         assert document["error"]["server"] == "nosuch", args
+
+
+async def test_a_refused_request_is_not_unavailable(tmp_path: Path) -> None:
+    """The server's error reply to resources read / prompts get: one line saying what to do, exit 2 or 1.
+
+    An unknown resource (invalid params, -32602) is a usage error (exit 2); the demo server's
+    refusal of an unknown prompt carries no such code, so the request failed (exit 1). With
+    --json the failure document says ServerRequestFailed. Before, both exited 3
+    ("unavailable"), as if the server could not be reached.
+    """
+    config = tmp_path / "cfg.json"
+    commands = [
+        ("resources", "read", "demo", "demo://nope"),
+        ("resources", "read", "demo", "demo://nope", "--json"),
+        ("prompts", "get", "demo", "nope"),
+        ("prompts", "get", "demo", "nope", "--json"),
+    ]
+    results: list[tuple[int, str, str]] = [(0, "", "")] * len(commands)
+
+    async def one(i: int, args: tuple[str, ...]) -> None:
+        results[i] = await cli(config, *args)
+
+    async with trio.open_nursery() as nursery:
+        for i, args in enumerate(commands):
+            nursery.start_soon(one, i, args)
+    (read_rc, read_out, read_err), (read_json_rc, read_json, _) = results[:2]
+    (get_rc, get_out, get_err), (get_json_rc, get_json, _) = results[2:]
+    assert (read_rc, read_out) == (2, ""), read_err
+    assert read_err.count("\n") == 1 and "Traceback" not in read_err
+    assert read_err.startswith("mcp-actors: error: server 'demo': resources/read failed: Unknown resource")
+    assert "mcp-actors resources list demo" in read_err
+    assert (get_rc, get_out) == (1, ""), get_err
+    assert get_err.count("\n") == 1 and "Traceback" not in get_err
+    assert get_err.startswith("mcp-actors: error: server 'demo': prompts/get failed: ")
+    assert "mcp-actors prompts list demo" in get_err
+    for rc, out, code in ((read_json_rc, read_json, 2), (get_json_rc, get_json, 1)):
+        document = json.loads(out)
+        assert rc == code
+        assert document["ok"] is False
+        assert (document["error"]["type"], document["error"]["server"]) == ("ServerRequestFailed", "demo")
+        assert document["error"]["exitCode"] == code
+
+
+def test_refused_request_exit_codes() -> None:
+    """A server's error reply exits 2 for invalid params (-32602) or resource not found (-32002), else 1.
+
+    Before, every such reply was a ConnectionFailed and exited 3 (unavailable).
+    """
+    from mcp_actors._cli_support import ExitCode, exit_code_for
+    from mcp_actors.errors import ServerRequestFailed
+
+    def code(number: int) -> ExitCode:
+        return exit_code_for(ServerRequestFailed("refused", server="s", method="resources/read", code=number))
+
+    assert (code(-32602), code(-32002)) == (ExitCode.USAGE, ExitCode.USAGE)
+    assert (code(-32603), code(-32601), code(0)) == (ExitCode.FAILED, ExitCode.FAILED, ExitCode.FAILED)

@@ -14,7 +14,13 @@ from mcp_actors import events
 from mcp_actors._demo_callbacks import SAMPLED_TEMPLATE
 from mcp_actors._demo_features import COUNTER_URI, EXTRA_RESOURCE_URI, NOTE_TEMPLATE, TASK_TOOL
 from mcp_actors.adapters import flatten_result
-from mcp_actors.errors import ServerProtocolError, ToolCallFailed, ToolCallTimeout, ToolOutputInvalid
+from mcp_actors.errors import (
+    ConnectionFailed,
+    ServerRequestFailed,
+    ToolCallFailed,
+    ToolCallTimeout,
+    ToolOutputInvalid,
+)
 
 # ---------------------------------------------------------------------- item 3: resources, prompts, completion
 
@@ -36,8 +42,38 @@ async def test_resources_templates_read_and_discover(tmp_path: Path, transport: 
             found = await svc.discover("srv")
             assert [t.uri_template for t in found.resource_templates] == [SAMPLED_TEMPLATE, NOTE_TEMPLATE]
             assert not found.errors
-            with pytest.raises(ServerProtocolError, match="resources/read"):
+
+
+async def test_a_refused_request_is_server_request_failed(tmp_path: Path, transport: str, protocol: str) -> None:
+    """The server's JSON-RPC error reply to resources/read or prompts/get is a ServerRequestFailed.
+
+    It names the server, the method, the server's own message and what to do, carries the
+    method and the server's error code, and the connection goes on. Before, it was a
+    ServerProtocolError, a ConnectionFailed (the CLI said "unavailable", exit 3).
+    """
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport, protocol=protocol) as svc:
+            with pytest.raises(ServerRequestFailed) as unknown_uri:
                 await svc.read_resource("srv", "demo://nothing-here")
+            with pytest.raises(ServerRequestFailed) as unknown_prompt:
+                await svc.get_prompt("srv", "nothing-here")
+            with pytest.raises(ServerRequestFailed) as missing_argument:
+                await svc.get_prompt("srv", "compose", {})
+            for caught in (unknown_uri, unknown_prompt, missing_argument):
+                assert not isinstance(caught.value, ConnectionFailed)
+                assert caught.value.server == "srv"
+            assert (unknown_uri.value.method, unknown_uri.value.code) == ("resources/read", -32602)
+            assert str(unknown_uri.value).startswith("server 'srv': resources/read failed: Unknown resource")
+            assert "mcp-actors resources list srv" in str(unknown_uri.value)
+            for caught in (unknown_prompt, missing_argument):
+                assert caught.value.method == "prompts/get"
+                assert str(caught.value).startswith("server 'srv': prompts/get failed: ")
+                assert "mcp-actors prompts list srv" in str(caught.value)
+            if protocol == "legacy":  # 2026-07-28 servers of this SDK hide the reason ("Internal server error")
+                assert "Unknown prompt: nothing-here" in str(unknown_prompt.value)
+                assert "Missing required arguments" in str(missing_argument.value)
+            note = await svc.read_resource("srv", "demo://note/alpha")  # the same connection serves on
+            assert note.contents[0].text == "note alpha"  # type: ignore[union-attr]
 
 
 async def test_subscription_updates_and_list_changed_invalidates_cache(
