@@ -3,7 +3,7 @@
 Kept apart from :mod:`mcp_actors.cli`, which registers the sub-apps::
 
     mcp-actors resources list NAME [--templates] [--json]
-    mcp-actors resources read NAME URI [--json] [--output FILE]
+    mcp-actors resources read NAME URI [--output FILE] [--json]
     mcp-actors prompts list NAME [--json]
     mcp-actors prompts get NAME PROMPT [--arg KEY=VALUE ...] [--json]
     mcp-actors tasks list NAME [--json]
@@ -106,26 +106,42 @@ def resources_read(
     uri: Annotated[str, typer.Argument(metavar="URI", help="The resource's URI (a template filled in works too).")],
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", dir_okay=False, help="Write the (first) contents to this file (blobs decoded)."),
+        typer.Option(
+            "--output",
+            "-o",
+            dir_okay=False,
+            help="Write the (first) contents to this file (blobs decoded); with --json, print what was written.",
+        ),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Read a resource: text is printed; binary contents are named (or written with --output)."""
 
     async def fn(service: McpService) -> Any:
-        return await service.read_resource(server, uri)
-
-    result = _run(ctx, fn, as_json=as_json)
-    if as_json:
-        print_json(_dump(result))
-        return
-    if output is not None:
+        result = await service.read_resource(server, uri)
+        if output is None:
+            return result
+        # Written here, inside the command's error handling: a path that cannot be written is one line.
         if not result.contents:
-            raise typer.Exit(int(ExitCode.FAILED))
+            raise CliError(
+                f"server {server!r} returned no contents for {uri!r}; nothing was written to {str(output)!r}",
+                ExitCode.FAILED,
+            )
         first = result.contents[0]
         data = base64.b64decode(first.blob) if hasattr(first, "blob") else first.text.encode()
-        output.write_bytes(data)
-        print(f"wrote {len(data)} bytes to {output}", file=sys.stderr)
+        await _write_output(output, data)
+        return first, len(data)
+
+    result = _run(ctx, fn, as_json=as_json)
+    if output is not None:
+        first, size = result
+        if as_json:
+            print_json({"uri": str(first.uri), "output": str(output), "bytes": size, "mimeType": first.mime_type})
+        else:
+            print(f"wrote {size} bytes to {output}", file=sys.stderr)
+        return
+    if as_json:
+        print_json(_dump(result))
         return
     for item in result.contents:
         if hasattr(item, "text"):
@@ -134,6 +150,17 @@ def resources_read(
             size = len(base64.b64decode(item.blob))
             sys.stdout.write(f"[Binary: {item.mime_type or 'unknown type'}, {size} bytes; use --output FILE]\n")
     sys.stdout.flush()
+
+
+async def _write_output(path: Path, data: bytes) -> None:
+    """Write ``--output``; a path that cannot be written is a usage error naming it and the reason."""
+    import trio
+
+    try:
+        await trio.to_thread.run_sync(path.write_bytes, data)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CliError(f"--output: cannot write {str(path)!r}: {reason}; give a path in a writable directory") from None
 
 
 # --------------------------------------------------------------------------- prompts

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import trio
 
+from mcp_actors.records import McpServerRecord, ServerConfig, ServerType, document_from_records
+
 _SCRIPT = Path(sys.executable).with_name("mcp-actors")
 CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mcp_actors"]
 RUN_BOUND = 120.0
@@ -213,3 +215,96 @@ def test_refused_request_exit_codes() -> None:
 
     assert (code(-32602), code(-32002)) == (ExitCode.USAGE, ExitCode.USAGE)
     assert (code(-32603), code(-32601), code(0)) == (ExitCode.FAILED, ExitCode.FAILED, ExitCode.FAILED)
+
+
+async def test_resources_read_output_that_cannot_be_written(tmp_path: Path) -> None:
+    """--output to a path that cannot be written is one stderr line naming the path (exit 2), no traceback.
+
+    With --json the failure document follows on stdout. Before, the write ran outside the
+    command's error handling: a raw 37-line traceback and exit 1.
+    """
+    config = tmp_path / "cfg.json"
+    (tmp_path / "a-file").write_text("")
+    targets = [tmp_path / "no-such-dir" / "pixel.png", tmp_path / "a-file" / "pixel.png"]
+    results: list[tuple[int, str, str]] = [(0, "", "")] * 4
+
+    async def one(i: int, target: Path, *extra: str) -> None:
+        results[i] = await cli(config, "resources", "read", "demo", "demo://pixel.png", "-o", str(target), *extra)
+
+    async with trio.open_nursery() as nursery:
+        for i, target in enumerate(targets):
+            nursery.start_soon(one, i, target)
+            nursery.start_soon(one, i + 2, target, "--json")
+    for i, (rc, out, err) in enumerate(results):
+        target = targets[i % 2]
+        assert rc == 2, err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith("mcp-actors: error: --output: cannot write ") and str(target) in err, err
+        assert not target.exists()
+        if i < 2:
+            assert out == ""
+        else:
+            document = json.loads(out)
+            assert (document["ok"], document["error"]["type"], document["error"]["exitCode"]) == (False, "CliError", 2)
+
+
+async def test_resources_read_output_with_json_writes_and_says_so(tmp_path: Path) -> None:
+    """--json with --output writes the file and prints one document saying where and how many bytes.
+
+    Before, --output was silently ignored under --json (exit 0, no file written).
+    """
+    target = tmp_path / "pixel.png"
+    rc, out, err = await cli(
+        tmp_path / "cfg.json", "resources", "read", "demo", "demo://pixel.png", "-o", str(target), "--json"
+    )
+    assert rc == 0, err
+    data = target.read_bytes()
+    assert data.startswith(b"\x89PNG")
+    assert json.loads(out) == {
+        "uri": "demo://pixel.png",
+        "output": str(target),
+        "bytes": len(data),
+        "mimeType": "image/png",
+    }
+
+
+EMPTY_SERVER = """
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+
+class Empty(MCPServer):
+    async def read_resource(self, uri, context=None):
+        return []  # a resource with no contents at all
+
+
+server = Empty("empty")
+
+
+@server.resource("empty://nothing")
+def nothing() -> str:
+    return ""
+
+
+anyio.run(server.run_stdio_async, backend="trio")
+"""
+
+
+async def test_resources_read_output_of_no_contents_says_so(tmp_path: Path) -> None:
+    """--output of a resource the server returns with no contents: one line saying nothing was written (exit 1).
+
+    Before, it exited 1 with no message at all.
+    """
+    script = tmp_path / "empty_server.py"
+    script.write_text(EMPTY_SERVER)
+    record = McpServerRecord(
+        name="empty", type=ServerType.STDIO, config=ServerConfig(command=sys.executable, args=[str(script)])
+    )
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps(document_from_records([record])))
+    target = tmp_path / "out.bin"
+    rc, out, err = await cli(config, "resources", "read", "empty", "empty://nothing", "-o", str(target))
+    assert (rc, out) == (1, ""), err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("mcp-actors: error: server 'empty' returned no contents for 'empty://nothing'"), err
+    assert not target.exists()
