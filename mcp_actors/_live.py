@@ -50,7 +50,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, TypeAdapter, ValidationError
 
-from mcp_actors._dispatch import WireDispatcher
+from mcp_actors._dispatch import MalformedReply, WireDispatcher
 from mcp_actors.errors import (
     ConnectionFailed,
     McpActorsError,
@@ -459,7 +459,8 @@ class LiveSession:
             ToolCallTimeout: A tool call got no answer within ``timeout``.
             ToolCallFailed: The server answered a tool call with a JSON-RPC error.
             ServerRequestFailed: The server answered another request with a JSON-RPC error.
-            ServerProtocolError: The server answered with something that is not MCP.
+            ServerProtocolError: The server answered with something that is not MCP (or
+                the dispatcher's own request timeout ran out).
             ConnectionFailed: Another request got no answer within ``timeout``.
         """
         if self.lost is not None:
@@ -492,6 +493,11 @@ class LiveSession:
                     f"server {self.label!r} rejected the call to {tool!r}: {exc.error.message} (code {exc.error.code})",
                     server=self.label,
                     tool=tool,
+                ) from None
+            if isinstance(exc, MalformedReply) or exc.error.code == mcp_types.REQUEST_TIMEOUT:
+                # Not the server's answer to the request: a broken reply, or our own clock.
+                raise ServerProtocolError(
+                    f"server {self.label!r}: {what} failed: {exc.error.message}", server=self.label
                 ) from None
             raise _refused(self.label, what, exc.error) from None
         except McpActorsError:
