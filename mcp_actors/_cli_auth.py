@@ -62,7 +62,8 @@ def _debug(ctx: typer.Context) -> bool:
     return bool(getattr(ctx.find_root().obj, "debug", False))
 
 
-def _run(ctx: typer.Context, body: Callable[[], Awaitable[ExitCode | None]]) -> None:
+def _run(ctx: typer.Context, body: Callable[[], Awaitable[ExitCode | None]], *, as_json: bool) -> None:
+    """Run one command's body; a failure is one stderr line (and, with ``as_json``, the failure document)."""
     import trio
 
     try:
@@ -73,7 +74,7 @@ def _run(ctx: typer.Context, body: Callable[[], Awaitable[ExitCode | None]]) -> 
         if isinstance(root_cause(exc), BrokenPipeError):
             code = ExitCode.FAILED
         else:
-            code = report_failure(exc, debug=_debug(ctx))
+            code = report_failure(exc, debug=_debug(ctx), as_json=as_json)
     if code != ExitCode.OK:
         raise typer.Exit(int(code))
 
@@ -179,7 +180,7 @@ def status_command(
             _print_statuses(rows)
         return ExitCode.OK
 
-    _run(ctx, body)
+    _run(ctx, body, as_json=as_json)
 
 
 @auth_app.command("logout")
@@ -199,7 +200,7 @@ def logout_command(ctx: typer.Context, name: ServerArg, as_json: JsonFlag = Fals
             print(f"{record.name}: {said}", file=sys.stderr)
         return ExitCode.OK
 
-    _run(ctx, body)
+    _run(ctx, body, as_json=as_json)
 
 
 # --------------------------------------------------------------------------- login
@@ -352,4 +353,4 @@ def login_command(
             print(f"{record.name}: logged in (scopes: {' '.join(status['scopes']) or '-'})", file=sys.stderr)
         return ExitCode.OK
 
-    _run(ctx, body)
+    _run(ctx, body, as_json=as_json)

@@ -3,7 +3,7 @@
 Kept apart from :mod:`mcp_actors.cli`, which registers the sub-apps::
 
     mcp-actors resources list NAME [--templates] [--json]
-    mcp-actors resources read NAME URI [--json] [--output FILE]
+    mcp-actors resources read NAME URI [--output FILE] [--json]
     mcp-actors prompts list NAME [--json]
     mcp-actors prompts get NAME PROMPT [--arg KEY=VALUE ...] [--json]
     mcp-actors tasks list NAME [--json]
@@ -46,8 +46,11 @@ def _dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-def _run(ctx: typer.Context, fn: Any) -> Any:
-    """Run ``fn(service)`` in a runtime open for this command; failures become one stderr line."""
+def _run(ctx: typer.Context, fn: Any, *, as_json: bool) -> Any:
+    """Run ``fn(service)`` in a runtime open for this command; failures become one stderr line.
+
+    With ``as_json`` a failure also prints the ``{"ok": false, ...}`` document on stdout.
+    """
     from mcp_actors import cli
 
     holder: dict[str, Any] = {}
@@ -56,7 +59,7 @@ def _run(ctx: typer.Context, fn: Any) -> Any:
         holder["value"] = await cli._with_service(opts, fn)
         return ExitCode.OK
 
-    cli._run_async(ctx, body)
+    cli._run_async(ctx, body, as_json=as_json)
     return holder.get("value")
 
 
@@ -77,7 +80,7 @@ def resources_list(
             return list(await service.list_resource_templates(server))
         return list(await service.list_resources(server))
 
-    items = _run(ctx, fn)
+    items = _run(ctx, fn, as_json=as_json)
     if as_json:
         print_json([_dump(item) for item in items])
         return
@@ -103,26 +106,42 @@ def resources_read(
     uri: Annotated[str, typer.Argument(metavar="URI", help="The resource's URI (a template filled in works too).")],
     output: Annotated[
         Path | None,
-        typer.Option("--output", "-o", dir_okay=False, help="Write the (first) contents to this file (blobs decoded)."),
+        typer.Option(
+            "--output",
+            "-o",
+            dir_okay=False,
+            help="Write the (first) contents to this file (blobs decoded); with --json, print what was written.",
+        ),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
     """Read a resource: text is printed; binary contents are named (or written with --output)."""
 
     async def fn(service: McpService) -> Any:
-        return await service.read_resource(server, uri)
-
-    result = _run(ctx, fn)
-    if as_json:
-        print_json(_dump(result))
-        return
-    if output is not None:
+        result = await service.read_resource(server, uri)
+        if output is None:
+            return result
+        # Written here, inside the command's error handling: a path that cannot be written is one line.
         if not result.contents:
-            raise typer.Exit(int(ExitCode.FAILED))
+            raise CliError(
+                f"server {server!r} returned no contents for {uri!r}; nothing was written to {str(output)!r}",
+                ExitCode.FAILED,
+            )
         first = result.contents[0]
         data = base64.b64decode(first.blob) if hasattr(first, "blob") else first.text.encode()
-        output.write_bytes(data)
-        print(f"wrote {len(data)} bytes to {output}", file=sys.stderr)
+        await _write_output(output, data)
+        return first, len(data)
+
+    result = _run(ctx, fn, as_json=as_json)
+    if output is not None:
+        first, size = result
+        if as_json:
+            print_json({"uri": str(first.uri), "output": str(output), "bytes": size, "mimeType": first.mime_type})
+        else:
+            print(f"wrote {size} bytes to {output}", file=sys.stderr)
+        return
+    if as_json:
+        print_json(_dump(result))
         return
     for item in result.contents:
         if hasattr(item, "text"):
@@ -131,6 +150,17 @@ def resources_read(
             size = len(base64.b64decode(item.blob))
             sys.stdout.write(f"[Binary: {item.mime_type or 'unknown type'}, {size} bytes; use --output FILE]\n")
     sys.stdout.flush()
+
+
+async def _write_output(path: Path, data: bytes) -> None:
+    """Write ``--output``; a path that cannot be written is a usage error naming it and the reason."""
+    import trio
+
+    try:
+        await trio.to_thread.run_sync(path.write_bytes, data)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise CliError(f"--output: cannot write {str(path)!r}: {reason}; give a path in a writable directory") from None
 
 
 # --------------------------------------------------------------------------- prompts
@@ -143,7 +173,7 @@ def prompts_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fals
     async def fn(service: McpService) -> list[Any]:
         return list(await service.list_prompts(server))
 
-    prompts = _run(ctx, fn)
+    prompts = _run(ctx, fn, as_json=as_json)
     if as_json:
         print_json([_dump(p) for p in prompts])
         return
@@ -177,7 +207,7 @@ def prompts_get(
             arguments[key.strip()] = value
         return await service.get_prompt(server, prompt, arguments)
 
-    result = _run(ctx, fn)
+    result = _run(ctx, fn, as_json=as_json)
     if as_json:
         print_json(_dump(result))
         return
@@ -198,7 +228,7 @@ def tasks_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False)
     async def fn(service: McpService) -> list[Any]:
         return list(await service.list_tasks(server))
 
-    tasks = _run(ctx, fn)
+    tasks = _run(ctx, fn, as_json=as_json)
     if as_json:
         print_json([_dump(t) for t in tasks])
         return

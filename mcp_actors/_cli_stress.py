@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from mcp_actors._cli_support import CliError, ExitCode, print_json, report_failure
+from mcp_actors._cli_support import CliError, ExitCode, parse_arguments_json, print_json, report_failure
 
 __all__ = ["stress_app"]
 
@@ -324,12 +324,7 @@ def _settings(ctx: typer.Context, **o: Any) -> Any:
     if o["args"] is not None and o["tool"] is None:
         raise CliError("--args goes with --tool")
     if o["tool"] is not None:
-        try:
-            arguments = json.loads(o["args"]) if o["args"] else {}
-        except json.JSONDecodeError as exc:
-            raise CliError(f"--args is not valid JSON: {exc.msg} (line {exc.lineno} column {exc.colno})") from None
-        if not isinstance(arguments, dict):
-            raise CliError('--args must be a JSON object, e.g. \'{"text": "hi"}\'')
+        arguments = parse_arguments_json(o["args"]) if o["args"] else {}
         mix = single_tool(o["tool"], arguments)
     else:
         mix = load_scenario(o["scenario"])

@@ -7,8 +7,10 @@ The runtime and the registry are imported by the commands that need them.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
+import math
 import re
 import shlex
 import sys
@@ -28,6 +30,7 @@ from mcp_actors.errors import (
     LookupFailed,
     McpActorsError,
     ServerInactive,
+    ServerRequestFailed,
     ToolCallDenied,
     ToolCallFailed,
     ToolCallTimeout,
@@ -52,6 +55,8 @@ __all__ = [
     "failure_lines",
     "json_printed",
     "list_tools_with_progress",
+    "parse_arguments_json",
+    "parse_timeout",
     "print_json",
     "record_json",
     "record_target",
@@ -99,6 +104,78 @@ class CliError(Exception):
         self.code = code
 
 
+@dataclasses.dataclass(frozen=True)
+class _NotJson:
+    """A number Python's json reads but JSON has not: ``NaN``, ``Infinity``, or one too large for a double."""
+
+    token: str
+
+
+def _not_json_constant(token: str) -> _NotJson:
+    return _NotJson(token)
+
+
+def _finite_float(token: str) -> float | _NotJson:
+    value = float(token)
+    return value if math.isfinite(value) else _NotJson(token)
+
+
+def _first_not_json(value: Any, path: str) -> tuple[str, str] | None:
+    """``(path, token)`` of the first number JSON cannot carry in ``value``, else ``None``."""
+    if isinstance(value, _NotJson):
+        return path, value.token
+    if isinstance(value, dict):
+        items: Iterable[tuple[str, Any]] = ((f"{path}.{k}", v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for inner_path, inner in items:
+        found = _first_not_json(inner, inner_path)
+        if found is not None:
+            return found
+    return None
+
+
+def parse_arguments_json(text: str, option: str = "--args") -> dict[str, Any]:
+    """A tool's arguments given on the command line (``--args``): a JSON object of JSON values.
+
+    The one home of the rule for every option that takes a tool's arguments as JSON (inline,
+    ``@FILE`` or ``-``): not JSON, not an object, or a number JSON has not (``NaN``,
+    ``Infinity``, ``-Infinity``, or one too large for a double such as ``1e400``, which
+    Python's json would read as a float and a server would get as ``null``) is a
+    :class:`CliError` (exit 2) naming the option and the field's path in the arguments.
+    """
+    try:
+        value = json.loads(text, parse_constant=_not_json_constant, parse_float=_finite_float)
+    except json.JSONDecodeError as exc:
+        raise CliError(
+            f"{option} is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); pass an object like"
+            ' \'{"text": "hi"}\''
+        ) from None
+    except (ValueError, RecursionError) as exc:
+        # Valid syntax the decoder still refuses: an integer of more than 4300 digits, or deep nesting.
+        problem = "nests too deeply" if isinstance(exc, RecursionError) else "holds an integer too long to read"
+        raise CliError(f"{option} {problem}; pass a smaller JSON object") from None
+    found = _first_not_json(value, "arguments")
+    if found is not None:
+        path, token = found
+        raise CliError(
+            f"{option}: {path} is {token}, not a finite JSON number (NaN, Infinity and numbers too large for a"
+            " double are not JSON; a server would get null); give a finite number, or the value as a string"
+        )
+    if not isinstance(value, dict):
+        raise CliError(f"{option} must be a JSON object (the tool's named arguments), got {type(value).__name__}")
+    return value
+
+
+def parse_timeout(value: float | None, option: str = "--timeout") -> float | None:
+    """A timeout option: ``None`` (the default), else a positive finite number of seconds (as the config wants)."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise CliError(f"{option} must be a finite number of seconds > 0, got {value:g}")
+    return value
+
+
 def root_cause(exc: BaseException) -> BaseException:
     """The one exception worth reporting inside (possibly nested) exception groups.
 
@@ -123,6 +200,10 @@ def _leaves(exc: BaseException) -> Iterable[BaseException]:
         yield exc
 
 
+_USAGE_CODES: Final = frozenset({-32602, -32002})
+"""JSON-RPC error codes that mean the request itself was wrong: invalid params, resource not found."""
+
+
 def exit_code_for(exc: BaseException) -> ExitCode:
     """Map an exception (a leaf, see :func:`root_cause`) to the exit status it means.
 
@@ -143,6 +224,9 @@ def exit_code_for(exc: BaseException) -> ExitCode:
             return ExitCode.FAILED
         case ServerInactive():
             return ExitCode.USAGE
+        case ServerRequestFailed():
+            # The server answered; only bad input (invalid params, an unknown resource) is the caller's to fix.
+            return ExitCode.USAGE if exc.code in _USAGE_CODES else ExitCode.FAILED
         case ConnectionFailed() | ActorStopped() | ConfigStoreError():
             return ExitCode.UNAVAILABLE
         case ConfigError() | LookupFailed():

@@ -77,7 +77,7 @@ from pydantic import BaseModel, ValidationError
 
 from mcp_actors._wire import Deliver, Wire, WireClosed
 
-__all__ = ["BoundNotification", "StreamWire", "WireDispatcher"]
+__all__ = ["BoundNotification", "MalformedReply", "StreamWire", "WireDispatcher"]
 
 logger = logging.getLogger(__name__)
 
@@ -127,13 +127,22 @@ def _error_dict(error: ErrorData) -> dict[str, Any]:
     return out
 
 
+class MalformedReply(MCPError):
+    """The server's answer is not JSON-RPC (an ``error`` member that is no error object, a result that is no object).
+
+    An ``MCPError`` (``INTERNAL_ERROR``) like the SDK's, so callers that only know ``MCPError``
+    see no difference; the call path tells it from a real error answer: the server broke the
+    protocol rather than refused the request.
+    """
+
+
 def _mcp_error(error: Any) -> MCPError:
     """The ``MCPError`` for a JSON-RPC ``error`` member (a malformed one is the server's internal error)."""
     if isinstance(error, dict):
         code, message = error.get("code"), error.get("message")
         if isinstance(code, int) and not isinstance(code, bool) and isinstance(message, str):
             return MCPError(code=code, message=message, data=error.get("data"))
-    return MCPError(code=INTERNAL_ERROR, message=f"malformed error response from the server: {error!r:.200}")
+    return MalformedReply(code=INTERNAL_ERROR, message=f"malformed error response from the server: {error!r:.200}")
 
 
 class _Serial:
@@ -420,7 +429,9 @@ class WireDispatcher:
             result = outcome["result"]
             if isinstance(result, dict):
                 return result
-            raise MCPError(code=INTERNAL_ERROR, message=f"malformed response from the server: result {result!r:.200}")
+            raise MalformedReply(
+                code=INTERNAL_ERROR, message=f"malformed response from the server: result {result!r:.200}"
+            )
         raise _mcp_error(outcome.get("error"))
 
     @contextlib.contextmanager

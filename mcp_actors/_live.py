@@ -50,11 +50,12 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, TypeAdapter, ValidationError
 
-from mcp_actors._dispatch import WireDispatcher
+from mcp_actors._dispatch import MalformedReply, WireDispatcher
 from mcp_actors.errors import (
     ConnectionFailed,
     McpActorsError,
     ServerProtocolError,
+    ServerRequestFailed,
     ToolCallFailed,
     ToolCallTimeout,
 )
@@ -198,6 +199,32 @@ class RequestStamp:
             headers[MCP_NAME_HEADER] = encode_header_value(name)
         if param_headers:
             headers.update(param_headers)
+
+
+_REFUSED_HINTS: Final[Mapping[str, str]] = {
+    "resources/read": "see what it offers with 'mcp-actors resources list {server}' (and --templates)",
+    "resources/subscribe": "see what it offers with 'mcp-actors resources list {server}' (and --templates)",
+    "resources/unsubscribe": "see what it offers with 'mcp-actors resources list {server}' (and --templates)",
+    "prompts/get": "see its prompts and their arguments with 'mcp-actors prompts list {server}'",
+    "completion/complete": "check the prompt or template and its argument with 'mcp-actors discover {server}'",
+}
+_REFUSED_HINT: Final = (
+    "the connection is fine: fix the request and retry ('mcp-actors discover {server}' shows what it offers)"
+)
+
+
+def _refused(server: str, what: str, error: mcp_types.ErrorData) -> ServerRequestFailed:
+    """The typed error for a server's JSON-RPC error reply to a request other than ``tools/call``.
+
+    Names the server, the method and the server's own message, and says what to do next.
+    """
+    hint = _REFUSED_HINTS.get(what, _REFUSED_HINT).format(server=server)
+    return ServerRequestFailed(
+        f"server {server!r}: {what} failed: {error.message} (code {error.code}); {hint}",
+        server=server,
+        method=what,
+        code=error.code,
+    )
 
 
 class SessionEnded(Exception):
@@ -431,7 +458,9 @@ class LiveSession:
                 ``ConnectionFailed`` given to :meth:`end`).
             ToolCallTimeout: A tool call got no answer within ``timeout``.
             ToolCallFailed: The server answered a tool call with a JSON-RPC error.
-            ServerProtocolError: The server answered with an error or with something that is not MCP.
+            ServerRequestFailed: The server answered another request with a JSON-RPC error.
+            ServerProtocolError: The server answered with something that is not MCP (or
+                the dispatcher's own request timeout ran out).
             ConnectionFailed: Another request got no answer within ``timeout``.
         """
         if self.lost is not None:
@@ -465,9 +494,12 @@ class LiveSession:
                     server=self.label,
                     tool=tool,
                 ) from None
-            raise ServerProtocolError(
-                f"server {self.label!r}: {what} failed: {exc.error.message}", server=self.label
-            ) from None
+            if isinstance(exc, MalformedReply) or exc.error.code == mcp_types.REQUEST_TIMEOUT:
+                # Not the server's answer to the request: a broken reply, or our own clock.
+                raise ServerProtocolError(
+                    f"server {self.label!r}: {what} failed: {exc.error.message}", server=self.label
+                ) from None
+            raise _refused(self.label, what, exc.error) from None
         except McpActorsError:
             raise
         except Exception as exc:

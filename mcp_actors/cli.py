@@ -58,6 +58,8 @@ from mcp_actors._cli_support import (
     exit_code_for,
     failure_lines,
     list_tools_with_progress,
+    parse_arguments_json,
+    parse_timeout,
     print_json,
     record_json,
     record_target,
@@ -1375,18 +1377,7 @@ def _read_arguments(option: str | None) -> str | None:
 
 
 def _parse_arguments(text: str | None) -> dict[str, Any]:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(
-            f"--args is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); pass an object like"
-            ' \'{"text": "hi"}\''
-        ) from None
-    if not isinstance(value, dict):
-        raise CliError(f"--args must be a JSON object (the tool's named arguments), got {type(value).__name__}")
-    return value
+    return {} if text is None else parse_arguments_json(text)
 
 
 async def _tool_of_server(service: McpService, record: McpServerRecord, name: str) -> str:
@@ -1512,8 +1503,7 @@ def call(
 
     async def body(opts: _Options) -> ExitCode:
         arguments = _parse_arguments(_read_arguments(args))
-        if timeout is not None and not timeout > 0:
-            raise CliError(f"--timeout must be > 0 seconds, got {timeout:g}")
+        parse_timeout(timeout)
 
         async def run(service: McpService) -> tuple[McpServerRecord, str, Any]:
             record, name = await _resolve_tool(service, tool_id)

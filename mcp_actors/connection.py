@@ -95,6 +95,7 @@ from mcp_actors.errors import (
     ServerConnectionLost,
     ServerMisconfigured,
     ServerProtocolError,
+    ServerRequestFailed,
     ServerStartFailed,
     ToolCallFailed,
     ToolOutputInvalid,
@@ -1290,6 +1291,11 @@ class ConnectionHandle:
         At 2026-07-28 a server may answer with an ``InputRequiredResult`` (it asks the user or
         the model before rendering): fulfilled through the host callbacks and retried, exactly
         as for ``tools/call``.
+
+        Raises:
+            ServerRequestFailed: The server answered with a JSON-RPC error (an unknown prompt,
+                a missing argument, a refused question).
+            ServerProtocolError: The server kept asking for input past the round cap.
         """
 
         async def op(session: ClientSession) -> mcp_types.GetPromptResult:
@@ -1330,6 +1336,11 @@ class ConnectionHandle:
         At 2026-07-28 a server may answer with an ``InputRequiredResult`` (a template that
         asks before it produces the resource): fulfilled through the host callbacks and
         retried, exactly as for ``tools/call``.
+
+        Raises:
+            ServerRequestFailed: The server answered with a JSON-RPC error (an unknown URI, a
+                refused question).
+            ServerProtocolError: The server kept asking for input past the round cap.
         """
 
         async def op(session: ClientSession) -> mcp_types.ReadResourceResult:
@@ -1554,7 +1565,7 @@ class ConnectionHandle:
         if not found:
             try:
                 known = await self.tool_definition(name)
-            except ServerProtocolError:
+            except (ServerProtocolError, ServerRequestFailed):
                 known = None  # the listing failed: call plainly; the call reports its own errors
         if as_task is None:
             execution = known.execution if known is not None else None
@@ -1707,7 +1718,7 @@ class ConnectionHandle:
         """The server's tasks (``tasks/list``, 2025-11-25), all pages.
 
         Raises:
-            ServerProtocolError: The server refused (one without tasks answers "method not found").
+            ServerRequestFailed: The server refused (one without tasks answers "method not found").
         """
 
         async def op(session: ClientSession) -> tuple[mcp_types.Task, ...]:

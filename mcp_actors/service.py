@@ -801,7 +801,8 @@ class McpService:
         """Read one resource; ``contents`` holds text (``.text``) or binary (``.blob``, base64) items.
 
         Raises:
-            ServerProtocolError: The server refused (an unknown URI, no resources at all).
+            ServerRequestFailed: The server refused (an unknown URI, no resources at all): its
+                JSON-RPC error, with ``method`` and ``code``; the connection is fine.
         """
         await trio.lowlevel.checkpoint()
         return await (await self._active(server))[1].read_resource(_text_arg("uri", uri))
@@ -823,7 +824,7 @@ class McpService:
         """The server's tasks with their status (``tasks/list``, 2025-11-25), every page.
 
         Raises:
-            ServerProtocolError: The server does not list tasks (it answers "method not found").
+            ServerRequestFailed: The server does not list tasks (it answers "method not found").
         """
         await trio.lowlevel.checkpoint()
         return builtins.list(await (await self._active(server))[1].list_tasks())
@@ -836,7 +837,12 @@ class McpService:
     async def get_prompt(
         self, server: str, name: str, arguments: Mapping[str, str] | None = None
     ) -> mcp_types.GetPromptResult:
-        """One prompt rendered with ``arguments`` (string values, as the protocol wants)."""
+        """One prompt rendered with ``arguments`` (string values, as the protocol wants).
+
+        Raises:
+            ServerRequestFailed: The server refused (an unknown prompt, a missing required
+                argument): its JSON-RPC error, with ``method`` and ``code``; the connection is fine.
+        """
         await trio.lowlevel.checkpoint()
         args = {str(k): str(v) for k, v in (arguments or {}).items()}
         return await (await self._active(server))[1].get_prompt(_text_arg("name", name), args)

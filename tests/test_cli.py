@@ -249,6 +249,47 @@ async def test_call_exit_codes(config: Path) -> None:
     assert needs_yes.rc == 2 and "--yes" in needs_yes.error_line() and needs_yes.stdout == ""
 
 
+async def test_call_refuses_what_json_cannot_carry(tmp_path: Path) -> None:
+    """NaN, Infinity, -Infinity and numbers too large for a double in --args are a usage error naming the field.
+
+    Inline, from @FILE and from stdin alike, and in stress --args too (one parser). A
+    --timeout that is not a positive finite number is refused with the config's wording.
+    Before, Python's json read them as floats, the call went out with null in their place
+    (exit 0), and --timeout inf was accepted.
+    """
+    config = tmp_path / "mcp-config.json"
+    (tmp_path / "args.json").write_text('{"text": "x", "more": {"items": [1, 1e400]}}')
+    results = await cli_many(
+        config,
+        ["call", "demo/echo", "--args", '{"text": NaN}'],
+        ["call", "demo/add", "--args", '{"a": Infinity, "b": 1}'],
+        ["call", "demo/add", "--args", '{"a": 1, "b": -Infinity}', "--json"],
+        ["call", "demo/echo", "--args", f"@{tmp_path / 'args.json'}"],
+        ["stress", "--command", "true", "--tool", "echo", "--args", '{"text": NaN}'],
+        ["call", "demo/add", "--args", '{"a": 1, "b": 2}', "--timeout", "inf"],
+        ["call", "demo/add", "--args", '{"a": 1, "b": 2}', "--timeout", "1e309"],
+        ["call", "demo/add", "--args", '{"a": 1, "b": 2}', "--timeout", "nan"],
+    )
+    piped = await cli(config, "call", "demo/echo", "--args", "-", stdin='{"text": ["a", NaN]}')
+    nan, inf, minus_inf, from_file, stress, *timeouts = results
+    for result in (*results, piped):
+        assert result.rc == 2, result
+        result.error_line()
+    for result, path, token in (
+        (nan, "arguments.text", "NaN"),
+        (inf, "arguments.a", "Infinity"),
+        (minus_inf, "arguments.b", "-Infinity"),
+        (from_file, "arguments.more.items[1]", "1e400"),
+        (stress, "arguments.text", "NaN"),
+        (piped, "arguments.text[1]", "NaN"),
+    ):
+        line = result.error_line()
+        assert f"--args: {path} is {token}, not a finite JSON number" in line, line
+    assert minus_inf.json()["error"]["type"] == "CliError" and minus_inf.json()["error"]["exitCode"] == 2
+    for result, shown in zip(timeouts, ("inf", "inf", "nan"), strict=True):
+        assert f"--timeout must be a finite number of seconds > 0, got {shown}" in result.error_line()
+
+
 def _run_on_terminal(config: Path, args: Sequence[str], answer: bytes) -> tuple[int, str, str]:
     """Run with stdin and stderr on a pseudo-terminal, type ``answer``; return (rc, stdout, terminal)."""
     master, slave = pty.openpty()

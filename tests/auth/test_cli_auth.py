@@ -163,6 +163,24 @@ async def test_login_of_a_stdio_server_is_a_usage_error(tmp_path: Path) -> None:
     assert "stdio" in login.stderr.decode()
 
 
+async def test_status_json_failure_prints_one_document(tmp_path: Path) -> None:
+    """`auth status --json` that fails prints the failure document on stdout besides the stderr line.
+
+    Before, stdout stayed empty: an unknown server (exit 2) or a stdio server (exit 2) gave a
+    script no JSON document to read.
+    """
+    record = McpServerRecord(name="local", type=ServerType.STDIO, config=ServerConfig(command="true"))
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps(document_from_records([record])))
+    for name, kind in (("nosuch", "ServerNotFound"), ("local", "CliError")):
+        status = await _cli(tmp_path, config, "auth", "status", name, "--json")
+        assert status.returncode == 2, status.stderr
+        assert len(status.stderr.decode().splitlines()) == 1
+        document = json.loads(status.stdout)
+        assert document["ok"] is False
+        assert (document["error"]["type"], document["error"]["exitCode"]) == (kind, 2)
+
+
 async def test_login_on_a_busy_port_says_so(auth_server: AuthServer, tmp_path: Path) -> None:
     """A redirect port already in use is a usage error naming the port and --port (exit 2)."""
     config = _write_config(tmp_path, auth_server)

@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 from protocol_bed import BOUND, NEGOTIATED, negotiated
 
 from mcp_actors._demo_callbacks import ASKING_PROMPT
-from mcp_actors.errors import ServerProtocolError
+from mcp_actors.errors import ServerProtocolError, ServerRequestFailed
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
 from mcp_actors.testing import demo_server_command, serve_http
@@ -93,7 +93,7 @@ async def test_prompt_and_resource_reach_the_handlers_answered_and_declined(
             mode["answer"] = False
             declined = await svc.get_prompt("srv", ASKING_PROMPT, {"team": "ops"})
             assert prompt_text(declined) == "The user answered decline: introduce nobody to the ops team."
-            with pytest.raises(ServerProtocolError, match=r"'srv'.*resources/read.*the user turned sampling off"):
+            with pytest.raises(ServerRequestFailed, match=r"'srv'.*resources/read.*the user turned sampling off"):
                 await svc.read_resource("srv", "demo://model-says/trio")
 
 
@@ -101,9 +101,9 @@ async def test_prompt_and_resource_without_handlers_are_refused(tmp_path: Path, 
     """With no handler the server's question is refused the protocol's way; the error names the server and method."""
     with trio.fail_after(BOUND):
         async with asking_service(tmp_path, transport, protocol) as svc:
-            with pytest.raises(ServerProtocolError, match=r"'srv'.*prompts/get.*Elicitation not supported"):
+            with pytest.raises(ServerRequestFailed, match=r"'srv'.*prompts/get.*Elicitation not supported"):
                 await svc.get_prompt("srv", ASKING_PROMPT, {"team": "ops"})
-            with pytest.raises(ServerProtocolError, match=r"'srv'.*resources/read.*Sampling not supported"):
+            with pytest.raises(ServerRequestFailed, match=r"'srv'.*resources/read.*Sampling not supported"):
                 await svc.read_resource("srv", "demo://model-says/trio")
             assert negotiated(svc, "srv") == NEGOTIATED[protocol]
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import trio
 
+from mcp_actors.records import McpServerRecord, ServerConfig, ServerType, document_from_records
+
 _SCRIPT = Path(sys.executable).with_name("mcp-actors")
 CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mcp_actors"]
 RUN_BOUND = 120.0
@@ -126,3 +128,183 @@ async def test_tasks_list(tmp_path: Path) -> None:
     assert (rc, json.loads(out)) == (0, []), err
     rc, out, err = await cli(config, "tasks", "list", "demo")
     assert rc == 0 and "Tasks (0)" in out, err
+
+
+async def test_json_failure_prints_one_document(tmp_path: Path) -> None:
+    """With --json, a failing resources/prompts/tasks command prints one failure document on stdout.
+
+    Before, these command groups printed nothing on stdout when they failed (only the stderr
+    line), breaking the promise that --json always writes exactly one JSON document.
+    """
+    config = tmp_path / "cfg.json"
+    commands = [
+        ("resources", "list", "nosuch", "--json"),
+        ("resources", "read", "nosuch", "demo://note/alpha", "--json"),
+        ("prompts", "list", "nosuch", "--json"),
+        ("prompts", "get", "nosuch", "compose", "--json"),
+        ("tasks", "list", "nosuch", "--json"),
+    ]
+    results: list[tuple[int, str, str]] = [(0, "", "")] * len(commands)
+
+    async def one(i: int, args: tuple[str, ...]) -> None:
+        results[i] = await cli(config, *args)
+
+    async with trio.open_nursery() as nursery:
+        for i, args in enumerate(commands):
+            nursery.start_soon(one, i, args)
+    for args, (rc, out, err) in zip(commands, results, strict=True):
+        assert rc == 2, (args, err)
+        assert err.count("\n") == 1 and err.startswith("mcp-actors: error: "), (args, err)
+        document = json.loads(out)
+        assert document["ok"] is False, args
+        assert document["error"]["type"] == "ServerNotFound" and document["error"]["exitCode"] == 2, args
+        assert document["error"]["server"] == "nosuch", args
+
+
+async def test_a_refused_request_is_not_unavailable(tmp_path: Path) -> None:
+    """The server's error reply to resources read / prompts get: one line saying what to do, exit 2 or 1.
+
+    An unknown resource (invalid params, -32602) is a usage error (exit 2); the demo server's
+    refusal of an unknown prompt carries no such code, so the request failed (exit 1). With
+    --json the failure document says ServerRequestFailed. Before, both exited 3
+    ("unavailable"), as if the server could not be reached.
+    """
+    config = tmp_path / "cfg.json"
+    commands = [
+        ("resources", "read", "demo", "demo://nope"),
+        ("resources", "read", "demo", "demo://nope", "--json"),
+        ("prompts", "get", "demo", "nope"),
+        ("prompts", "get", "demo", "nope", "--json"),
+    ]
+    results: list[tuple[int, str, str]] = [(0, "", "")] * len(commands)
+
+    async def one(i: int, args: tuple[str, ...]) -> None:
+        results[i] = await cli(config, *args)
+
+    async with trio.open_nursery() as nursery:
+        for i, args in enumerate(commands):
+            nursery.start_soon(one, i, args)
+    (read_rc, read_out, read_err), (read_json_rc, read_json, _) = results[:2]
+    (get_rc, get_out, get_err), (get_json_rc, get_json, _) = results[2:]
+    assert (read_rc, read_out) == (2, ""), read_err
+    assert read_err.count("\n") == 1 and "Traceback" not in read_err
+    assert read_err.startswith("mcp-actors: error: server 'demo': resources/read failed: Unknown resource")
+    assert "mcp-actors resources list demo" in read_err
+    assert (get_rc, get_out) == (1, ""), get_err
+    assert get_err.count("\n") == 1 and "Traceback" not in get_err
+    assert get_err.startswith("mcp-actors: error: server 'demo': prompts/get failed: ")
+    assert "mcp-actors prompts list demo" in get_err
+    for rc, out, code in ((read_json_rc, read_json, 2), (get_json_rc, get_json, 1)):
+        document = json.loads(out)
+        assert rc == code
+        assert document["ok"] is False
+        assert (document["error"]["type"], document["error"]["server"]) == ("ServerRequestFailed", "demo")
+        assert document["error"]["exitCode"] == code
+
+
+def test_refused_request_exit_codes() -> None:
+    """A server's error reply exits 2 for invalid params (-32602) or resource not found (-32002), else 1.
+
+    Before, every such reply was a ConnectionFailed and exited 3 (unavailable).
+    """
+    from mcp_actors._cli_support import ExitCode, exit_code_for
+    from mcp_actors.errors import ServerRequestFailed
+
+    def code(number: int) -> ExitCode:
+        return exit_code_for(ServerRequestFailed("refused", server="s", method="resources/read", code=number))
+
+    assert (code(-32602), code(-32002)) == (ExitCode.USAGE, ExitCode.USAGE)
+    assert (code(-32603), code(-32601), code(0)) == (ExitCode.FAILED, ExitCode.FAILED, ExitCode.FAILED)
+
+
+async def test_resources_read_output_that_cannot_be_written(tmp_path: Path) -> None:
+    """--output to a path that cannot be written is one stderr line naming the path (exit 2), no traceback.
+
+    With --json the failure document follows on stdout. Before, the write ran outside the
+    command's error handling: a raw 37-line traceback and exit 1.
+    """
+    config = tmp_path / "cfg.json"
+    (tmp_path / "a-file").write_text("")
+    targets = [tmp_path / "no-such-dir" / "pixel.png", tmp_path / "a-file" / "pixel.png"]
+    results: list[tuple[int, str, str]] = [(0, "", "")] * 4
+
+    async def one(i: int, target: Path, *extra: str) -> None:
+        results[i] = await cli(config, "resources", "read", "demo", "demo://pixel.png", "-o", str(target), *extra)
+
+    async with trio.open_nursery() as nursery:
+        for i, target in enumerate(targets):
+            nursery.start_soon(one, i, target)
+            nursery.start_soon(one, i + 2, target, "--json")
+    for i, (rc, out, err) in enumerate(results):
+        target = targets[i % 2]
+        assert rc == 2, err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert err.startswith("mcp-actors: error: --output: cannot write ") and str(target) in err, err
+        assert not target.exists()
+        if i < 2:
+            assert out == ""
+        else:
+            document = json.loads(out)
+            assert (document["ok"], document["error"]["type"], document["error"]["exitCode"]) == (False, "CliError", 2)
+
+
+async def test_resources_read_output_with_json_writes_and_says_so(tmp_path: Path) -> None:
+    """--json with --output writes the file and prints one document saying where and how many bytes.
+
+    Before, --output was silently ignored under --json (exit 0, no file written).
+    """
+    target = tmp_path / "pixel.png"
+    rc, out, err = await cli(
+        tmp_path / "cfg.json", "resources", "read", "demo", "demo://pixel.png", "-o", str(target), "--json"
+    )
+    assert rc == 0, err
+    data = target.read_bytes()
+    assert data.startswith(b"\x89PNG")
+    assert json.loads(out) == {
+        "uri": "demo://pixel.png",
+        "output": str(target),
+        "bytes": len(data),
+        "mimeType": "image/png",
+    }
+
+
+EMPTY_SERVER = """
+import anyio
+from mcp.server.mcpserver import MCPServer
+
+
+class Empty(MCPServer):
+    async def read_resource(self, uri, context=None):
+        return []  # a resource with no contents at all
+
+
+server = Empty("empty")
+
+
+@server.resource("empty://nothing")
+def nothing() -> str:
+    return ""
+
+
+anyio.run(server.run_stdio_async, backend="trio")
+"""
+
+
+async def test_resources_read_output_of_no_contents_says_so(tmp_path: Path) -> None:
+    """--output of a resource the server returns with no contents: one line saying nothing was written (exit 1).
+
+    Before, it exited 1 with no message at all.
+    """
+    script = tmp_path / "empty_server.py"
+    script.write_text(EMPTY_SERVER)
+    record = McpServerRecord(
+        name="empty", type=ServerType.STDIO, config=ServerConfig(command=sys.executable, args=[str(script)])
+    )
+    config = tmp_path / "cfg.json"
+    config.write_text(json.dumps(document_from_records([record])))
+    target = tmp_path / "out.bin"
+    rc, out, err = await cli(config, "resources", "read", "empty", "empty://nothing", "-o", str(target))
+    assert (rc, out) == (1, ""), err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("mcp-actors: error: server 'empty' returned no contents for 'empty://nothing'"), err
+    assert not target.exists()

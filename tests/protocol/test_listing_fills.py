@@ -15,7 +15,7 @@ from mcp.server.mcpserver import MCPServer
 
 from mcp_actors import events
 from mcp_actors.connection import ConnectionHandle, ConnectionSettings, open_connection
-from mcp_actors.errors import ConnectionFailed, ServerProtocolError
+from mcp_actors.errors import ConnectionFailed, ServerRequestFailed
 from mcp_actors.transports import MemoryParams
 
 WAITERS = 8
@@ -126,7 +126,7 @@ async def test_a_failed_listing_reaches_every_waiter_and_is_not_cached(autojump_
     async with connected(gated) as handle:
         gated.fail = True
         outcomes = await gather(WAITERS, handle.list_resources)
-        assert all(isinstance(outcome, ServerProtocolError) for outcome in outcomes), outcomes
+        assert all(isinstance(outcome, ServerRequestFailed) for outcome in outcomes), outcomes
         assert all("broken today" in str(outcome) for outcome in outcomes)
         assert gated.requests["list_resources"] == 1
         gated.fail = False

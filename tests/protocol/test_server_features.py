@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 
 import mcp.types as mcp_types
@@ -14,7 +15,15 @@ from mcp_actors import events
 from mcp_actors._demo_callbacks import SAMPLED_TEMPLATE
 from mcp_actors._demo_features import COUNTER_URI, EXTRA_RESOURCE_URI, NOTE_TEMPLATE, TASK_TOOL
 from mcp_actors.adapters import flatten_result
-from mcp_actors.errors import ServerProtocolError, ToolCallFailed, ToolCallTimeout, ToolOutputInvalid
+from mcp_actors.errors import (
+    ConnectionFailed,
+    ServerProtocolError,
+    ServerRequestFailed,
+    ToolCallFailed,
+    ToolCallTimeout,
+    ToolOutputInvalid,
+)
+from mcp_actors.runtime import open_runtime
 
 # ---------------------------------------------------------------------- item 3: resources, prompts, completion
 
@@ -36,8 +45,80 @@ async def test_resources_templates_read_and_discover(tmp_path: Path, transport: 
             found = await svc.discover("srv")
             assert [t.uri_template for t in found.resource_templates] == [SAMPLED_TEMPLATE, NOTE_TEMPLATE]
             assert not found.errors
-            with pytest.raises(ServerProtocolError, match="resources/read"):
+
+
+async def test_a_refused_request_is_server_request_failed(tmp_path: Path, transport: str, protocol: str) -> None:
+    """The server's JSON-RPC error reply to resources/read or prompts/get is a ServerRequestFailed.
+
+    It names the server, the method, the server's own message and what to do, carries the
+    method and the server's error code, and the connection goes on. Before, it was a
+    ServerProtocolError, a ConnectionFailed (the CLI said "unavailable", exit 3).
+    """
+    with trio.fail_after(BOUND):
+        async with demo_service(tmp_path, transport, protocol=protocol) as svc:
+            with pytest.raises(ServerRequestFailed) as unknown_uri:
                 await svc.read_resource("srv", "demo://nothing-here")
+            with pytest.raises(ServerRequestFailed) as unknown_prompt:
+                await svc.get_prompt("srv", "nothing-here")
+            with pytest.raises(ServerRequestFailed) as missing_argument:
+                await svc.get_prompt("srv", "compose", {})
+            for caught in (unknown_uri, unknown_prompt, missing_argument):
+                assert not isinstance(caught.value, ConnectionFailed)
+                assert caught.value.server == "srv"
+            assert (unknown_uri.value.method, unknown_uri.value.code) == ("resources/read", -32602)
+            assert str(unknown_uri.value).startswith("server 'srv': resources/read failed: Unknown resource")
+            assert "mcp-actors resources list srv" in str(unknown_uri.value)
+            for caught in (unknown_prompt, missing_argument):
+                assert caught.value.method == "prompts/get"
+                assert str(caught.value).startswith("server 'srv': prompts/get failed: ")
+                assert "mcp-actors prompts list srv" in str(caught.value)
+            if protocol == "legacy":  # 2026-07-28 servers of this SDK hide the reason ("Internal server error")
+                assert "Unknown prompt: nothing-here" in str(unknown_prompt.value)
+                assert "Missing required arguments" in str(missing_argument.value)
+            note = await svc.read_resource("srv", "demo://note/alpha")  # the same connection serves on
+            assert note.contents[0].text == "note alpha"  # type: ignore[union-attr]
+
+
+RAW_SERVER = """
+import json
+import sys
+
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue  # notifications
+    if message["method"] == "initialize":
+        result = {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"resources": {}},
+            "serverInfo": {"name": "raw", "version": "0"},
+        }
+        reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
+    elif message["params"]["uri"] == "raw://malformed":
+        reply = {"jsonrpc": "2.0", "id": message["id"], "error": "not an error object"}
+    else:
+        reply = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32002, "message": "no such resource"}}
+    sys.stdout.write(json.dumps(reply) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+async def test_a_malformed_error_reply_stays_a_protocol_error(tmp_path: Path) -> None:
+    """An error member that is not a JSON-RPC error object is ServerProtocolError; a proper one is ServerRequestFailed.
+
+    The server broke the protocol there, so it is not reported as an answered request.
+    """
+    script = tmp_path / "raw_server.py"
+    script.write_text(RAW_SERVER)
+    config = {"command": sys.executable, "args": [str(script)], "pingInterval": 0, "protocol": "legacy"}
+    with trio.fail_after(BOUND):
+        async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False) as rt:
+            await rt.service.add({"name": "raw", "type": "stdio", "config": config})
+            with pytest.raises(ServerRequestFailed) as refused:
+                await rt.service.read_resource("raw", "raw://missing")
+            assert (refused.value.code, refused.value.method) == (-32002, "resources/read")
+            with pytest.raises(ServerProtocolError, match=r"'raw'.*resources/read.*malformed error response"):
+                await rt.service.read_resource("raw", "raw://malformed")
 
 
 async def test_subscription_updates_and_list_changed_invalidates_cache(
