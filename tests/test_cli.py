@@ -8,6 +8,7 @@ file fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -401,6 +402,36 @@ class LineReader:
                 return
 
 
+@attrs.define
+class WatchRun:
+    """One ``mcp-actors watch --json`` process: its output lines, and how it ended."""
+
+    proc: subprocess.Popen[bytes]
+    reader: LineReader
+    deadline: float
+    rc: int | None = None
+    stderr: str = ""
+
+
+@contextlib.contextmanager
+def watching(config: Path) -> Iterator[WatchRun]:
+    """Run ``watch --json`` on ``config`` for the block; Ctrl-C (SIGINT) at its end, killed if it outlives that."""
+    proc = subprocess.Popen(
+        [*CLI, "watch", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(config)
+    )
+    try:
+        run = WatchRun(proc=proc, reader=LineReader(), deadline=time.monotonic() + RUN_BOUND)
+        run.reader.start(proc.stdout)
+        yield run
+        proc.send_signal(signal.SIGINT)
+        run.rc = proc.wait(timeout=RUN_BOUND)
+        run.stderr = proc.stderr.read().decode() if proc.stderr else ""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def _state(server: str, state: str) -> Any:
     return lambda e: (
         e["type"] == "connection:state" and e["data"]["serverName"] == server and e["data"]["state"] == state
@@ -410,28 +441,17 @@ def _state(server: str, state: str) -> Any:
 def test_watch_streams_events_until_interrupted(tmp_path: Path) -> None:
     """watch --json connects the servers, streams their state changes live (a kill included), stops on Ctrl-C."""
     config = write_config(tmp_path / "mcp-config.json", stdio("fs", fault_server_command()))
-    proc = subprocess.Popen(
-        [*CLI, "watch", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(config)
-    )
-    try:
-        reader = LineReader()
-        reader.start(proc.stdout)
-        deadline = time.monotonic() + RUN_BOUND
-        seen = list(reader.until(_state("fs", "connected"), deadline))
+    with watching(config) as run:
+        seen = list(run.reader.until(_state("fs", "connected"), run.deadline))
         [server] = [
-            p for p in psutil.Process(proc.pid).children() if "mcp_actors.testing.fault_server" in " ".join(p.cmdline())
+            p
+            for p in psutil.Process(run.proc.pid).children()
+            if "mcp_actors.testing.fault_server" in " ".join(p.cmdline())
         ]
         server.kill()
-        seen += list(reader.until(_state("fs", "error"), deadline))
-        proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=RUN_BOUND)
-        stderr = proc.stderr.read().decode() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert rc == 0, stderr
-    assert stderr == ""
+        seen += list(run.reader.until(_state("fs", "error"), run.deadline))
+    assert run.rc == 0, run.stderr
+    assert run.stderr == ""
     states = [e["data"]["state"] for e in seen if e["type"] == "connection:state"]
     assert states[:2] == ["connecting", "connected"] and states[-1] == "error"
     # The first sign of the death names it: the exit by SIGKILL, or (when the pipes close
@@ -449,9 +469,6 @@ def test_watch_connects_servers_another_process_adds_enables_or_renames(tmp_path
     """
     demo_off = attrs.evolve(builtin_demo_record(), is_active=False)
     config = write_config(tmp_path / "mcp-config.json", stdio("fs", fault_server_command()), demo_off)
-    proc = subprocess.Popen(
-        [*CLI, "watch", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env(config)
-    )
 
     def edit(*args: str) -> None:
         done = subprocess.run([*CLI, *args], env=cli_env(config), capture_output=True, timeout=RUN_BOUND, check=False)
@@ -467,25 +484,15 @@ def test_watch_connects_servers_another_process_adds_enables_or_renames(tmp_path
 
         return seen
 
-    try:
-        reader = LineReader()
-        reader.start(proc.stdout)
-        deadline = time.monotonic() + RUN_BOUND
-        list(reader.until(connected("fs"), deadline))
+    with watching(config) as run:
+        list(run.reader.until(connected("fs"), run.deadline))
         command = fault_server_command()
         edit("servers", "add", "d2", "--command", command[0], *(f"--arg={a}" for a in command[1:]))
         edit("servers", "enable", "demo")
-        list(reader.until(connected("d2", "demo"), deadline))
+        list(run.reader.until(connected("d2", "demo"), run.deadline))
         edit("servers", "update", "d2", "--rename", "d3")
-        list(reader.until(connected("d3"), deadline))
-        proc.send_signal(signal.SIGINT)
-        rc = proc.wait(timeout=RUN_BOUND)
-        stderr = proc.stderr.read().decode() if proc.stderr else ""
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert rc == 0, stderr
+        list(run.reader.until(connected("d3"), run.deadline))
+    assert run.rc == 0, run.stderr
 
 
 # --------------------------------------------------------------------------- demo, entry points

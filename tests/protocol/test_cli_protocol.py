@@ -29,6 +29,19 @@ async def cli(config: Path, *args: str) -> tuple[int, str, str]:
     return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
+async def cli_all(config: Path, commands: list[tuple[str, ...]]) -> list[tuple[int, str, str]]:
+    """Run ``commands`` at once against one config; their results in order."""
+    results: list[tuple[int, str, str]] = [(0, "", "")] * len(commands)
+
+    async def one(i: int, args: tuple[str, ...]) -> None:
+        results[i] = await cli(config, *args)
+
+    async with trio.open_nursery() as nursery:
+        for i, args in enumerate(commands):
+            nursery.start_soon(one, i, args)
+    return results
+
+
 async def test_resources_list_templates_and_read(tmp_path: Path) -> None:
     """resources list (plain and --templates) and read (text, binary, --output) work on the demo server."""
     config = tmp_path / "cfg.json"
@@ -144,14 +157,7 @@ async def test_json_failure_prints_one_document(tmp_path: Path) -> None:
         ("prompts", "get", "nosuch", "compose", "--json"),
         ("tasks", "list", "nosuch", "--json"),
     ]
-    results: list[tuple[int, str, str]] = [(0, "", "")] * len(commands)
-
-    async def one(i: int, args: tuple[str, ...]) -> None:
-        results[i] = await cli(config, *args)
-
-    async with trio.open_nursery() as nursery:
-        for i, args in enumerate(commands):
-            nursery.start_soon(one, i, args)
+    results = await cli_all(config, commands)
     for args, (rc, out, err) in zip(commands, results, strict=True):
         assert rc == 2, (args, err)
         assert err.count("\n") == 1 and err.startswith("mcp-actors: error: "), (args, err)
@@ -176,14 +182,7 @@ async def test_a_refused_request_is_not_unavailable(tmp_path: Path) -> None:
         ("prompts", "get", "demo", "nope"),
         ("prompts", "get", "demo", "nope", "--json"),
     ]
-    results: list[tuple[int, str, str]] = [(0, "", "")] * len(commands)
-
-    async def one(i: int, args: tuple[str, ...]) -> None:
-        results[i] = await cli(config, *args)
-
-    async with trio.open_nursery() as nursery:
-        for i, args in enumerate(commands):
-            nursery.start_soon(one, i, args)
+    results = await cli_all(config, commands)
     (read_rc, read_out, read_err), (read_json_rc, read_json, _) = results[:2]
     (get_rc, get_out, get_err), (get_json_rc, get_json, _) = results[2:]
     assert (read_rc, read_out) == (2, ""), read_err
@@ -226,15 +225,8 @@ async def test_resources_read_output_that_cannot_be_written(tmp_path: Path) -> N
     config = tmp_path / "cfg.json"
     (tmp_path / "a-file").write_text("")
     targets = [tmp_path / "no-such-dir" / "pixel.png", tmp_path / "a-file" / "pixel.png"]
-    results: list[tuple[int, str, str]] = [(0, "", "")] * 4
-
-    async def one(i: int, target: Path, *extra: str) -> None:
-        results[i] = await cli(config, "resources", "read", "demo", "demo://pixel.png", "-o", str(target), *extra)
-
-    async with trio.open_nursery() as nursery:
-        for i, target in enumerate(targets):
-            nursery.start_soon(one, i, target)
-            nursery.start_soon(one, i + 2, target, "--json")
+    read = ("resources", "read", "demo", "demo://pixel.png", "-o")
+    results = await cli_all(config, [(*read, str(t)) for t in targets] + [(*read, str(t), "--json") for t in targets])
     for i, (rc, out, err) in enumerate(results):
         target = targets[i % 2]
         assert rc == 2, err
