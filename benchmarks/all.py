@@ -40,7 +40,7 @@ BENCHMARKS: Final = (
     "fault_recovery",
     "hot_path",
 )
-"""In the issues' order (1-8 from the first benchmark issue, 9 from issue 15)."""
+"""In the order the benchmarks were written (the oldest first)."""
 
 QUICK_TIMEOUT: Final = 180.0
 FULL_TIMEOUT: Final = 3 * 3600.0

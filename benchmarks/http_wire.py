@@ -4,10 +4,10 @@ One process, one light server (``benchmarks/_toolserver.py --http``: JSON answer
 the contenders one after the other, in rotating order over ``--rounds`` rounds:
 
 * ``floor``: :class:`benchmarks.stress_floor.FloorHttpClient` (raw HTTP/1.1 on trio sockets);
-* ``wire``: :class:`mcp_actors._wire_http.HttpWire` with the smallest possible dispatcher (a
+* ``wire``: :class:`mcp_actors._wire.http.wire.HttpWire` with the smallest possible dispatcher (a
   counter for ids; ``send`` has delivered the answer when it returns);
 * ``wire+session``: the SDK's ``ClientSession`` on the wire's SDK streams (the bridge in
-  :mod:`mcp_actors._transport_http`): what a connection costs until it runs on our dispatcher;
+  :mod:`mcp_actors._wire.http.transport`): what a connection costs until it runs on our dispatcher;
 * ``sdk``: the SDK's ``ClientSession`` on its own ``streamable_http_client``;
 * ``ours``: the whole of mcp-actors, ``open_runtime()`` and ``McpService.call_tool`` (what
   ``hot_path`` measures as mcp-actors), with a private config and state directory.
@@ -53,8 +53,8 @@ async def _floor(url: str) -> AsyncIterator[Call]:
 
 @contextlib.asynccontextmanager
 async def _wire(url: str) -> AsyncIterator[Call]:
-    from mcp_actors._transport_http import HttpParams, open_http_transport
-    from mcp_actors._wire_http import HttpWire
+    from mcp_actors._wire.http.transport import HttpParams, open_http_transport
+    from mcp_actors._wire.http.wire import HttpWire
 
     answers: dict[Any, dict[str, Any]] = {}
 
@@ -95,7 +95,7 @@ async def _wire(url: str) -> AsyncIterator[Call]:
 async def _wire_session(url: str) -> AsyncIterator[Call]:
     from mcp import ClientSession
 
-    from mcp_actors._transport_http import HttpParams, open_http_transport
+    from mcp_actors._wire.http.transport import HttpParams, open_http_transport
 
     async with open_http_transport(HttpParams(url=url), label="bench") as link:
         async with ClientSession(link.read_stream, link.write_stream) as session:
@@ -126,9 +126,10 @@ async def _ours(url: str) -> AsyncIterator[Call]:
     import tempfile
     from pathlib import Path
 
-    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors._config.codec import record_from_json_dict
+    from mcp_actors._config.record import new_server_id
+    from mcp_actors._config.store import ConfigStore
     from mcp_actors.runtime import open_runtime
-    from mcp_actors.store import ConfigStore
 
     with tempfile.TemporaryDirectory() as tmp:
         previous = os.environ.get("MCP_ACTORS_STATE_DIR")

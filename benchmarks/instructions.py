@@ -1,7 +1,7 @@
 """Instructions per call: the client's cost counted by valgrind, where CPU time is too noisy to compare.
 
 On a shared machine the CPU time of the same client, per call, moves by a factor of up to
-two from run to run (docs/performance.md, rounds 6 and 7). The number of instructions the
+two from run to run (docs/performance.md and 7). The number of instructions the
 client executes does not: ``valgrind --tool=cachegrind`` counts them, and the difference
 between a short and a long run of the same loop (50 calls in flight on the light server,
 after the handshake and 20 warm-up calls) divided by the difference in calls is the

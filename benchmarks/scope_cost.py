@@ -2,7 +2,7 @@
 
 50 trio tasks each run a loop of ``await trio.lowlevel.checkpoint()``, bare or inside a
 scope entered and left around every iteration; the process CPU time per iteration is
-printed for each shape, three times (docs/performance.md, round 7).
+printed for each shape, three times (docs/performance.md).
 
     python -m benchmarks.scope_cost [--iterations N]
 """

@@ -13,7 +13,7 @@ and, when ``node`` and ``npx`` are there, for twenty of the MCP reference "every
 servers (a real, fast Node server). On two cores twenty demo servers cannot start in the
 time of one: their imports alone need twenty times the CPU.
 
-Goals (issue 15): twenty servers connected and listed in at most the raw SDK's
+Goals: twenty servers connected and listed in at most the raw SDK's
 concurrent time (ratio <= 1.0), and a fixed cost of at most 10 ms over it (one light
 server: ours minus raw). Each is checked twice: from the medians, as the issue states it,
 and paired by round (:func:`paired`), which a shared machine's slow spells of a few
@@ -60,7 +60,7 @@ __all__ = [
     "verdict_of_interval",
 ]
 
-GOAL = "20 servers in <= 1.0x the raw SDK's concurrent time, fixed cost <= 10 ms over it (issue 15)"
+GOAL = "20 servers in <= 1.0x the raw SDK's concurrent time, fixed cost <= 10 ms over it"
 MANY = 20
 FIXED_COST_GOAL_MS = 10.0
 FIXED_COST_ROUNDS = 15
@@ -115,7 +115,7 @@ def paired(
 
     The contenders of one round run one after the other, seconds apart; this machine's
     slow spells last seconds too (a server's start is ~70 ms or ~105 ms for every client,
-    in runs of consecutive samples: docs/performance.md, round 8). A difference of two
+    in runs of consecutive samples: docs/performance.md). A difference of two
     medians moves by up to that gap when the spells fall unevenly on the contenders; the
     same round's two values mostly share a spell, so their difference or ratio does not.
 
@@ -241,8 +241,8 @@ def core_time_notes(metric: Metric, what: str, cores: int) -> list[str]:
     With more servers than cores the start keeps every core busy: ``cores x wall`` is the
     servers' CPU, plus the client's (its process and its helpers), plus what stayed idle.
     The servers' part is ~95 % of it for 20 light servers on two cores, and it moves by
-    100-200 ms of CPU from one start to the next with any client (docs/performance.md,
-    round 15): that, not the client, is most of a round's spread in wall time. A round's
+    100-200 ms of CPU from one start to the next with any client (docs/performance.md):
+    that, not the client, is most of a round's spread in wall time. A round's
     wall time less ``(its servers' CPU - the run's median) / cores`` is what it would have
     been had the servers used the run's median CPU. The ratio of those, paired by round,
     estimates the same ratio as the wall time's with much less noise -- provided the
@@ -302,7 +302,7 @@ def fixed_cost_note(metric: Metric) -> str | None:
 
     One server on a machine of two cores or more starts on a core of its own: its start is
     its own CPU (a light server's ~85 ms, which swings by ~10 ms from one start to the next
-    with any client, docs/performance.md, round 16) plus what the client adds in front of
+    with any client, docs/performance.md) plus what the client adds in front of
     it and around it (its own start, the spawn, the handshake's waits). Taking each
     round's server CPU out of its wall time leaves the client's part, which a round moves
     by a millisecond or two where its wall time moves by tens. ``None`` when a contender's
@@ -365,7 +365,7 @@ def run(bench: Bench, shape_keys: Sequence[str] | None = None) -> dict[str, Any]
             for key, e in metrics[f"{kind}_many"].results.items():
                 if key in one and "median" in e:
                     e["note"] = f"{e['median'] / one[key]:.1f}x its 1-server time"
-    # Issue 15's goals, against the raw SDK of the same run.
+    # The start-up goals, against the raw SDK of the same run.
     for key, _title, _server, count in shapes:
         ours, raw = medians[key].get("ours"), medians[key].get(RAW_KEY)
         if count > 1:

@@ -13,9 +13,8 @@ The clock and the CPU counters start inside ``trio.run`` (imports excluded) and 
 every tool list is in hand; the servers' CPU is read then (they are idle once listed).
 The three run in turn, round after round; each client's figures are medians, and its wall
 time is also given as a ratio to the raw SDK's paired by round, as measured and with the
-servers' CPU held equal (:func:`table_lines`; docs/performance.md, round 11: the layer
-costs what the raw SDK costs, the actors add the rest; round 21: what that costs the
-20-server goal).
+servers' CPU held equal (:func:`table_lines`; docs/performance.md: the layer
+costs what the raw SDK costs, the actors add the rest).
 
     python -m benchmarks.startup_layers [--servers N] [--rounds R] [--by-task] [--idle]
     python -m benchmarks.startup_layers --instructions [--servers N]
@@ -30,12 +29,12 @@ runs' totals are a little higher; the table without it is the one to quote.
 ``--idle`` also reads how long the machine's cores stood idle over each start (the kernel's
 ``cpuidle`` counters, microseconds per core, where the machine has them) and the CPU of the
 client's helper processes (the reaper sidecar), and splits each client's wall time with the
-servers' CPU taken out into what fills the cores (:func:`core_time_lines`, round 29): a start
+servers' CPU taken out into what fills the cores (:func:`core_time_lines`): a start
 keeps ``cores`` cores for its wall time, so ``cores x wall = servers' CPU + the client's CPU +
 its helpers' CPU + idle core time + everything else the machine ran``. With more servers than
 cores the servers' CPU is the bulk and is held equal; what a client changes is the rest.
 
-``--instructions`` counts instead of timing (round 14): each client's start runs once under
+``--instructions`` counts instead of timing: each client's start runs once under
 ``valgrind --tool=callgrind``, which counts the instructions the client process executes (its
 user space, every thread) between two marker calls around the same span as the clock; the
 servers run natively and are not counted, nor is the kernel's side of the system calls. The
@@ -44,18 +43,18 @@ count repeats within ~1-2 % from run to run where the client's CPU time on this 
 with N servers and with one, which splits its count into a fixed part and a part per server.
 Each run takes ~30-60 s; two run at a time.
 
-``--footprint`` counts what the instructions cost in memory (round 25): each client's start
+``--footprint`` counts what the instructions cost in memory: each client's start
 with N servers runs once under callgrind with its cache simulation, the event loop's thread
 counted on its own, with a last-level cache of 1 MiB (:data:`FOOTPRINT_CACHE`). It prints
 the loop thread's instructions and its last-level misses (code, data read, data written),
 with their ratios to the raw SDK's. A read from memory costs ~120 ns here against ~0.3 ns
 an instruction, so a client can execute fewer instructions than another and still spend
-more CPU: in round 25 the runtime's loop executed 0.90x the raw SDK's instructions, missed
+more CPU: in one measured run the runtime's loop executed 0.90x the raw SDK's instructions, missed
 1.3-1.8x as often and spent ~1.13x its CPU. ~1-2 minutes a client.
 
 ``--opcodes`` counts the Python opcodes the event loop's thread executes over the same span,
-per function (round 30; :class:`OpcodeCounter`, ``sys.settrace`` with opcode events: the
-scratch counter of rounds 23-24, kept). Each client starts with N servers and with one, which
+per function (:class:`OpcodeCounter`, ``sys.settrace`` with opcode events). Each client
+starts with N servers and with one, which
 splits its count into a part per server and a fixed part, as ``--instructions`` does; then
 the runtime's opcodes less our layer's, per server and fixed, by module and by function, with
 each function's calls: where the actors' cost is, named. Unlike callgrind it sees Python
@@ -119,7 +118,7 @@ FOOTPRINT_CACHE = "1048576,16,64"
 
 1 MiB: a core's own L2 on this machine (AMD EPYC), the shared L3 being taken by the twenty
 interpreters that start beside the client. Callgrind's default, the host's whole 32 MiB L3,
-holds a start's every line and shows almost no miss for any client (round 25)."""
+holds a start's every line and shows almost no miss for any client."""
 LOOP_EVENTS = ("Ir", "ILmr", "DLmr", "DLmw")
 """The events ``--footprint`` reads for the loop's thread: instructions, last-level misses
 fetching code, reading data and writing data."""
@@ -168,9 +167,9 @@ async def _raw(server: list[str], count: int, ready: trio.Event, stop: trio.Even
 async def _layer(server: list[str], count: int, ready: trio.Event, stop: trio.Event) -> None:
     from mcp.client.session import ClientSession
 
-    from mcp_actors._dispatch import WireDispatcher
-    from mcp_actors.process_tracker import ProcessTracker
-    from mcp_actors.transports import StdioParams, open_transport
+    from mcp_actors._process.tracker import ProcessTracker
+    from mcp_actors._wire.dispatch import WireDispatcher
+    from mcp_actors._wire.transports import StdioParams, open_transport
 
     # As the runtime does before its first spawn (in the background there).
     await trio.to_thread.run_sync(ProcessTracker.get_instance().start_safety_net)
@@ -193,8 +192,9 @@ def _config_path() -> Path:
 
 def _write_config(server: list[str], count: int) -> None:
     """The runtime's servers, in its config file before the clock starts (as in benchmarks.startup)."""
-    from mcp_actors.records import new_server_id, record_from_json_dict
-    from mcp_actors.store import ConfigStore
+    from mcp_actors._config.codec import record_from_json_dict
+    from mcp_actors._config.record import new_server_id
+    from mcp_actors._config.store import ConfigStore
 
     config = {"command": server[0], "args": server[1:], "protocol": "legacy"}
     records = [

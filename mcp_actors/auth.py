@@ -23,23 +23,23 @@ refresh, and the client-credentials grants. What a host decides:
 
 from __future__ import annotations
 
-from mcp_actors._oauth import DEFAULT_REDIRECT_PORT as DEFAULT_REDIRECT_PORT
-from mcp_actors._oauth import AuthorizationHandler as AuthorizationHandler
-from mcp_actors._oauth import parse_redirect as parse_redirect
-from mcp_actors._oauth import redirect_uri as redirect_uri
-from mcp_actors._token_store import CallableTokenStore as CallableTokenStore
-from mcp_actors._token_store import FileTokenStore as FileTokenStore
-from mcp_actors._token_store import KeyringTokenStore as KeyringTokenStore
-from mcp_actors._token_store import LoginStatus as LoginStatus
-from mcp_actors._token_store import MemoryTokenStore as MemoryTokenStore
-from mcp_actors._token_store import TokenStore as TokenStore
-from mcp_actors._token_store import default_token_path as default_token_path
+from mcp_actors._auth.oauth import DEFAULT_REDIRECT_PORT as DEFAULT_REDIRECT_PORT
+from mcp_actors._auth.oauth import AuthorizationHandler as AuthorizationHandler
+from mcp_actors._auth.oauth import parse_redirect as parse_redirect
+from mcp_actors._auth.oauth import redirect_uri as redirect_uri
+from mcp_actors._auth.token_store import CallableTokenStore as CallableTokenStore
+from mcp_actors._auth.token_store import FileTokenStore as FileTokenStore
+from mcp_actors._auth.token_store import KeyringTokenStore as KeyringTokenStore
+from mcp_actors._auth.token_store import LoginStatus as LoginStatus
+from mcp_actors._auth.token_store import MemoryTokenStore as MemoryTokenStore
+from mcp_actors._auth.token_store import TokenStore as TokenStore
+from mcp_actors._auth.token_store import default_token_path as default_token_path
+from mcp_actors._config.record import SIGNING_ALGORITHMS as SIGNING_ALGORITHMS
+from mcp_actors._config.record import OAuthConfig as OAuthConfig
+from mcp_actors._config.record import OAuthGrant as OAuthGrant
 from mcp_actors.errors import AuthorizationFailed as AuthorizationFailed
 from mcp_actors.errors import AuthorizationRequired as AuthorizationRequired
 from mcp_actors.errors import AuthorizationServerUnreachable as AuthorizationServerUnreachable
-from mcp_actors.records import SIGNING_ALGORITHMS as SIGNING_ALGORITHMS
-from mcp_actors.records import OAuthConfig as OAuthConfig
-from mcp_actors.records import OAuthGrant as OAuthGrant
 
 __all__ = [
     "AuthorizationFailed",

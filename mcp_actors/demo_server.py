@@ -28,10 +28,10 @@ tool can return:
 ========================  ==============================================================
 
 Plus the tools that ask the host for something (sampling, form and URL elicitation, roots),
-described in :mod:`mcp_actors._demo_callbacks`.
+described in :mod:`mcp_actors._demo.callbacks`.
 
 It also offers the prompt ``greeting`` and the resource ``demo://readme``, so that
-``discover`` has something to find, and (from :mod:`mcp_actors._demo_features`) every other
+``discover`` has something to find, and (from :mod:`mcp_actors._demo.features`) every other
 feature of the protocol's client side: more resources, a template and a subscription,
 prompts with arguments, completion, logging, structured output and task-augmented tools.
 
@@ -45,9 +45,7 @@ import argparse
 import base64
 import os
 import socket
-import struct
 import sys
-import zlib
 from collections.abc import Sequence
 from typing import Annotated, Any, Final, Literal
 
@@ -58,9 +56,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 from starlette.applications import Starlette
 
-from mcp_actors._demo_callbacks import add_callback_tools
-from mcp_actors._demo_features import add_protocol_features
-from mcp_actors.testing._announce import format_announce, http_url
+from mcp_actors._demo.announce import format_announce, http_url
+from mcp_actors._demo.callbacks import add_callback_tools
+from mcp_actors._demo.features import add_protocol_features
+from mcp_actors._demo.media import PNG_BYTES, WAV_BYTES
 
 __all__ = [
     "DEMO_SERVER_NAME",
@@ -98,37 +97,6 @@ _README_TEXT: Final = (
 )
 
 
-def _png_1x1() -> bytes:
-    """Build a valid 1x1 RGBA PNG (one transparent pixel)."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        body = kind + data
-        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
-
-    header = struct.pack(">IIBBBBB", 1, 1, 8, 6, 0, 0, 0)  # 1x1, 8-bit RGBA
-    pixels = zlib.compress(b"\x00" + b"\x00\x00\x00\x00")  # filter byte + one pixel
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
-
-
-def _wav_silence(samples: int = 80, rate: int = 8000) -> bytes:
-    """Build a valid mono 8-bit PCM WAV of ``samples`` silent samples (10 ms at 8 kHz)."""
-    data = b"\x80" * samples  # 8-bit PCM is unsigned; 0x80 is silence
-    fmt = struct.pack("<HHIIHH", 1, 1, rate, rate, 1, 8)
-    return (
-        b"RIFF"
-        + struct.pack("<I", 4 + 8 + len(fmt) + 8 + len(data))
-        + b"WAVE"
-        + b"fmt "
-        + struct.pack("<I", len(fmt))
-        + fmt
-        + b"data"
-        + struct.pack("<I", len(data))
-        + data
-    )
-
-
-PNG_BYTES: Final = _png_1x1()
-WAV_BYTES: Final = _wav_silence()
 _BIG_PATTERN: Final = b"0123456789abcdefghijklmnopqrstuvwxyz\n"
 
 

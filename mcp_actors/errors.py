@@ -437,7 +437,7 @@ class AuthorizationServerUnreachable(ConnectionFailed):
     """
 
 
-# ----------------------------------------------------------------------------- protocol features (issue 12)
+# ----------------------------------------------------------------------------- protocol features
 
 
 class ToolOutputInvalid(ToolCallFailed):

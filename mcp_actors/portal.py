@@ -44,11 +44,11 @@ from typing import Any, Final, TypeVar
 import mcp.types as mcp_types
 import trio
 
-from mcp_actors.connection import ConnectionStatus
+from mcp_actors._config.record import McpServerRecord
+from mcp_actors._connection.status import ConnectionStatus
+from mcp_actors._process.tracker import ProcessTracker
 from mcp_actors.errors import ActorStopped
 from mcp_actors.events import Event, Subscription
-from mcp_actors.process_tracker import ProcessTracker
-from mcp_actors.records import McpServerRecord
 from mcp_actors.runtime import Runtime, open_runtime
 from mcp_actors.service import AddJsonEntryResult, ApprovalRequest, Discovery, McpService, ServerTestResult, ToolListing
 from mcp_actors.tools import McpTool
@@ -94,7 +94,7 @@ AsyncioApprover = Callable[[ApprovalRequest], Awaitable[bool] | bool]
 """An approver for asyncio hosts: a function or coroutine function, run on the host's loop."""
 
 
-# ---------------------------------------------------------------------- host callbacks (issue 12 item 1)
+# ---------------------------------------------------------------------- host callbacks
 
 _CALLBACK_OPTIONS: Final = ("sampling_handler", "elicitation_handler")
 

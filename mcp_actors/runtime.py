@@ -34,27 +34,27 @@ import outcome
 import trio
 
 from mcp_actors import events
-from mcp_actors._callbacks import (
+from mcp_actors._auth.oauth import AuthorizationHandler, AuthSettings, open_auth_settings
+from mcp_actors._auth.token_store import FileTokenStore, TokenStore
+from mcp_actors._config.record import McpServerRecord, ServerType
+from mcp_actors._config.store import ConfigStore
+from mcp_actors._connection.callbacks import (
     DEFAULT_CALLBACK_TIMEOUT,
     ElicitationHandler,
     HostCallbacks,
     RootsSource,
     SamplingHandler,
 )
-from mcp_actors._oauth import AuthorizationHandler, AuthSettings, open_auth_settings
-from mcp_actors._registry import (
+from mcp_actors._connection.handle import ConnectionHandle
+from mcp_actors._process.tracker import ProcessTracker
+from mcp_actors._registry.actor import (
     DEFAULT_CONFIG_POLL_INTERVAL,
     DEFAULT_TOOL_CACHE_TTL,
     RegistryRef,
     run_registry,
     stop_slot,
 )
-from mcp_actors._token_store import FileTokenStore, TokenStore
-from mcp_actors.connection import ConnectionHandle
-from mcp_actors.process_tracker import ProcessTracker
-from mcp_actors.records import McpServerRecord, ServerType
 from mcp_actors.service import McpService
-from mcp_actors.store import ConfigStore
 from supervisors import (
     Backoff,
     ChildSpec,
@@ -322,7 +322,7 @@ async def open_runtime(
             # Once the loop builds the tree and starts connections, the net's thread waits for
             # the GIL after each of its system calls (up to the 5 ms switch interval each), and
             # the first spawn, which waits for the net, waited with it: 7-12 ms more in two of
-            # five starts of 20 servers (docs/performance.md, round 20).
+            # five starts of 20 servers (docs/performance.md).
             with trio.move_on_after(NET_WAIT_BOUND):
                 await tracker.wait_safety_net(abandon_on_cancel=True)
         # The registry's first start reuses that read; a restart reads afresh.

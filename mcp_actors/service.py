@@ -3,7 +3,7 @@
 The facade owns no state of its own: it reads the registry actor's published snapshot
 (records, handles, fresh tool views, tool ids) and sends the actor a message for everything
 else (add, update, remove, a cache miss, a config re-read). It addresses the actor through
-a :class:`~mcp_actors._registry.RegistryRef`, which survives the actor's restarts, so a
+a :class:`~mcp_actors._registry.actor.RegistryRef`, which survives the actor's restarts, so a
 facade taken once (``svc = rt.service``) keeps working for the runtime's whole life.
 
 A tool call costs one mailbox round trip, to the server's connection actor; the registry
@@ -27,10 +27,14 @@ import trio
 import trio.lowlevel
 
 from mcp_actors import events
-from mcp_actors._call_ids import new_call_id
-from mcp_actors._call_input import check_timeout, checked_arguments
-from mcp_actors._callbacks import DEFAULT_CALLBACK_TIMEOUT, RootsSource
-from mcp_actors._registry import (
+from mcp_actors._config.host_import import AddJsonEntryResult, parse_server_configs
+from mcp_actors._config.record import LOG_LEVELS, McpServerRecord
+from mcp_actors._connection.call_ids import new_call_id
+from mcp_actors._connection.call_input import check_timeout, checked_arguments
+from mcp_actors._connection.callbacks import DEFAULT_CALLBACK_TIMEOUT, RootsSource
+from mcp_actors._connection.handle import ConnectionHandle
+from mcp_actors._connection.status import ConnectionStatus, ProgressCallback
+from mcp_actors._registry.actor import (
     AddServers,
     ForgetTools,
     RegistryMessage,
@@ -46,8 +50,6 @@ from mcp_actors._registry import (
     server_not_found,
     to_record,
 )
-from mcp_actors.config_import import AddJsonEntryResult, parse_server_configs
-from mcp_actors.connection import ConnectionHandle, ConnectionStatus, ProgressCallback
 from mcp_actors.errors import (
     ActorStopped,
     McpActorsError,
@@ -57,7 +59,6 @@ from mcp_actors.errors import (
 )
 from mcp_actors.naming import clean_name
 from mcp_actors.naming import tool_id as naming_tool_id
-from mcp_actors.records import LOG_LEVELS, McpServerRecord
 from mcp_actors.tools import McpTool
 from supervisors import MailboxClosed, NoReply, Reply
 
@@ -72,7 +73,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger("mcp_actors.service")
-_CALL_LOG: Final = logging.getLogger("mcp_actors.connection")
+_CALL_LOG: Final = logging.getLogger("mcp_actors._connection.actor")
 """Where a call's id is logged (at DEBUG) when it starts: the connection's logger."""
 
 
@@ -739,7 +740,7 @@ class McpService:
         """The server's last stderr lines (live while it runs; stdio only)."""
         return self._handle(self._record(server)).stderr_tail(n)
 
-    # -- host callbacks (issue 12 item 1)
+    # -- host callbacks
 
     async def set_roots(self, roots: RootsSource | None) -> int:
         """Replace the host's roots and tell every connected server that can hear it.

@@ -241,7 +241,7 @@ class Supervisor:
         that N of them begin in one scheduler step rather than N. A registry starting
         twenty connection slots so begins twenty server spawns at once; one after another,
         each behind its own wait, they spread over ~150 ms of the loop's other work, which
-        cost the loop ~15 ms more CPU per 20-server start (docs/performance.md, round 26).
+        cost the loop ~15 ms more CPU per 20-server start (docs/performance.md).
 
         Every id is checked before any child starts, so a bad id starts none of them.
 

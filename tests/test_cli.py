@@ -28,10 +28,10 @@ import pytest
 import trio
 from testkit import Result, cli_env
 
+from mcp_actors._config.record import McpServerRecord, ServerConfig, ServerType, builtin_demo_record
+from mcp_actors._config.store import ConfigStore
 from mcp_actors.formats import fetch_mcp_tools, setup_mcp_tools
-from mcp_actors.records import McpServerRecord, ServerConfig, ServerType, builtin_demo_record
 from mcp_actors.runtime import open_runtime
-from mcp_actors.store import ConfigStore
 from mcp_actors.testing import fault_server_command
 
 _SCRIPT = Path(sys.executable).with_name("mcp-actors")

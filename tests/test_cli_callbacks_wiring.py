@@ -49,7 +49,7 @@ def test_sampling_is_refused_with_a_clear_message(tmp_path: Path) -> None:
 
 _ADD_PROBE = """
 import sys
-from mcp_actors.cli import main
+from mcp_actors.cli._app import main
 code = main(sys.argv[1:])
 print("runtime imported:", "mcp_actors.runtime" in sys.modules, "exit:", code)
 """

@@ -25,8 +25,8 @@ import trio
 from testkit import Result, cli_env
 
 from mcp_actors import __version__
-from mcp_actors.records import McpServerRecord, ServerConfig, ServerType
-from mcp_actors.store import ConfigStore
+from mcp_actors._config.record import McpServerRecord, ServerConfig, ServerType
+from mcp_actors._config.store import ConfigStore
 from mcp_actors.testing import fault_server_command
 
 _SCRIPT = Path(sys.executable).with_name("mcp-actors")

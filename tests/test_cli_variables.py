@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 import trio
 
-from mcp_actors import _variables, events
-from mcp_actors._paths import state_dir
+from mcp_actors import events
+from mcp_actors._config import variables as _variables
+from mcp_actors._config.paths import state_dir
+from mcp_actors._wire.transports import HttpParams, StdioParams
 from mcp_actors.errors import ConnectionFailed, ServerMisconfigured, UnresolvedPlaceholder
 from mcp_actors.runtime import open_runtime
-from mcp_actors.transports import HttpParams, StdioParams
 
 BOUND = 60.0
 """Generous bound for a server start on a loaded machine (it takes well under a second)."""
@@ -139,8 +140,8 @@ def test_state_dir_follows_an_explicit_config(tmp_path: Path, monkeypatch: pytes
 
 def test_env_file_is_a_stdio_field_in_the_config_file() -> None:
     """envFile round-trips on a stdio record and is refused on a remote one, by its camelCase name."""
+    from mcp_actors._config.codec import record_from_json_dict, record_to_json_dict
     from mcp_actors.errors import InvalidServerConfig
-    from mcp_actors.records import record_from_json_dict, record_to_json_dict
 
     entry = {"id": "mcp_1_a", "name": "x", "type": "stdio", "config": {"command": "npx", "envFile": "${HOME}/.env"}}
     record = record_from_json_dict(entry)

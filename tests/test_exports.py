@@ -12,25 +12,25 @@ import pytest
 PACKAGES = [
     "supervisors",
     "mcp_actors",
-    "mcp_actors.errors",
-    "mcp_actors.events",
-    "mcp_actors.naming",
-    "mcp_actors.service",
-    "mcp_actors.connection",
-    "mcp_actors.transports",
-    "mcp_actors.runtime",
-    "mcp_actors.portal",
-    "mcp_actors.cli",
     "mcp_actors.adapters",
     "mcp_actors.auth",
+    "mcp_actors.cli",
+    "mcp_actors.config_import",
+    "mcp_actors.connection",
+    "mcp_actors.errors",
+    "mcp_actors.events",
+    "mcp_actors.formats",
+    "mcp_actors.naming",
+    "mcp_actors.portal",
     "mcp_actors.process_tracker",
     "mcp_actors.records",
+    "mcp_actors.runtime",
+    "mcp_actors.service",
     "mcp_actors.store",
-    "mcp_actors.config_import",
-    "mcp_actors.testing",
-    "mcp_actors.formats",
     "mcp_actors.stress",
+    "mcp_actors.testing",
     "mcp_actors.tools",
+    "mcp_actors.transports",
 ]
 PROGRAMS = {"__main__", "demo_server"}
 
@@ -88,3 +88,21 @@ def test_every_module_is_documented_public_private_or_a_program() -> None:
         if name.startswith("_") or name in PROGRAMS or not (path.suffix == ".py" or (path / "__init__.py").exists()):
             continue
         assert name in public, f"mcp_actors.{name} is neither documented (tests/test_exports.py) nor private"
+
+
+PUBLIC_SUBMODULES = {"mcp_actors.testing.fault_server", "mcp_actors.testing.memory", "mcp_actors.testing.servers"}
+
+
+@pytest.mark.parametrize("package_name", [name for name in PACKAGES if name.count(".") == 1])
+def test_the_modules_inside_a_public_package_are_private_unless_documented(package_name: str) -> None:
+    """A public package's face is its ``__init__``: every module in it is private or documented here."""
+    import pathlib
+
+    module = importlib.import_module(package_name)
+    if not module.__file__ or not module.__file__.endswith("__init__.py"):
+        return
+    for path in pathlib.Path(module.__file__).parent.iterdir():
+        name = path.stem if path.suffix == ".py" else path.name
+        if name.startswith("_") or not (path.suffix == ".py" or (path / "__init__.py").exists()):
+            continue
+        assert f"{package_name}.{name}" in PUBLIC_SUBMODULES, f"{package_name}.{name} is neither documented nor private"

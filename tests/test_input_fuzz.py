@@ -1,4 +1,4 @@
-"""Every JSON value in every field of user input gives a record or a typed error (issue 10.11).
+"""Every JSON value in every field of user input gives a record or a typed error.
 
 One import entry with ``"url": 5`` made ``add_json`` raise an untyped ``AttributeError`` and
 lose the good entries beside it. Here hypothesis puts every JSON type (null, booleans, huge and
@@ -21,10 +21,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from testkit import runtime_at
 
-from mcp_actors.config_import import parse_server_configs, read_server_configs
+from mcp_actors._config.codec import record_from_json_dict, records_from_document
+from mcp_actors._config.host_import import parse_server_configs, read_server_configs
+from mcp_actors._config.record import McpServerRecord
+from mcp_actors._config.store import ConfigStore
 from mcp_actors.errors import ConfigError, InvalidServerConfig, McpActorsError
-from mcp_actors.records import McpServerRecord, record_from_json_dict, records_from_document
-from mcp_actors.store import ConfigStore
 
 # ----------------------------------------------------------------------------- strategies
 

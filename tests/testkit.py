@@ -98,7 +98,7 @@ async def runtime_at(tmp_path: Path, **kwargs: Any) -> AsyncIterator[Any]:
 @contextlib.asynccontextmanager
 async def running(*settings: Any) -> AsyncIterator[tuple[list[Any], events.Subscription]]:
     """Run connection slots for the block; close their mailboxes and wait for them after."""
-    from mcp_actors.connection import open_connection
+    from mcp_actors._connection.handle import open_connection
 
     bus = events.EventBus()
     sub = bus.subscribe(buffer=10_000)
@@ -161,7 +161,7 @@ def cli_env(config: Path, **extra: str) -> dict[str, str]:
     return {**os.environ, "MCP_ACTORS_CONFIG": str(config), "COLUMNS": "200", **extra}
 
 
-INFRASTRUCTURE = ("mcp_actors._reaper", "trio_parallel", "multiprocessing.resource_tracker")
+INFRASTRUCTURE = ("mcp_actors._process.reaper", "trio_parallel", "multiprocessing.resource_tracker")
 """Long-lived helpers of the test process itself, never servers a test started: the reaper
 sidecar, trio-parallel's workers and the resource tracker multiprocessing starts with them
 (which lives on for the rest of the run once a stress test has used workers)."""

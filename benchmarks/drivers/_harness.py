@@ -47,7 +47,7 @@ def server_env() -> dict[str, str]:
     start: with ``NODE_EXTRA_CA_CERTS`` set, as on our benchmark machine, every Node server
     parses a CA bundle (~40 ms of CPU), which made twenty everything servers start 1.15x
     slower under mcp-actors than under the raw SDK on two cores, and 0.98x with the same
-    environment for both (docs/performance.md, round 10). So every driver that builds the
+    environment for both (docs/performance.md). So every driver that builds the
     SDK's server parameters (its own or a peer's) passes this explicitly.
     """
     return dict(os.environ)
@@ -234,7 +234,7 @@ class _CallWatch:
 
     A per-call ``anyio.fail_after`` (:func:`_bounded`) cost every contender 15-45 µs of CPU
     per call on the 2-core machine (a cancel scope with a deadline entered and left, in a
-    generator context manager: docs/performance.md, round 7), about a third of the floor
+    generator context manager: docs/performance.md), about a third of the floor
     client's whole cost, so the loops measured the harness as much as the client. Here each
     worker runs its loop in one cancel scope (a :class:`_Lane`); a watch task looks every
     ``timeout`` seconds and ends a lane that has been in one call since its last look, so a

@@ -18,11 +18,12 @@ from typing import Any
 
 import _harness
 
+from mcp_actors._config.codec import record_from_json_dict
+from mcp_actors._config.record import new_server_id
+from mcp_actors._config.store import ConfigStore
 from mcp_actors.formats import setup_mcp_tools
-from mcp_actors.records import new_server_id, record_from_json_dict
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
-from mcp_actors.store import ConfigStore
 
 CONNECT_TIMEOUT = 600.0
 """Seconds a server may take to connect: the raw SDK has no such bound, so ours must not fire first."""

@@ -24,8 +24,9 @@ from typing import Any
 import attrs
 import trio
 
+from mcp_actors._config.codec import record_from_json_dict, record_to_json_dict
+from mcp_actors._config.record import new_server_id, redact_url
 from mcp_actors.errors import ServerNotFound, StressConfigInvalid, StressWorkerDied
-from mcp_actors.records import new_server_id, record_from_json_dict, record_to_json_dict, redact_url
 from mcp_actors.stress._engine import LoadPlan
 from mcp_actors.stress._parse import Slo
 from mcp_actors.stress._result import build_document, evaluate_slos

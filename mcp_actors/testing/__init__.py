@@ -10,7 +10,7 @@ This package must stay light to import (standard library, trio, attrs, psutil): 
 stdio fault server imports it on start-up, and its start-up time is paid by every test.
 """
 
-from mcp_actors.testing._announce import ANNOUNCE_PREFIX as ANNOUNCE_PREFIX
+from mcp_actors._demo.announce import ANNOUNCE_PREFIX as ANNOUNCE_PREFIX
 from mcp_actors.testing.servers import HttpServerHandle as HttpServerHandle
 from mcp_actors.testing.servers import assert_no_children_left as assert_no_children_left
 from mcp_actors.testing.servers import demo_server_command as demo_server_command

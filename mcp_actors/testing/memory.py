@@ -3,7 +3,7 @@
 Why: a registry, connection or adapter test that checks behaviour (caching, coalescing,
 timeouts, a crash mid-call, restarts) does not need a process. Spawning one costs a
 Python start-up and an SDK import (about a second on a loaded 2-core machine) and ties
-the test to the wall clock; over :class:`~mcp_actors.transports.MemoryParams` the same
+the test to the wall clock; over :class:`~mcp_actors._wire.transports.MemoryParams` the same
 test runs in milliseconds, and on ``autojump_clock`` an hour-long call takes no time.
 
 * :func:`memory_demo_server` — the demo server with every tool run inline (the SDK runs
@@ -37,11 +37,11 @@ import trio
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
-from mcp_actors._variables import PYTHON_PLACEHOLDER
+from mcp_actors._config.record import McpServerRecord, ServerType
+from mcp_actors._config.variables import PYTHON_PLACEHOLDER
+from mcp_actors._wire.transports import MemoryParams, StdioParams, TransportParams, register_transport_kind
 from mcp_actors.demo_server import create_demo_server
-from mcp_actors.records import McpServerRecord, ServerType
 from mcp_actors.testing._fault_plan import HANG_LIMIT, FaultPlan, parse_fault_args
-from mcp_actors.transports import MemoryParams, StdioParams, TransportParams, register_transport_kind
 
 __all__ = [
     "UNSUPPORTED_FAULTS",

@@ -22,8 +22,8 @@ import attrs
 import psutil
 import trio
 
+from mcp_actors._demo.announce import parse_announce
 from mcp_actors.errors import ConnectTimeout, ServerConnectionLost, ServerStartFailed
-from mcp_actors.testing._announce import parse_announce
 
 __all__ = [
     "HttpServerHandle",

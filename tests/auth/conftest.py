@@ -12,8 +12,8 @@ import httpx2
 import pytest
 import trio
 
-from mcp_actors._oauth import OAuthTarget
-from mcp_actors.records import OAuthConfig
+from mcp_actors._auth.oauth import OAuthTarget
+from mcp_actors._config.record import OAuthConfig
 from mcp_actors.testing import serve_http
 
 

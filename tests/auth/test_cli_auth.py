@@ -14,7 +14,8 @@ import httpx2
 import pytest
 import trio
 
-from mcp_actors.records import McpServerRecord, OAuthConfig, ServerConfig, ServerType, document_from_records
+from mcp_actors._config.codec import document_from_records
+from mcp_actors._config.record import McpServerRecord, OAuthConfig, ServerConfig, ServerType
 from tests.auth.conftest import AuthServer, fail_after
 
 _TOKEN_PREFIXES = ("at-", "rt-")  # every token the test authorization server issues starts so

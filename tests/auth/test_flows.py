@@ -12,10 +12,10 @@ import trio
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from mcp_actors._oauth import AuthSettings, OAuthTarget, ServerAuth, build_auth, open_authorized_session
-from mcp_actors._token_store import FileTokenStore, MemoryTokenStore
+from mcp_actors._auth.oauth import AuthSettings, OAuthTarget, ServerAuth, build_auth, open_authorized_session
+from mcp_actors._auth.token_store import FileTokenStore, MemoryTokenStore
+from mcp_actors._config.record import OAuthConfig, OAuthGrant
 from mcp_actors.errors import AuthorizationFailed, AuthorizationRequired, AuthorizationServerUnreachable
-from mcp_actors.records import OAuthConfig, OAuthGrant
 from tests.auth.conftest import AuthServer, browser, fail_after, oauth_server
 
 

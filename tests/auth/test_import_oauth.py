@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from mcp_actors.config_import import parse_server_configs
-from mcp_actors.records import OAuthConfig, OAuthGrant
+from mcp_actors._config.host_import import parse_server_configs
+from mcp_actors._config.record import OAuthConfig, OAuthGrant
 
 
 def _one(config: dict[str, object]) -> tuple[OAuthConfig | None, tuple[str, ...]]:

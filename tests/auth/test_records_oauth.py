@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from mcp_actors._config.codec import record_from_json_dict, record_to_json_dict
+from mcp_actors._config.record import McpServerRecord, OAuthConfig, OAuthGrant
 from mcp_actors.errors import InvalidServerConfig
-from mcp_actors.records import McpServerRecord, OAuthConfig, OAuthGrant, record_from_json_dict, record_to_json_dict
 
 
 def _record(oauth: object, type_: str = "http") -> dict[str, object]:

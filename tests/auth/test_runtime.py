@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from mcp_actors._token_store import MemoryTokenStore
-from mcp_actors.connection import ConnectionState
+from mcp_actors._auth.token_store import MemoryTokenStore
+from mcp_actors._connection.status import ConnectionState
 from mcp_actors.errors import (
     AuthorizationFailed,
     AuthorizationRequired,

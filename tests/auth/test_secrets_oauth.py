@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_actors._oauth import AuthSettings, build_auth, oauth_target_for, open_authorized_session
+from mcp_actors._auth.oauth import AuthSettings, build_auth, oauth_target_for, open_authorized_session
 from mcp_actors.auth import MemoryTokenStore, OAuthConfig
 from mcp_actors.errors import AuthorizationRequired, ConnectionFailed
 from mcp_actors.events import Event

@@ -26,11 +26,11 @@ import trio
 from testkit import text_of
 
 from mcp_actors import events
+from mcp_actors._config.record import McpServerRecord
+from mcp_actors._config.store import ConfigStore
 from mcp_actors.errors import McpActorsError
-from mcp_actors.records import McpServerRecord
 from mcp_actors.runtime import Runtime
 from mcp_actors.service import McpService
-from mcp_actors.store import ConfigStore
 from mcp_actors.testing import HttpServerHandle, fault_server_command, serve_http
 
 T = TypeVar("T")

@@ -18,7 +18,7 @@ import pytest
 import trio
 from fault_bed import CALL_BOUND, FaultBed, Faulty, closed_port_url, faulty, text_of, wait_state
 
-from mcp_actors.connection import ConnectionState
+from mcp_actors._connection.status import ConnectionState
 from mcp_actors.errors import ConnectionFailed, ConnectTimeout, ServerConnectionLost, ToolCallTimeout
 
 FIFTY_MB = 50 * 1024 * 1024

@@ -289,7 +289,7 @@ def test_gemini_cuts_recursion_with_a_described_string() -> None:
 def test_gemini_cuts_recursion_through_an_allof_ref() -> None:
     """A ``$ref`` back to the root inside an ``allOf`` is unrolled a bounded number of times.
 
-    Found by the hypothesis test in a CI run (round 15): the ``allOf`` merge inlined the
+    Found by the hypothesis test in a CI run: the ``allOf`` merge inlined the
     root without counting it as an unroll, and the conversion recursed until Python's
     recursion limit. Now it is cut like any recursive ref, and reported.
     """

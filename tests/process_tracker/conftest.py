@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_actors.process_tracker import ProcessTracker
+from mcp_actors._process.tracker import ProcessTracker
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import sys
 
 from pt_support import spawn_server
 
-from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec
+from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec
 
 
 def _pair(identity: ProcessIdentity) -> list[float]:

@@ -22,7 +22,7 @@ import time
 
 from pt_support import SERVER_CODE
 
-from mcp_actors.process_tracker import ProcessTracker
+from mcp_actors._process.tracker import ProcessTracker
 
 
 def main(delay: float) -> None:

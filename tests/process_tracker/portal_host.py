@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp_actors._process.tracker import ProcessTracker
 from mcp_actors.portal import RuntimePortal, start_portal
-from mcp_actors.process_tracker import ProcessTracker
 from mcp_actors.testing import fault_server_command
 
 SETSID_SERVER = Path(__file__).with_name("setsid_server.py")

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 import psutil
 
-from mcp_actors._reaper import MARKER_ENV
-from mcp_actors.process_tracker import ProcessIdentity
+from mcp_actors._process.reaper import MARKER_ENV
+from mcp_actors._process.tracker import ProcessIdentity
 
 # Every process here ends by itself after ten minutes, so a broken test cannot leak
 # forever; the tests themselves require them gone within seconds.

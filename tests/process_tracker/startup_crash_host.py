@@ -19,12 +19,13 @@ import sys
 import trio
 from pt_support import SERVER_CODE
 
+from mcp_actors._config.codec import record_from_json_dict
+from mcp_actors._config.record import new_server_id
+from mcp_actors._config.store import ConfigStore
+from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker
 from mcp_actors.errors import McpActorsError
-from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
-from mcp_actors.records import new_server_id, record_from_json_dict
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
-from mcp_actors.store import ConfigStore
 
 
 def die_at_first_registration(tracker: ProcessTracker, *, after: bool) -> None:

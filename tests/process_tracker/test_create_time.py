@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mcp_actors import _kill
+from mcp_actors._process import kill as _kill
 
 
 def test_create_time_of_is_psutils_value_exactly() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from pt_support import carriers, force_kill, spawn_server, wait_gone, wait_no_carriers
 
-from mcp_actors.process_tracker import ProcessIdentity
+from mcp_actors._process.tracker import ProcessIdentity
 
 HOST_SCRIPT = Path(__file__).with_name("host_script.py")
 STARTUP_TIMEOUT = 30.0

@@ -15,7 +15,7 @@ import time
 
 import psutil
 
-from mcp_actors import _kill
+from mcp_actors._process import kill as _kill
 
 
 def _spawn(env: dict[str, str]) -> subprocess.Popen[bytes]:

@@ -15,9 +15,9 @@ import trio
 import trio.testing
 from pt_support import force_kill, spawn_server
 
-from mcp_actors import _ledger
-from mcp_actors._kill import Target
-from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
+from mcp_actors._process import ledger as _ledger
+from mcp_actors._process.kill import Target
+from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker
 
 if TYPE_CHECKING:
     import outcome
@@ -75,7 +75,7 @@ async def test_a_burst_of_spawns_waiting_for_the_net_shares_one_worker_job(track
 
     Each job is a worker thread (a new one, when all are busy) blocked on the net's lock:
     twenty of them cost the host a thread start and a GIL hand-off each in the middle of a
-    start-up (docs/performance.md, round 11).
+    start-up (docs/performance.md).
     """
     calls: list[tuple[str, int]] = []
     record_net_starts(tracker, calls)
@@ -136,7 +136,7 @@ async def test_a_registration_on_the_event_loop_starts_no_thread_once_the_net_is
 
     A thread's start waits for the new thread to run; on the event loop, in the middle of a
     server's start, that wait is a GIL hand-off that held the loop for up to 3.8 ms
-    (docs/performance.md, round 8).
+    (docs/performance.md).
     """
     await tracker.wait_safety_net()
     proc, identity, _ = spawn_server(label="s")
@@ -278,9 +278,10 @@ async def test_the_runtimes_background_jobs_run_in_order_and_a_failure_spares_th
 ) -> None:
     """The runtime's worker reads the config, starts the net, then sweeps: a failing net is
     logged (never raised into the tree), and the sweep after it still runs."""
-    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors._config.codec import record_from_json_dict
+    from mcp_actors._config.record import new_server_id
+    from mcp_actors._config.store import ConfigStore
     from mcp_actors.runtime import open_runtime
-    from mcp_actors.store import ConfigStore
 
     # No stdio server: the runtime does not wait for the net (a spawn would, and meet the failure).
     record = {"id": new_server_id(), "name": "s", "type": "http", "config": {"url": "http://127.0.0.1:9/mcp"}}
@@ -363,7 +364,7 @@ def test_a_burst_within_the_settle_is_one_write_after_one_sleep(
     """Twenty servers register over ~50-200 ms: their changes share one write, and the worker
     wakes once for it. Each wake in the middle of a start takes the GIL from the busy event
     loop: waking every 50 ms to see whether the burst had gone quiet cost a 20-server start
-    ~5 ms of CPU (docs/performance.md, round 16). Fails on 68d3010 (a second sleep)."""
+    ~5 ms of CPU (docs/performance.md). Fails on 68d3010 (a second sleep)."""
     ledger = _host_ledger(tmp_path)
     clock = _HeldClock()
     writer = _ledger.LedgerWriter(ledger, settle=1.0, clock=clock.monotonic, sleep=clock.sleep)
@@ -382,7 +383,7 @@ def test_a_burst_within_the_settle_is_one_write_after_one_sleep(
 
 def test_a_change_during_a_write_waits_its_own_settle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A change that comes while a write is under way is not written straight after it (two
-    writes back to back in the middle of a start, as before round 16) but a settle after it came."""
+    writes back to back in the middle of a start) but a settle after it came."""
     ledger = _host_ledger(tmp_path)
     clock = _HeldClock()
     writer = _ledger.LedgerWriter(ledger, settle=1.0, clock=clock.monotonic, sleep=clock.sleep)
@@ -463,9 +464,10 @@ async def test_open_runtime_finishes_the_net_before_building_the_tree_only_for_s
     Waiting once the loop is busy cost the first spawn up to ~12 ms (the net's thread waits
     for the GIL after each system call). A config without stdio servers never waits for it.
     """
-    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors._config.codec import record_from_json_dict
+    from mcp_actors._config.record import new_server_id
+    from mcp_actors._config.store import ConfigStore
     from mcp_actors.runtime import open_runtime
-    from mcp_actors.store import ConfigStore
 
     config = {"command": "true"} if server_type == "stdio" else {"url": "http://127.0.0.1:9/mcp"}
     record = {"id": new_server_id(), "name": "s", "type": server_type, "config": config}
@@ -509,9 +511,10 @@ async def test_open_runtime_waits_for_a_stuck_net_only_for_a_bounded_time(
     The runtime's wait gives up after NET_WAIT_BOUND and serves; a spawn still waits for
     the net itself before it starts a server.
     """
-    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors._config.codec import record_from_json_dict
+    from mcp_actors._config.record import new_server_id
+    from mcp_actors._config.store import ConfigStore
     from mcp_actors.runtime import NET_WAIT_BOUND, open_runtime
-    from mcp_actors.store import ConfigStore
 
     record = {"id": new_server_id(), "name": "s", "type": "stdio", "config": {"command": "true"}}
     ConfigStore(tmp_path / "cfg.json").save([record_from_json_dict(record)])
@@ -543,12 +546,13 @@ async def test_open_runtime_reads_the_config_and_starts_the_net_in_one_worker_jo
     Side by side in two threads they fought for the GIL: the read is Python, the sidecar's
     start a run of system calls that each wait for the GIL on their way back. The sidecar's
     spawn took 1.5-2.1 ms beside the read against 0.25 alone, and the first server waited
-    for both (docs/performance.md, rounds 26 and 27). Also, the runtime's wait for the net starts no
+    for both (docs/performance.md and 27). Also, the runtime's wait for the net starts no
     job of its own: it joins the one under way.
     """
-    from mcp_actors.records import new_server_id, record_from_json_dict
+    from mcp_actors._config.codec import record_from_json_dict
+    from mcp_actors._config.record import new_server_id
+    from mcp_actors._config.store import ConfigStore
     from mcp_actors.runtime import open_runtime
-    from mcp_actors.store import ConfigStore
 
     record = {"id": new_server_id(), "name": "s", "type": "stdio", "config": {"command": "true"}}
     ConfigStore(tmp_path / "cfg.json").save([record_from_json_dict(record)])
@@ -618,8 +622,8 @@ async def test_start_safety_net_after_a_failing_first_part_still_starts_the_net(
 
 async def test_a_runtime_start_whose_config_read_never_ran_is_answered(tracker: ProcessTracker, tmp_path: Path) -> None:
     """The tracker child's job cancelled before its thread ran still answers open_runtime's wait."""
+    from mcp_actors._config.store import ConfigStore
     from mcp_actors.runtime import _FirstRead, _in_background
-    from mcp_actors.store import ConfigStore
 
     first_read = _FirstRead(ConfigStore(tmp_path / "cfg.json"))
     with trio.CancelScope() as scope:

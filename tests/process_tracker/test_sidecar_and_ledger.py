@@ -16,8 +16,8 @@ import psutil
 import pytest
 from pt_support import LIFETIME, force_kill, spawn_server, wait_gone
 
-from mcp_actors._reaper import MARKER_ENV, SIDECAR_TAG
-from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker, _sidecar_argv
+from mcp_actors._process.reaper import MARKER_ENV, SIDECAR_TAG
+from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker, _sidecar_argv
 
 
 def start_sidecar(ledger: Path, argv: Sequence[str] | None = None) -> subprocess.Popen[bytes]:
@@ -68,7 +68,7 @@ def test_sidecar_kills_tracked_trees_on_eof_and_deletes_the_ledger(
     ledger.write_text("{}")
     argv = None
     if launch == "module":
-        argv = [sys.executable, "-m", "mcp_actors._reaper", "--ledger", str(ledger), "--term-grace", "0.3"]
+        argv = [sys.executable, "-m", "mcp_actors._process.reaper", "--ledger", str(ledger), "--term-grace", "0.3"]
     sidecar = start_sidecar(ledger, argv)
     (leader, grandchild), (other, _) = servers
     assert grandchild is not None
@@ -149,9 +149,9 @@ def test_sidecar_kills_tagged_trees_and_every_carrier_of_the_hosts_marker_on_eof
 
 
 def test_sidecar_carries_its_tag_on_the_command_line(tmp_path: Path) -> None:
-    """The sidecar is recognisable in process listings by the tag mcp_actors._reaper."""
+    """The sidecar is recognisable in process listings by the tag mcp_actors._process.reaper."""
     argv = _sidecar_argv(tmp_path / "host-x.json", 1.0)
-    assert SIDECAR_TAG == "mcp_actors._reaper"
+    assert SIDECAR_TAG == "mcp_actors._process.reaper"
     assert SIDECAR_TAG in argv
     # The interpreter that does the killing is on the command line, isolated (-I -S).
     python = argv.index(sys.executable)

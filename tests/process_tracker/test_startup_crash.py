@@ -18,7 +18,7 @@ import psutil
 import pytest
 from pt_support import wait_gone, wait_no_carriers
 
-from mcp_actors.process_tracker import ProcessIdentity
+from mcp_actors._process.tracker import ProcessIdentity
 
 HOST = Path(__file__).with_name("startup_crash_host.py")
 LATE_EXEC_HOST = Path(__file__).with_name("late_exec_host.py")

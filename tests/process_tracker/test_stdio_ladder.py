@@ -10,9 +10,9 @@ from pathlib import Path
 import psutil
 import trio
 
-from mcp_actors._kill import marker_of
-from mcp_actors.process_tracker import ProcessIdentity, ProcessTracker
-from mcp_actors.transports import StdioParams, open_stdio_transport
+from mcp_actors._process.kill import marker_of
+from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker
+from mcp_actors._wire.transports import StdioParams, open_stdio_transport
 
 SETSID_SERVER = Path(__file__).with_name("setsid_server.py")
 

@@ -15,15 +15,15 @@ import pytest
 import trio
 from pt_support import SERVER_WITH_GRANDCHILD_CODE, force_kill, spawn_server, wait_gone
 
-from mcp_actors import process_tracker
-from mcp_actors.errors import ServerStartFailed
-from mcp_actors.process_tracker import (
+from mcp_actors._process import tracker as process_tracker
+from mcp_actors._process.tracker import (
     ProcessIdentity,
     ProcessTracker,
     TrackedConnection,
     kill_process_tree,
     pdeathsig_preexec,
 )
+from mcp_actors.errors import ServerStartFailed
 
 
 @attrs.define(eq=False)
@@ -151,7 +151,7 @@ def test_register_survives_an_unwritable_ledger(tmp_path: Path, caplog: pytest.L
     tracker = ProcessTracker(state_dir=blocker, term_grace=0.3)
     proc, identity, _ = spawn_server()
     try:
-        with caplog.at_level("WARNING", logger="mcp_actors.process_tracker"):
+        with caplog.at_level("WARNING", logger="mcp_actors._process.tracker"):
             tracker.register(identity)
             tracker.unregister(identity)
             tracker.register(identity)

@@ -1,4 +1,4 @@
-"""prompts/get and resources/read that ask the host (issue 12): the same handlers as tools/call, each revision.
+"""prompts/get and resources/read that ask the host: the same handlers as tools/call, each revision.
 
 The demo server's prompt ``introduce`` asks the user's name (elicitation) and its template
 ``demo://model-says/{topic}`` samples the host's model: through a server-to-client request at
@@ -19,7 +19,7 @@ import trio
 from mcp.shared.exceptions import MCPError
 from protocol_bed import BOUND, NEGOTIATED, negotiated
 
-from mcp_actors._demo_callbacks import ASKING_PROMPT
+from mcp_actors._demo.callbacks import ASKING_PROMPT
 from mcp_actors.errors import ServerProtocolError, ServerRequestFailed
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
@@ -113,10 +113,11 @@ async def test_a_server_that_keeps_asking_is_stopped_after_the_round_cap(autojum
     from mcp.server.mcpserver import MCPServer
 
     from mcp_actors import events
-    from mcp_actors._callbacks import INPUT_REQUIRED_MAX_ROUNDS, HostCallbacks
-    from mcp_actors.connection import ConnectionSettings, open_connection
+    from mcp_actors._connection.callbacks import INPUT_REQUIRED_MAX_ROUNDS, HostCallbacks
+    from mcp_actors._connection.handle import open_connection
+    from mcp_actors._connection.status import ConnectionSettings
+    from mcp_actors._wire.transports import MemoryParams
     from mcp_actors.errors import ToolCallFailed
-    from mcp_actors.transports import MemoryParams
 
     answered = 0
 

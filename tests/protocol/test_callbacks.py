@@ -1,7 +1,7 @@
-"""Host callbacks (issue 12 item 1) over the in-memory transport, on virtual time.
+"""Host callbacks over the in-memory transport, on virtual time.
 
 Each callback answered, declined, absent, raising and timing out, against the demo server's
-callback tools (mcp_actors._demo_callbacks); capabilities declared only when offered; the
+callback tools (mcp_actors._demo.callbacks); capabilities declared only when offered; the
 record's refusal; elicitation defaults (SEP-1034) and validation (SEP-1330 enums).
 """
 
@@ -18,12 +18,13 @@ import pytest
 import trio
 
 from mcp_actors import events
-from mcp_actors._callbacks import HostCallbacks, complete_elicitation, to_roots
-from mcp_actors._demo_callbacks import ASK_USER_SCHEMA, CONSENT_URL
-from mcp_actors.connection import ConnectionHandle, ConnectionSettings, open_connection
+from mcp_actors._connection.callbacks import HostCallbacks, complete_elicitation, to_roots
+from mcp_actors._connection.handle import ConnectionHandle, open_connection
+from mcp_actors._connection.status import ConnectionSettings
+from mcp_actors._demo.callbacks import ASK_USER_SCHEMA, CONSENT_URL
+from mcp_actors._wire.transports import MemoryParams
 from mcp_actors.demo_server import create_demo_server
 from mcp_actors.errors import ToolCallFailed
-from mcp_actors.transports import MemoryParams
 from supervisors import Backoff
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")

@@ -11,8 +11,8 @@ from typing import Any
 import mcp.types as mcp_types
 import pytest
 
+from mcp_actors._config.codec import record_to_json_dict
 from mcp_actors.portal import start_portal
-from mcp_actors.records import record_to_json_dict
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 

@@ -18,14 +18,15 @@ import trio
 from mcp.shared.exceptions import MCPError
 
 from mcp_actors import events
-from mcp_actors._callbacks import HostCallbacks
-from mcp_actors.connection import ConnectionSettings, open_connection
+from mcp_actors._config.codec import record_to_json_dict
+from mcp_actors._connection.callbacks import HostCallbacks
+from mcp_actors._connection.handle import open_connection
+from mcp_actors._connection.status import ConnectionSettings
+from mcp_actors._wire.transports import HttpParams, StdioParams, TransportParams
 from mcp_actors.errors import InvalidServerConfig, ToolCallFailed
-from mcp_actors.records import record_to_json_dict
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
 from mcp_actors.testing import demo_server_command, serve_http
-from mcp_actors.transports import HttpParams, StdioParams, TransportParams
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import trio
 
-from mcp_actors.records import McpServerRecord, ServerConfig, ServerType, document_from_records
+from mcp_actors._config.codec import document_from_records
+from mcp_actors._config.record import McpServerRecord, ServerConfig, ServerType
 
 _SCRIPT = Path(sys.executable).with_name("mcp-actors")
 CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mcp_actors"]
@@ -206,7 +207,7 @@ def test_refused_request_exit_codes() -> None:
 
     Before, every such reply was a ConnectionFailed and exited 3 (unavailable).
     """
-    from mcp_actors._cli_support import ExitCode, exit_code_for
+    from mcp_actors.cli._support import ExitCode, exit_code_for
     from mcp_actors.errors import ServerRequestFailed
 
     def code(number: int) -> ExitCode:

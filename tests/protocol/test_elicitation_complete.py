@@ -12,12 +12,13 @@ from protocol_bed import BOUND, next_event
 from rich.console import Console
 
 from mcp_actors import events
-from mcp_actors._callbacks import HostCallbacks
-from mcp_actors._cli_callbacks import TerminalElicitor
-from mcp_actors._demo_callbacks import CONSENT_URL
-from mcp_actors.connection import ConnectionSettings, open_connection
+from mcp_actors._connection.callbacks import HostCallbacks
+from mcp_actors._connection.handle import open_connection
+from mcp_actors._connection.status import ConnectionSettings
+from mcp_actors._demo.callbacks import CONSENT_URL
+from mcp_actors._wire.transports import MemoryParams
+from mcp_actors.cli._callbacks import TerminalElicitor
 from mcp_actors.demo_server import create_demo_server
-from mcp_actors.transports import MemoryParams
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 

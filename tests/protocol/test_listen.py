@@ -9,12 +9,13 @@ import trio
 import trio.testing
 
 from mcp_actors import events
-from mcp_actors._demo_features import COUNTER_URI
-from mcp_actors._listen import LISTEN_ACK_BOUND
-from mcp_actors.connection import ConnectionHandle, ConnectionSettings, open_connection
+from mcp_actors._connection.handle import ConnectionHandle, open_connection
+from mcp_actors._connection.listen import LISTEN_ACK_BOUND
+from mcp_actors._connection.status import ConnectionSettings
+from mcp_actors._demo.features import COUNTER_URI
+from mcp_actors._wire.transports import MemoryParams
 from mcp_actors.demo_server import create_demo_server
 from mcp_actors.errors import ServerProtocolError
-from mcp_actors.transports import MemoryParams
 
 
 @asynccontextmanager

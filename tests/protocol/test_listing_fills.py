@@ -14,9 +14,10 @@ import trio.testing
 from mcp.server.mcpserver import MCPServer
 
 from mcp_actors import events
-from mcp_actors.connection import ConnectionHandle, ConnectionSettings, open_connection
+from mcp_actors._connection.handle import ConnectionHandle, open_connection
+from mcp_actors._connection.status import ConnectionSettings
+from mcp_actors._wire.transports import MemoryParams
 from mcp_actors.errors import ConnectionFailed, ServerRequestFailed
-from mcp_actors.transports import MemoryParams
 
 WAITERS = 8
 

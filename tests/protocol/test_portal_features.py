@@ -9,8 +9,8 @@ from typing import Any
 import mcp.types as mcp_types
 import pytest
 
-from mcp_actors._demo_callbacks import SAMPLED_TEMPLATE
-from mcp_actors._demo_features import COUNTER_URI, NOTE_TEMPLATE, TASK_TOOL
+from mcp_actors._demo.callbacks import SAMPLED_TEMPLATE
+from mcp_actors._demo.features import COUNTER_URI, NOTE_TEMPLATE, TASK_TOOL
 from mcp_actors.errors import ToolCallFailed
 from mcp_actors.portal import start_portal
 from mcp_actors.testing import demo_server_command

@@ -9,10 +9,11 @@ import trio
 from mcp.server.mcpserver import Context, MCPServer
 
 from mcp_actors import events
-from mcp_actors.connection import ConnectionSettings, open_connection
+from mcp_actors._config.record import McpServerRecord
+from mcp_actors._connection.handle import open_connection
+from mcp_actors._connection.status import ConnectionSettings
+from mcp_actors._wire.transports import MemoryParams
 from mcp_actors.errors import ToolCallTimeout
-from mcp_actors.records import McpServerRecord
-from mcp_actors.transports import MemoryParams
 
 
 def ticking_server() -> MCPServer[Any]:
@@ -102,8 +103,8 @@ async def test_max_total_timeout_bounds_a_call_that_keeps_reporting(autojump_clo
 
 def test_record_fields_round_trip_and_validate() -> None:
     """resetTimeoutOnProgress, maxTotalTimeout and logLevel are record config fields, validated by name."""
+    from mcp_actors._config.codec import record_from_json_dict, record_to_json_dict
     from mcp_actors.errors import InvalidServerConfig
-    from mcp_actors.records import record_from_json_dict, record_to_json_dict
 
     entry = {
         "id": "mcp_1_a",

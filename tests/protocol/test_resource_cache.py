@@ -9,8 +9,9 @@ import trio
 from mcp.server.mcpserver import Context, MCPServer
 
 from mcp_actors import events
-from mcp_actors.connection import RESOURCE_CACHE_TTL, ConnectionSettings, open_connection
-from mcp_actors.transports import MemoryParams
+from mcp_actors._connection.handle import open_connection
+from mcp_actors._connection.status import RESOURCE_CACHE_TTL, ConnectionSettings
+from mcp_actors._wire.transports import MemoryParams
 
 LISTINGS: list[int] = []
 

@@ -1,4 +1,7 @@
-"""Issue 12 items 2-6 through McpService against the real demo server, over stdio and streamable HTTP."""
+"""Resources, prompts, completion, logging and tasks through McpService against the real demo server.
+
+Over stdio and streamable HTTP.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +15,8 @@ import trio
 from protocol_bed import BOUND, NEGOTIATED, demo_service, negotiated, next_event, text_of
 
 from mcp_actors import events
-from mcp_actors._demo_callbacks import SAMPLED_TEMPLATE
-from mcp_actors._demo_features import COUNTER_URI, EXTRA_RESOURCE_URI, NOTE_TEMPLATE, TASK_TOOL
+from mcp_actors._demo.callbacks import SAMPLED_TEMPLATE
+from mcp_actors._demo.features import COUNTER_URI, EXTRA_RESOURCE_URI, NOTE_TEMPLATE, TASK_TOOL
 from mcp_actors.adapters import flatten_result
 from mcp_actors.errors import (
     ConnectionFailed,

@@ -11,13 +11,14 @@ import trio
 from protocol_bed import BOUND, demo_service, next_event, text_of
 
 from mcp_actors import events
-from mcp_actors._demo_features import TASK_PAGE_SIZE
-from mcp_actors.connection import ConnectionSettings, open_connection
+from mcp_actors._config.codec import record_to_json_dict
+from mcp_actors._connection.handle import open_connection
+from mcp_actors._connection.status import ConnectionSettings
+from mcp_actors._demo.features import TASK_PAGE_SIZE
+from mcp_actors._wire.transports import MemoryParams
 from mcp_actors.demo_server import create_demo_server
 from mcp_actors.errors import ToolCallTimeout
 from mcp_actors.portal import start_portal
-from mcp_actors.records import record_to_json_dict
-from mcp_actors.transports import MemoryParams
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 

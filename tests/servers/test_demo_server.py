@@ -19,10 +19,10 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from mcp_actors import demo_server
-from mcp_actors._demo_callbacks import ASKING_PROMPT, CALLBACK_TOOL_NAMES
+from mcp_actors._demo.announce import parse_announce
+from mcp_actors._demo.callbacks import ASKING_PROMPT, CALLBACK_TOOL_NAMES
 from mcp_actors.demo_server import EXTRA_TOOL_NAME, README_URI
 from mcp_actors.testing import demo_server_command, serve_http
-from mcp_actors.testing._announce import parse_announce
 
 BOUND = 30  # seconds; the demo server takes ~1.5 s to start, more on a loaded machine
 
@@ -38,7 +38,7 @@ DEMO_TOOLS = {
     "big",
     "toggle_extra_tool",
     "stderr",
-    # issue 12: the protocol features (mcp_actors/_demo_features.py)
+    # the protocol features (mcp_actors/_demo/features.py)
     "bump_counter",
     "toggle_extra_resource",
     "end_subscriptions",  # 2026-07-28: closes every subscriptions/listen stream
@@ -48,7 +48,7 @@ DEMO_TOOLS = {
     "research",
     "count",
     "finish_task",
-} | CALLBACK_TOOL_NAMES  # and the tools that ask the host (issue 12 item 1)
+} | CALLBACK_TOOL_NAMES  # and the tools that ask the host
 
 
 WaitLine = Callable[[str], Awaitable[str]]

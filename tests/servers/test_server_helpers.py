@@ -13,6 +13,7 @@ import pytest
 import trio
 
 import mcp_actors.testing
+from mcp_actors._demo.announce import format_announce, http_url, parse_announce
 from mcp_actors.errors import ConnectTimeout, ServerStartFailed
 from mcp_actors.testing import (
     ANNOUNCE_PREFIX,
@@ -22,7 +23,6 @@ from mcp_actors.testing import (
     live_descendants,
     serve_http,
 )
-from mcp_actors.testing._announce import format_announce, http_url, parse_announce
 
 BOUND = 30
 

@@ -11,7 +11,7 @@ STRESS_MAIN = (
     f"sys.path.insert(0, {HERE!r})\n"
     "from stress_cli import ensure_registered\n"
     "ensure_registered()\n"
-    "from mcp_actors.cli import main\n"
+    "from mcp_actors.cli._app import main\n"
     "if __name__ == '__main__':\n"
     "    raise SystemExit(main(sys.argv[1:]))\n"
 )
@@ -19,8 +19,8 @@ STRESS_MAIN = (
 
 def ensure_registered() -> None:
     """Add the stress sub-app to the root app unless cli.py registers it already."""
-    from mcp_actors._cli_stress import stress_app
-    from mcp_actors.cli import app
+    from mcp_actors.cli._app import app
+    from mcp_actors.cli._stress import stress_app
 
     if not any(group.typer_instance is stress_app for group in app.registered_groups):
         app.add_typer(stress_app, name="stress")
@@ -29,7 +29,7 @@ def ensure_registered() -> None:
 def run_cli(argv: list[str]) -> int:
     """``mcp-actors ARGV`` in this process; the exit status."""
     ensure_registered()
-    from mcp_actors.cli import main
+    from mcp_actors.cli._app import main
 
     return main(argv)
 

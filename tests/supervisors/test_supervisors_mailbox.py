@@ -349,7 +349,7 @@ async def test_ask_delivers_at_once_and_runs_again_only_for_the_answer() -> None
     """With room in the mailbox an ask costs its caller two steps: deliver and wait, then the answer.
 
     Every actor round trip (a connection's first listing takes three) is an ask: a step
-    spent only to deliver would be a scheduler pass on each (docs/performance.md, round 14).
+    spent only to deliver would be a scheduler pass on each (docs/performance.md).
     """
     send, receive = open_mailbox[Message](8)
     log: list[object] = []

@@ -1,0 +1,5 @@
+"""Configuration: server records and their JSON codec, the config file store, host-config import,
+``${env:X}`` variables, the state directory and secret redaction.
+
+Public faces: :mod:`mcp_actors.records`, :mod:`mcp_actors.store`, :mod:`mcp_actors.config_import`.
+"""

@@ -1,0 +1,277 @@
+"""A connection's listings (tools, resources, templates, prompts): one owner, coalesced misses.
+
+Why: a listing is shared state of one connection. If callers' tasks wrote it, two of them
+could race (a slow, stale answer landing after a fresh one), and N concurrent misses would
+send N requests. So the rule of docs/architecture.md holds here too: the connection actor
+owns :class:`ListingCache`. Its fill tasks, run in the actor's nursery, are the only
+writers; callers read the published, frozen :class:`Listing` (a hit costs no round trip)
+or, on a miss, send the actor a :class:`~mcp_actors._connection.messages.FillListing` and wait for
+the one fill under way, whose outcome (the listing or its error) every waiter gets.
+
+A fill belongs to the connection, not to the caller that started it: a waiter that gives
+up leaves it running for the others. It is bounded by the server's call timeout, and it
+ends with its connection (the session's end fails it like any request).
+
+A listing is current for one connection (:class:`~mcp_actors._connection.live.LiveSession`, by
+identity) and one *epoch* of its kind: ``tools_epoch`` for tools, ``resources_epoch`` for
+resources and templates, ``prompts_epoch`` for prompts; a ``list_changed`` notification
+bumps the epoch. A fill that ends after its epoch moved on answers its waiters but is not
+published: it may already be stale.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+import attrs
+import mcp.types as mcp_types
+import pydantic
+import trio
+from mcp import ClientSession
+
+from mcp_actors._connection.live import LiveSession
+from supervisors import Reply
+
+_log = logging.getLogger(__name__)
+
+SendRaw = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Sends one request stamped as the SDK would and returns its raw result (``LiveSession.send_raw``)."""
+
+__all__ = ["Listing", "ListingCache", "ListingKind", "fetch_listing"]
+
+MAX_PAGES: Final = 1000
+"""Pages one listing may take; a server that pages forever is cut off there."""
+
+
+class ListingKind(enum.Enum):
+    """What a listing lists; the value is the MCP method that fetches it."""
+
+    TOOLS = "tools/list"
+    RESOURCES = "resources/list"
+    RESOURCE_TEMPLATES = "resources/templates/list"
+    PROMPTS = "prompts/list"
+
+    # Members are singletons, so identity is their equality: hash them in C, not with
+    # Enum's Python-level ``hash(self._name_)`` (a look-up per tool call keys on TOOLS).
+    __hash__ = object.__hash__
+
+
+_CAPABILITY: Final = {
+    ListingKind.RESOURCES: "resources",
+    ListingKind.RESOURCE_TEMPLATES: "resources",
+    ListingKind.PROMPTS: "prompts",
+}
+"""The server capability a kind needs; without it the listing is empty (and no request is sent)."""
+
+
+@attrs.frozen(kw_only=True)
+class Listing:
+    """One complete listing, as published by the connection actor.
+
+    Attributes:
+        kind: What it lists.
+        live: The connection it was listed on (compared by identity).
+        epoch: The kind's epoch when the fill started.
+        listed_at: ``trio.current_time()`` when the answer arrived.
+        items: Every item, all pages, in the server's order.
+        by_name: The items by name (tools and prompts are looked up by name per call).
+    """
+
+    kind: ListingKind
+    live: LiveSession = attrs.field(eq=False, repr=False)
+    epoch: int
+    listed_at: float
+    items: tuple[Any, ...]
+    by_name: Mapping[str, Any] = attrs.field(eq=False, repr=False)
+
+    def current(self, live: LiveSession, epoch: int, max_age: float) -> bool:
+        """Whether it may answer a demand now: same connection, same epoch, younger than ``max_age``."""
+        return self.live is live and self.epoch == epoch and trio.current_time() - self.listed_at < max_age
+
+
+@attrs.define(eq=False)
+class _Fill:
+    """One fetch under way and the replies waiting for it."""
+
+    waiters: list[Reply[Listing]] = attrs.field(factory=list)
+
+
+_Key = tuple[ListingKind, LiveSession, int]
+
+
+@attrs.define(eq=False)
+class ListingCache:
+    """A connection's listings: published snapshots for everyone, fills written by its actor only.
+
+    Attributes:
+        published: The latest current listing per kind; replaced (never changed in
+            place) by the actor, so a reader holding it sees a consistent value.
+    """
+
+    published: Mapping[ListingKind, Listing] = attrs.field(factory=lambda: MappingProxyType({}))
+    _fills: dict[_Key, _Fill] = attrs.field(factory=dict, init=False)
+
+    def lookup(self, kind: ListingKind, live: LiveSession, epoch: int, max_age: float) -> Listing | None:
+        """The published listing of ``kind`` if it is current (see :meth:`Listing.current`); for any task."""
+        listing = self.published.get(kind)
+        return listing if listing is not None and listing.current(live, epoch, max_age) else None
+
+    # -- the actor's side
+
+    def demand(self, key: _Key, reply: Reply[Listing], max_age: float) -> bool:
+        """Answer ``reply`` from the cache, or add it to the fill of ``key``; True when a fill must start.
+
+        Only the connection actor calls this (from its mailbox loop).
+        """
+        kind, live, epoch = key
+        listing = self.lookup(kind, live, epoch, max_age)
+        if listing is not None:
+            reply.send(listing)  # a fill ended between the caller's look and this message
+            return False
+        fill = self._fills.get(key)
+        if fill is not None:
+            fill.waiters.append(reply)
+            return False
+        self._fills[key] = _Fill(waiters=[reply])
+        return True
+
+    def settle(self, key: _Key, outcome: Listing | Exception, *, publish: bool) -> None:
+        """End the fill of ``key``: publish a listing that is still current, answer every waiter.
+
+        Only the connection actor's fill task calls this.
+        """
+        fill = self._fills.pop(key, None)
+        if publish and isinstance(outcome, Listing):
+            self.published = MappingProxyType({**self.published, outcome.kind: outcome})
+        for reply in fill.waiters if fill is not None else ():
+            if isinstance(outcome, Listing):
+                reply.send(outcome)
+            else:
+                reply.fail(outcome)
+
+    def forget(self) -> None:
+        """Drop every published listing (a new connection: none of them is current)."""
+        self.published = MappingProxyType({})
+
+
+async def fetch_listing(
+    session: ClientSession, kind: ListingKind, label: str = "", send_raw: SendRaw | None = None
+) -> tuple[Any, ...]:
+    """Every page of a listing (empty when the server lacks the kind's capability).
+
+    A tool the SDK's types refuse (an ``inputSchema`` with no root ``"type": "object"``, as
+    some real servers ship) is left out with a warning naming the server (``label``) and
+    the tool; the rest of the listing stands. That needs ``send_raw`` (the page is asked for
+    again, raw); without it such a listing fails whole.
+    """
+    capability = _CAPABILITY.get(kind)
+    caps = session.server_capabilities
+    if capability is not None and (caps is None or getattr(caps, capability) is None):
+        return ()
+    page: Callable[[mcp_types.PaginatedRequestParams | None], Awaitable[tuple[list[Any], str | None]]]
+    match kind:
+        case ListingKind.TOOLS:
+
+            async def page(params: mcp_types.PaginatedRequestParams | None) -> tuple[list[Any], str | None]:
+                try:
+                    result = await session.list_tools(params=params)
+                except pydantic.ValidationError as exc:
+                    if send_raw is None:
+                        raise
+                    # A tool against the spec must cost at most that tool, not its siblings.
+                    result = await _list_tools_leniently(session, params, label, send_raw, exc)
+                return list(result.tools), result.next_cursor
+
+        case ListingKind.RESOURCES:
+
+            async def page(params: mcp_types.PaginatedRequestParams | None) -> tuple[list[Any], str | None]:
+                result = await session.list_resources(params=params)
+                return list(result.resources), result.next_cursor
+
+        case ListingKind.RESOURCE_TEMPLATES:
+
+            async def page(params: mcp_types.PaginatedRequestParams | None) -> tuple[list[Any], str | None]:
+                result = await session.list_resource_templates(params=params)
+                return list(result.resource_templates), result.next_cursor
+
+        case ListingKind.PROMPTS:
+
+            async def page(params: mcp_types.PaginatedRequestParams | None) -> tuple[list[Any], str | None]:
+                result = await session.list_prompts(params=params)
+                return list(result.prompts), result.next_cursor
+
+        case _:
+            raise TypeError(f"unknown listing kind: {kind!r}")
+    items: list[Any] = []
+    cursor: str | None = None
+    for _ in range(MAX_PAGES):
+        found, cursor = await page(mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        items.extend(found)
+        if not cursor:
+            break
+    return tuple(items)
+
+
+def make_listing(kind: ListingKind, live: LiveSession, epoch: int, items: tuple[Any, ...]) -> Listing:
+    """A listing of ``items`` answered now (indexed by name where items have one)."""
+    by_name = {name: item for item in items if isinstance(name := getattr(item, "name", None), str)}
+    return Listing(
+        kind=kind, live=live, epoch=epoch, listed_at=trio.current_time(), items=items, by_name=MappingProxyType(by_name)
+    )
+
+
+async def _list_tools_leniently(
+    session: ClientSession,
+    params: mcp_types.PaginatedRequestParams | None,
+    label: str,
+    send_raw: SendRaw,
+    refused: pydantic.ValidationError,
+) -> mcp_types.ListToolsResult:
+    """The page again, raw, each tool checked on its own by the SDK's ``Tool`` type.
+
+    ``refused`` is the negotiated revision's check of the whole page, which failed: its
+    complaints are logged once, naming the tools. A tool the ``Tool`` type takes is kept
+    (a root ``anyOf`` with no ``"type": "object"`` is; the provider formats repair it); one
+    it refuses is logged and left out.
+    """
+    raw = await send_raw("tools/list", params.model_dump(by_alias=True, exclude_none=True) if params else {})
+    items = raw.get("tools")
+    if not isinstance(items, list):
+        raise TypeError(f"tools/list result has no list of tools: {type(items).__name__}")
+    cursor = raw.get("nextCursor")
+    _log.warning(
+        "server %r: its tools/list breaks the MCP spec (%s); each tool was checked on its own instead,"
+        " so one bad tool does not hide the others; tell the server's author",
+        label,
+        _complaints(refused, items),
+    )
+    kept: list[mcp_types.Tool] = []
+    for item in items:
+        try:
+            kept.append(mcp_types.Tool.model_validate(item))
+        except pydantic.ValidationError as exc:
+            name = item.get("name", "?") if isinstance(item, dict) else "?"
+            _log.warning("server %r: tool %r left out of the listing: %s", label, name, _complaints(exc, items))
+    result = mcp_types.ListToolsResult(tools=kept, next_cursor=cursor if isinstance(cursor, str) else None)
+    # What the SDK's list_tools does with a listing (2026-07-28 header maps): for the kept tools.
+    absorb = getattr(session, "_absorb_tool_listing", None)
+    if absorb is not None:
+        complete = (params is None or params.cursor is None) and result.next_cursor is None
+        result = absorb(result, complete=complete)
+    return result
+
+
+def _complaints(exc: pydantic.ValidationError, items: list[Any]) -> str:
+    """A validation error's complaints, a tool's index replaced by its name (``tools['untyped'].inputSchema.type``)."""
+    parts = []
+    for error in exc.errors():
+        loc = list(error["loc"])
+        if len(loc) >= 2 and loc[0] == "tools" and isinstance(loc[1], int) and loc[1] < len(items):
+            item = items[loc[1]]
+            loc[:2] = [f"tools[{item.get('name', loc[1]) if isinstance(item, dict) else loc[1]!r}]"]
+        parts.append(f"{'.'.join(str(part) for part in loc)}: {error['msg']}")
+    return "; ".join(parts)

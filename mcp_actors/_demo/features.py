@@ -1,0 +1,400 @@
+"""The demo server's protocol features beyond tools: resources, prompts, logging, tasks.
+
+Registered on the demo server by :func:`add_protocol_features` (one call from
+:func:`mcp_actors.demo_server.create_demo_server`), so every feature of the client side of
+MCP has a real server to be tested against, over every transport:
+
+==============================  ==========================================================
+``demo://counter``              a text resource whose value ``bump_counter`` increments;
+                                subscribers get ``notifications/resources/updated``
+``demo://note/{name}``          a resource template (completion offers note names)
+``demo://pixel.png``            a blob resource
+``toggle_extra_resource()``     adds or removes ``demo://extra``; sends ``resources/list_changed``
+``end_subscriptions()``         closes every ``subscriptions/listen`` stream (2026-07-28), so a
+                                client's re-listen can be tested
+``compose(topic, tone)``        a prompt with arguments (``tone`` completes)
+``log(level, message)``         sends a log notification at ``level`` (honours ``logging/setLevel``,
+                                or at 2026-07-28 the request's own log-level opt-in)
+``weather(city)``               structured output validated by its ``outputSchema``
+``bad_weather()``               structured output that breaks its own ``outputSchema``
+``research(topic, seconds)``    a tool whose ``execution.taskSupport`` is ``required``
+``count(n, seconds, fail,       a tool with optional task support, counting to ``n`` (as a
+poll_ms)``                      task it ends ``failed`` when ``fail`` is true, and asks to be
+                                polled every ``poll_ms``)
+``finish_task(task_id)``        ends a task's work now and sends ``notifications/tasks/status``
+==============================  ==========================================================
+
+The task tools follow the 2025-11-25 tasks protocol (``tools/call`` with ``task``,
+``tasks/get``, ``tasks/result``, ``tasks/cancel``, ``tasks/list`` in pages of
+:data:`TASK_PAGE_SIZE`); a task's work is modelled on the server's clock (it completes
+``seconds`` after creation), so it needs no background task.
+At 2026-07-28 the SDK has no tasks (they are the ``io.modelcontextprotocol/tasks``
+extension there, which it does not implement), so ``research`` answers a plain call.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+import uuid
+from typing import Annotated, Any, Final
+
+import mcp_types as types
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
+from pydantic import Field
+
+__all__ = [
+    "COUNTER_URI",
+    "EXTRA_RESOURCE_URI",
+    "NOTE_TEMPLATE",
+    "NOTE_NAMES",
+    "TASK_PAGE_SIZE",
+    "TASK_TOOL",
+    "add_protocol_features",
+]
+
+COUNTER_URI: Final = "demo://counter"
+"""A resource whose text is a counter; ``bump_counter`` changes it and notifies subscribers."""
+
+EXTRA_RESOURCE_URI: Final = "demo://extra"
+"""The resource ``toggle_extra_resource`` adds and removes."""
+
+NOTE_TEMPLATE: Final = "demo://note/{name}"
+"""The demo server's resource template."""
+
+NOTE_NAMES: Final = ("alpha", "beta", "gamma")
+"""Note names the completion offers for ``demo://note/{name}``."""
+
+TASK_TOOL: Final = "research"
+"""The tool that must be called as a task (``execution.taskSupport: required``)."""
+
+TASK_PAGE_SIZE: Final = 2
+"""Tasks per ``tasks/list`` page (small, so that a client's paging is exercised)."""
+
+_OPTIONAL_TASK_TOOL: Final = "count"
+_REQUIRED: Final = types.ToolExecution(task_support="required")
+_TONES: Final = ("formal", "friendly", "funny")
+_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_POLL_MS: Final = 50
+_MAX_TASK_SECONDS: Final = 3600.0
+
+_WEATHER_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
+    "required": ["city", "celsius"],
+}
+
+
+def _now_iso() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+class _TaskTable:
+    """The server's tasks: each completes ``seconds`` after creation unless cancelled."""
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, dict[str, Any]] = {}
+
+    def create(self, tool: str, arguments: dict[str, Any]) -> types.Task:
+        task_id = uuid.uuid4().hex
+        seconds = float(arguments.get("seconds", 0.2))
+        seconds = min(max(seconds, 0.0), _MAX_TASK_SECONDS)
+        now = _now_iso()
+        self.tasks[task_id] = {
+            "tool": tool,
+            "arguments": arguments,
+            "due": time.monotonic() + seconds,
+            "created": now,
+            "updated": now,
+            "cancelled": False,
+            "poll_ms": min(max(int(arguments.get("poll_ms", _POLL_MS)), _POLL_MS), 3_600_000),
+        }
+        return self.view(task_id)
+
+    def status(self, task_id: str) -> str:
+        entry = self.tasks[task_id]
+        if entry["cancelled"]:
+            return "cancelled"
+        if time.monotonic() < entry["due"]:
+            return "working"
+        return "failed" if entry["arguments"].get("fail") else "completed"
+
+    def view(self, task_id: str) -> types.Task:
+        entry = self.tasks.get(task_id)
+        if entry is None:
+            raise _unknown_task(task_id)
+        status = self.status(task_id)
+        left = max(0.0, entry["due"] - time.monotonic())
+        message = f"{left:.1f}s left" if status == "working" else status
+        return types.Task(
+            task_id=task_id,
+            status=status,  # type: ignore[arg-type]
+            status_message=message,
+            created_at=entry["created"],
+            last_updated_at=_now_iso(),
+            ttl=60_000,
+            poll_interval=entry["poll_ms"],
+        )
+
+    def result(self, task_id: str) -> types.CallToolResult:
+        entry = self.tasks[task_id]
+        if entry["tool"] == TASK_TOOL:
+            text = f"research on {entry['arguments'].get('topic', '?')!s}: done"
+        else:
+            n = int(entry["arguments"].get("n", 3))
+            text = " ".join(str(i) for i in range(1, n + 1))
+        return types.CallToolResult(content=[types.TextContent(text=text)])
+
+
+def _unknown_task(task_id: str) -> Exception:
+    from mcp.shared.exceptions import MCPError
+
+    return MCPError(code=types.INVALID_PARAMS, message=f"unknown task {task_id!r}")
+
+
+def add_protocol_features(server: MCPServer[Any]) -> None:
+    """Add the demo server's resources, template, prompts, completion, logging and task tools.
+
+    Args:
+        server: The SDK server to extend (the demo server).
+    """
+    state: dict[str, Any] = {"counter": 0, "extra": False, "level": "debug"}
+    subscribed: set[str] = set()
+    tasks = _TaskTable()
+    lowlevel = server._lowlevel_server  # the SDK's public decorators have no subscribe/tasks hooks
+
+    # ------------------------------------------------------------------ resources
+
+    @server.resource(
+        COUNTER_URI, name="counter", description="A counter; bump_counter changes it.", mime_type="text/plain"
+    )
+    def counter() -> str:
+        return str(state["counter"])
+
+    @server.resource(
+        "demo://pixel.png", name="pixel", description="One transparent pixel (a blob).", mime_type="image/png"
+    )
+    def pixel() -> bytes:
+        from mcp_actors._demo.media import PNG_BYTES
+
+        return PNG_BYTES
+
+    @server.resource(NOTE_TEMPLATE, name="note", description="A note by name.", mime_type="text/plain")
+    def note(name: str) -> str:
+        return f"note {name}"
+
+    def extra_resource() -> str:
+        return "the extra resource is here"
+
+    @server.tool(description="Increment demo://counter and notify its subscribers.", structured_output=False)
+    async def bump_counter(ctx: Context) -> str:
+        state["counter"] += 1
+        if COUNTER_URI in subscribed:
+            await ctx.session.send_notification(
+                types.ResourceUpdatedNotification(params=types.ResourceUpdatedNotificationParams(uri=COUNTER_URI)),
+                related_request_id=ctx.request_context.request_id,
+            )
+        await ctx.notify_resource_updated(COUNTER_URI)
+        return f"counter is {state['counter']}"
+
+    @server.tool(
+        description=f"Add {EXTRA_RESOURCE_URI} if absent, remove it if present; sends resources/list_changed.",
+        structured_output=False,
+    )
+    async def toggle_extra_resource(ctx: Context) -> str:
+        from mcp.server.mcpserver.resources import FunctionResource
+
+        manager = server._resource_manager
+        if state["extra"]:
+            manager._resources.pop(EXTRA_RESOURCE_URI, None)
+        else:
+            server.add_resource(FunctionResource.from_function(extra_resource, uri=EXTRA_RESOURCE_URI, name="extra"))
+        state["extra"] = not state["extra"]
+        await ctx.session.send_notification(
+            types.ResourceListChangedNotification(), related_request_id=ctx.request_context.request_id
+        )
+        await ctx.notify_resources_changed()
+        return f"resource {EXTRA_RESOURCE_URI} {'added' if state['extra'] else 'removed'}"
+
+    @server.tool(
+        description="Close every subscriptions/listen stream (2026-07-28); clients re-listen.",
+        structured_output=False,
+    )
+    async def end_subscriptions() -> str:
+        handler = lowlevel._request_handlers.get("subscriptions/listen")
+        closer = getattr(handler.handler, "close", None) if handler is not None else None
+        if closer is None:
+            return "no listen streams"
+        closer()
+        return "listen streams closed"
+
+    async def on_subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        subscribed.add(str(params.uri))
+        return types.EmptyResult()
+
+    async def on_unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        subscribed.discard(str(params.uri))
+        return types.EmptyResult()
+
+    lowlevel.add_request_handler("resources/subscribe", types.SubscribeRequestParams, on_subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", types.UnsubscribeRequestParams, on_unsubscribe)
+
+    # ------------------------------------------------------------------ prompts and completion
+
+    @server.prompt(name="compose", description="Ask the model to write about a topic in a tone.")
+    def compose(
+        topic: Annotated[str, Field(description="What to write about.")],
+        tone: Annotated[str, Field(description="formal, friendly or funny.")] = "friendly",
+    ) -> str:
+        return f"Write a {tone} paragraph about {topic}."
+
+    @server.completion()  # type: ignore[no-untyped-call, untyped-decorator]
+    async def complete(
+        ref: types.PromptReference | types.ResourceTemplateReference,
+        argument: types.CompletionArgument,
+        context: types.CompletionContext | None,
+    ) -> types.Completion | None:
+        if isinstance(ref, types.PromptReference) and ref.name == "compose" and argument.name == "tone":
+            values = [t for t in _TONES if t.startswith(argument.value)]
+        elif isinstance(ref, types.ResourceTemplateReference) and argument.name == "name":
+            values = [n for n in NOTE_NAMES if n.startswith(argument.value)]
+        else:
+            return None
+        return types.Completion(values=values, total=len(values), has_more=False)
+
+    # ------------------------------------------------------------------ logging
+
+    async def on_set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        state["level"] = params.level
+        return types.EmptyResult()
+
+    lowlevel.add_request_handler("logging/setLevel", types.SetLevelRequestParams, on_set_level)
+
+    @server.tool(description="Send a log notification at the given level (if the client's level lets it through).")
+    async def log(
+        level: Annotated[str, Field(description="debug, info, notice, warning, error, critical, alert or emergency.")],
+        message: Annotated[str, Field(description="The text to log.")],
+        ctx: Context,
+    ) -> str:
+        if level not in _LEVELS:
+            raise ValueError(f"level must be one of {', '.join(_LEVELS)}, got {level!r}")
+        threshold = state["level"]
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            # 2026-07-28: no logging/setLevel; each request opts in with its own _meta level.
+            meta = ctx.request_context.meta or {}
+            threshold = meta.get(types.LOG_LEVEL_META_KEY)
+            if threshold not in _LEVELS:
+                return "not logged: this request asked for no log messages"
+        if _LEVELS.index(level) >= _LEVELS.index(threshold):
+            await ctx.log(level, message, logger_name="demo")  # type: ignore[arg-type]
+            return f"logged at {level}"
+        return f"not logged: {level} is below {threshold}"
+
+    # ------------------------------------------------------------------ structured output
+
+    @server.tool(description="The weather in a city, as structured content checked by its output schema.")
+    def weather(city: Annotated[str, Field(description="The city.")]) -> types.CallToolResult:
+        data = {"city": city, "celsius": 21.5}
+        return types.CallToolResult(content=[], structured_content=data)
+
+    @server.tool(description="Return structured content that breaks the tool's own output schema.")
+    def bad_weather() -> types.CallToolResult:
+        return types.CallToolResult(content=[], structured_content={"city": 42})
+
+    # ------------------------------------------------------------------ tasks
+
+    @server.tool(description="Research a topic; must be called as a task (takes `seconds`).", structured_output=False)
+    def research(topic: str, seconds: float = 0.2) -> str:
+        return f"research on {topic}: done"  # reached only by a plain call, which is refused below
+
+    @server.tool(description="Count from 1 to n; may be called as a task.", structured_output=False)
+    def count(n: int = 3, seconds: float = 0.1, fail: bool = False, poll_ms: int = _POLL_MS) -> str:
+        return " ".join(str(i) for i in range(1, n + 1))
+
+    @server.tool(description="End a task's work now and send notifications/tasks/status about it.")
+    async def finish_task(ctx: Context, task_id: str) -> str:
+        entry = tasks.tasks.get(task_id)
+        if entry is None:
+            raise _unknown_task(task_id)
+        entry["due"] = min(entry["due"], time.monotonic())
+        view = tasks.view(task_id)
+        params = types.TaskStatusNotificationParams.model_validate(view.model_dump())
+        notification = types.TaskStatusNotification(params=params)
+        await ctx.session.send_notification(notification, related_request_id=ctx.request_id)
+        return view.status
+
+    extras: dict[str, types.ToolExecution] = {
+        TASK_TOOL: _REQUIRED,
+        _OPTIONAL_TASK_TOOL: types.ToolExecution(task_support="optional"),
+    }
+    schemas: dict[str, dict[str, Any]] = {"weather": _WEATHER_SCHEMA, "bad_weather": _WEATHER_SCHEMA}
+    plain_list_tools = server.list_tools
+
+    async def list_tools() -> list[types.Tool]:
+        listed = await plain_list_tools()
+        out = []
+        for tool in listed:
+            update: dict[str, Any] = {}
+            if tool.name in extras:
+                update["execution"] = extras[tool.name]
+            if tool.name in schemas:
+                update["output_schema"] = schemas[tool.name]
+            out.append(tool.model_copy(update=update) if update else tool)
+        return out
+
+    server.list_tools = list_tools  # type: ignore[method-assign]
+
+    plain_call = lowlevel._request_handlers["tools/call"].handler
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
+        if extras.get(params.name) == _REQUIRED and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            from mcp.shared.exceptions import MCPError
+
+            raise MCPError(code=types.INVALID_REQUEST, message=f"tool {params.name!r} must be called as a task")
+        return await plain_call(ctx, params)
+
+    lowlevel.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+
+    async def task_middleware(ctx: Any, call_next: Any) -> Any:
+        # A task-augmented tools/call answers CreateTaskResult, which the SDK's result
+        # sieve (CallToolResult only) would refuse; a middleware's answer is sent as is.
+        params = ctx.params if isinstance(ctx.params, dict) else {}
+        if ctx.method == "tools/call" and params.get("task") is not None and params.get("name") in extras:
+            task = tasks.create(params["name"], dict(params.get("arguments") or {}))
+            return types.CreateTaskResult(task=task).model_dump(by_alias=True, mode="json", exclude_none=True)
+        return await call_next(ctx)
+
+    lowlevel.middleware.append(task_middleware)
+
+    async def tasks_get(ctx: Any, params: types.GetTaskRequestParams) -> types.GetTaskResult:
+        return types.GetTaskResult.model_validate(tasks.view(params.task_id).model_dump())
+
+    async def tasks_result(ctx: Any, params: types.GetTaskPayloadRequestParams) -> types.CallToolResult:
+        view = tasks.view(params.task_id)
+        if view.status != "completed":
+            from mcp.shared.exceptions import MCPError
+
+            raise MCPError(code=types.INVALID_REQUEST, message=f"task {params.task_id!r} is {view.status}")
+        return tasks.result(params.task_id)
+
+    async def tasks_cancel(ctx: Any, params: types.CancelTaskRequestParams) -> types.CancelTaskResult:
+        entry = tasks.tasks.get(params.task_id)
+        if entry is None:
+            raise _unknown_task(params.task_id)
+        entry["cancelled"] = True
+        return types.CancelTaskResult.model_validate(tasks.view(params.task_id).model_dump())
+
+    async def tasks_list(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListTasksResult:
+        start = int(params.cursor) if params is not None and params.cursor else 0
+        ids = list(tasks.tasks)
+        page = ids[start : start + TASK_PAGE_SIZE]
+        more = start + TASK_PAGE_SIZE < len(ids)
+        return types.ListTasksResult(
+            tasks=[tasks.view(task_id) for task_id in page], next_cursor=str(start + TASK_PAGE_SIZE) if more else None
+        )
+
+    lowlevel.add_request_handler("tasks/list", types.PaginatedRequestParams, tasks_list)
+    lowlevel.add_request_handler("tasks/get", types.GetTaskRequestParams, tasks_get)
+    lowlevel.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, tasks_result)
+    lowlevel.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, tasks_cancel)
