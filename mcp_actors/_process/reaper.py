@@ -74,7 +74,7 @@ def _load_kill() -> ModuleType:
         from mcp_actors._process import kill as _kill
 
         return _kill
-    # Run as a script (``python -I -S``): psutil from --site, _kill from this directory;
+    # Run as a script (``python -I -S``): psutil from --site, kill.py from this directory;
     # the package's __init__ is far too heavy.
     import importlib
 
@@ -83,7 +83,7 @@ def _load_kill() -> ModuleType:
         if arg == "--site":
             sys.path.append(args[i + 1])
     sys.path.append(os.path.dirname(os.path.abspath(__file__)))
-    return importlib.import_module("_kill")
+    return importlib.import_module("kill")
 
 
 # ----------------------------------------------------------------------------- sidecar
