@@ -61,6 +61,7 @@ from mcp_actors.cli._support import (
     ExitCode,
     exit_code_for,
     failure_lines,
+    forget_json_printed,
     list_tools_with_progress,
     parse_arguments_json,
     parse_timeout,
@@ -1611,6 +1612,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status (see the module docstring).
     """
     command = typer.main.get_command(app)
+    forget_json_printed()
     try:
         result = command.main(args=list(argv) if argv is not None else None, prog_name=PROGRAM, standalone_mode=False)
     except typer.Abort:

@@ -54,6 +54,7 @@ __all__ = [
     "error_line",
     "exit_code_for",
     "failure_lines",
+    "forget_json_printed",
     "json_printed",
     "list_tools_with_progress",
     "parse_arguments_json",
@@ -309,6 +310,12 @@ _printed = False
 def json_printed() -> bool:
     """Whether this process has printed its JSON document already (so a failure adds none)."""
     return _printed
+
+
+def forget_json_printed() -> None:
+    """Start a run of the command with no JSON document printed (``main`` may run more than once in a process)."""
+    global _printed
+    _printed = False
 
 
 def print_json(document: Any) -> None:
