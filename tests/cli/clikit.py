@@ -20,7 +20,7 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,8 @@ from testkit import Result
 from typer.testing import CliRunner
 
 from mcp_actors.cli import main
+from mcp_actors.records import McpServerRecord, ServerConfig, ServerType
+from mcp_actors.store import ConfigStore
 
 _LOGGERS = ("", "mcp_actors", "supervisors")
 
@@ -110,3 +112,24 @@ def invoke(
             stdout = out.getvalue().decode()
             stderr = err.getvalue().decode()
     return Result(int(code), stdout, stderr)
+
+
+def invoke_each(config: Path | None, *commands: Sequence[str]) -> list[Result]:
+    """Run independent commands one after the other (each costs milliseconds); results in order."""
+    return [invoke(config, *args) for args in commands]
+
+
+def stdio(name: str, argv: Sequence[str], *, trusted: bool = False, **config: Any) -> McpServerRecord:
+    """A stdio record running ``argv`` (no pings: a test's server need not prove it lives)."""
+    return McpServerRecord(
+        name=name,
+        type=ServerType.STDIO,
+        config=ServerConfig(command=argv[0], args=tuple(argv[1:]), ping_interval=0, **config),
+        is_trusted=trusted,
+    )
+
+
+def write_config(path: Path, *records: McpServerRecord) -> Path:
+    """Save ``records`` as the config file at ``path``; the path."""
+    ConfigStore(path).save(records)
+    return path
