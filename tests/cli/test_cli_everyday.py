@@ -1,38 +1,33 @@
-"""Everyday use of the ``mcp-actors`` command (issue 13), run for real in subprocesses.
+"""Everyday use of the ``mcp-actors`` command (issue 13), run in this process (``clikit.invoke``).
 
 Fixing imported servers without editing JSON (show / update / tools / tool switches),
 placeholders, big arguments, one JSON document on failure, tool ids in the tool's own
 spelling, the state directory, versions and the small messages. Each test writes its own
-config and points ``MCP_ACTORS_CONFIG`` at it; independent commands run concurrently.
+config and points ``MCP_ACTORS_CONFIG`` at it. The ``config`` fixture's servers (the fault
+server and the probe server) are served in memory; the placeholder and demo-record tests
+start real servers, because what a process is given is what they check. (Inputs asked
+on a terminal, and where a fresh process keeps its state: ``test_cli_process.py``.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
-import pty
 import re
-import select
-import subprocess
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
-from testkit import Result, cli_env
+from clikit import invoke, invoke_each, stdio, write_config
 
 from mcp_actors import __version__
-from mcp_actors._config.record import McpServerRecord, ServerConfig, ServerType
-from mcp_actors._config.store import ConfigStore
+from mcp_actors.records import McpServerRecord, ServerType
+from mcp_actors.store import ConfigStore
 from mcp_actors.testing import fault_server_command
-
-_SCRIPT = Path(sys.executable).with_name("mcp-actors")
-CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mcp_actors"]
-RUN_BOUND = 120.0
-"""Upper bound of one command under a loaded machine; commands normally take 1-3 s."""
+from mcp_actors.testing.memory import memory_params_for_argv
+from mcp_actors.transports import MemoryParams, StdioParams, TransportParams, register_transport_kind
 
 PROBE_SERVER = '''
 """A tiny stdio MCP server: a tool with a hyphenated name, and what the process was given."""
@@ -69,47 +64,6 @@ anyio.run(server.run_stdio_async, backend="trio")
 '''
 
 
-async def cli(config: Path, *args: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> Result:
-    """Run one command to completion (bounded) and capture its output."""
-    with trio.fail_after(RUN_BOUND):
-        done = await trio.run_process(
-            [*CLI, *args],
-            stdin=stdin,
-            capture_stdout=True,
-            capture_stderr=True,
-            check=False,
-            env=env if env is not None else cli_env(config),
-        )
-    return Result(done.returncode, done.stdout.decode(), done.stderr.decode())
-
-
-async def cli_many(config: Path, *commands: Sequence[str]) -> list[Result]:
-    """Run independent commands concurrently; results in the order given."""
-    results: list[Result | None] = [None] * len(commands)
-
-    async def one(i: int, args: Sequence[str]) -> None:
-        results[i] = await cli(config, *args)
-
-    async with trio.open_nursery() as nursery:
-        for i, args in enumerate(commands):
-            nursery.start_soon(one, i, args)
-    return [r for r in results if r is not None]
-
-
-def stdio(name: str, argv: Sequence[str], *, trusted: bool = False, **config: Any) -> McpServerRecord:
-    return McpServerRecord(
-        name=name,
-        type=ServerType.STDIO,
-        config=ServerConfig(command=argv[0], args=tuple(argv[1:]), ping_interval=0, **config),
-        is_trusted=trusted,
-    )
-
-
-def write_config(path: Path, *records: McpServerRecord) -> Path:
-    ConfigStore(path).save(records)
-    return path
-
-
 @pytest.fixture
 def probe(tmp_path: Path) -> Path:
     script = tmp_path / "probe_server.py"
@@ -117,15 +71,57 @@ def probe(tmp_path: Path) -> Path:
     return script
 
 
+_PROBE_RUN = 'anyio.run(server.run_stdio_async, backend="trio")\n'
+
+
+def memory_probe() -> Any:
+    """The server of ``PROBE_SERVER`` as an object (its tools answer from this process)."""
+    namespace: dict[str, Any] = {}
+    exec(PROBE_SERVER.replace(_PROBE_RUN, ""), namespace)
+    return namespace["server"]
+
+
+@contextlib.contextmanager
+def served_in_memory(probe: Path) -> Iterator[None]:
+    """Serve the probe, demo and fault server records in memory while the block runs.
+
+    As :func:`mcp_actors.testing.memory.records_in_memory`, plus the probe script at
+    ``probe``; a record with its own env or cwd keeps its real process.
+    """
+    made: dict[tuple[str, tuple[str, ...]], TransportParams] = {}
+
+    def from_record(record: McpServerRecord) -> TransportParams:
+        params = StdioParams.from_record(record)
+        argv = (params.command, *params.args)
+        if params.env or params.cwd is not None:
+            return params
+        if (record.name, argv) not in made:  # one object per record: equal settings across reloads
+            twin: TransportParams | None = memory_params_for_argv(argv)
+            if argv == (sys.executable, str(probe)):
+                twin = MemoryParams(server=memory_probe)
+            made[record.name, argv] = twin or params
+        return made[record.name, argv]
+
+    register_transport_kind(ServerType.STDIO, from_record)
+    try:
+        yield
+    finally:
+        register_transport_kind(ServerType.STDIO, StdioParams.from_record)
+
+
 @pytest.fixture
-def config(tmp_path: Path, probe: Path) -> Path:
-    """fs: a trusted fault server; everything: the trusted probe server; guarded: the probe, untrusted."""
-    return write_config(
-        tmp_path / "mcp-config.json",
-        stdio("fs", fault_server_command(), trusted=True),
-        stdio("everything", [sys.executable, str(probe)], trusted=True),
-        stdio("guarded", [sys.executable, str(probe)]),
-    )
+def config(tmp_path: Path, probe: Path) -> Iterator[Path]:
+    """fs: a trusted fault server; everything: the trusted probe server; guarded: the probe, untrusted.
+
+    All three are served in memory.
+    """
+    with served_in_memory(probe):
+        yield write_config(
+            tmp_path / "mcp-config.json",
+            stdio("fs", fault_server_command(), trusted=True),
+            stdio("everything", [sys.executable, str(probe)], trusted=True),
+            stdio("guarded", [sys.executable, str(probe)]),
+        )
 
 
 def records(config: Path) -> dict[str, McpServerRecord]:
@@ -135,10 +131,10 @@ def records(config: Path) -> dict[str, McpServerRecord]:
 # --------------------------------------------------------------------------- 1. show / update / tools
 
 
-async def test_servers_show_and_update_edit_a_record_through_the_add_validation(config: Path) -> None:
+def test_servers_show_and_update_edit_a_record_through_the_add_validation(config: Path) -> None:
     """show prints the record (secrets hidden, placeholders shown); update edits it in place, id kept, validated."""
     before = records(config)["everything"]
-    updated = await cli(
+    updated = invoke(
         config,
         "servers",
         "update",
@@ -159,7 +155,7 @@ async def test_servers_show_and_update_edit_a_record_through_the_add_validation(
     assert after.id == before.id and after.created_at == before.created_at
     assert after.config.env == {"TOKEN": "s3cret-value", "TZ": "${input:tz}"}
     assert after.config.call_timeout == 7.0 and after.config.args == before.config.args
-    show, show_json, unset, args, bad_timeout, taken, slash, nothing, unknown_key = await cli_many(
+    show, show_json, unset, args, bad_timeout, taken, slash, nothing, unknown_key = invoke_each(
         config,
         ["servers", "show", "probe"],
         ["servers", "show", "probe", "--json"],
@@ -184,31 +180,31 @@ async def test_servers_show_and_update_edit_a_record_through_the_add_validation(
     assert records(config)["fs"].name == "fs" and records(config)["fs"].config.call_timeout == 120.0
 
 
-async def test_servers_update_unsets_env_and_switches_transport(config: Path) -> None:
+def test_servers_update_unsets_env_and_switches_transport(config: Path) -> None:
     """--unset-env removes a variable; --url turns a stdio server into a remote one (stdio fields dropped)."""
     write_config(config, stdio("x", ["prog", "a"], env={"A": "1", "B": "2"}))
-    added = await cli(config, "servers", "add", "y", "--command", "prog", "--env-file", "${HOME}/y.env", "--json")
+    added = invoke(config, "servers", "add", "y", "--command", "prog", "--env-file", "${HOME}/y.env", "--json")
     assert added.rc == 0 and added.json()["config"]["envFile"] == "${HOME}/y.env", added.stderr
-    unset = await cli(config, "servers", "update", "x", "--unset-env", "A", "--cwd", str(config.parent))
+    unset = invoke(config, "servers", "update", "x", "--unset-env", "A", "--cwd", str(config.parent))
     assert unset.rc == 0, unset.stderr
     assert records(config)["x"].config.env == {"B": "2"}
     assert records(config)["x"].config.cwd == str(config.parent.resolve())
-    remote = await cli(config, "servers", "update", "x", "--url", "https://example.com/sse", "--header", "K=v")
+    remote = invoke(config, "servers", "update", "x", "--url", "https://example.com/sse", "--header", "K=v")
     assert remote.rc == 0, remote.stderr
     record = records(config)["x"]
     assert record.type is ServerType.SSE and record.config.url == "https://example.com/sse"
     assert record.config.command is None and not record.config.env and record.config.headers == {"K": "v"}
 
 
-async def test_servers_tools_and_the_tool_switches(config: Path) -> None:
+def test_servers_tools_and_the_tool_switches(config: Path) -> None:
     """servers tools lists every tool with its state; enable-tool/disable-tool/auto-approve edit the record."""
-    disabled, no_auto = await cli_many(
+    disabled, no_auto = invoke_each(
         config,
         ["servers", "disable-tool", "everything", "where"],
         ["servers", "auto-approve", "guarded", "length", "off"],
     )
     assert disabled.rc == 0 and no_auto.rc == 0, disabled.stderr + no_auto.stderr
-    listing, call_disabled, call_disabled_by_id, again = await cli_many(
+    listing, call_disabled, call_disabled_by_id, again = invoke_each(
         config,
         ["servers", "tools", "everything", "--json"],
         ["call", "everything/where"],
@@ -223,7 +219,7 @@ async def test_servers_tools_and_the_tool_switches(config: Path) -> None:
     assert call_disabled_by_id.rc == 2 and "disabled" in call_disabled_by_id.error_line()
     assert again.rc == 0 and again.json()["disabledTools"] == ["where"]
     assert records(config)["guarded"].disabled_auto_approve_tools == ("length",)
-    enabled, auto_on = await cli_many(
+    enabled, auto_on = invoke_each(
         config,
         ["servers", "enable-tool", "everything", "where"],
         ["servers", "auto-approve", "guarded", "length", "on"],
@@ -231,11 +227,11 @@ async def test_servers_tools_and_the_tool_switches(config: Path) -> None:
     assert enabled.rc == 0 and auto_on.rc == 0
     assert records(config)["everything"].disabled_tools == ()
     assert records(config)["guarded"].disabled_auto_approve_tools == ()
-    called = await cli(config, "call", "everything/where")
+    called = invoke(config, "call", "everything/where")
     assert called.rc == 0 and called.stdout.startswith("/")
 
 
-async def test_the_tool_switches_resolve_either_spelling_of_the_tool(config: Path, tmp_path: Path) -> None:
+def test_the_tool_switches_resolve_either_spelling_of_the_tool(config: Path, tmp_path: Path) -> None:
     """disable-tool / enable-tool / auto-approve take the tool-id spelling and store the tool's real name.
 
     Before, `disable-tool everything get_tiny_image` stored 'get_tiny_image' and said the tool
@@ -243,7 +239,7 @@ async def test_the_tool_switches_resolve_either_spelling_of_the_tool(config: Pat
     server does not offer is refused with a suggestion; an unreachable server's tool is
     stored as given, and the output says it was not checked.
     """
-    disabled, no_auto = await cli_many(
+    disabled, no_auto = invoke_each(
         config,
         ["servers", "disable-tool", "everything", "get_tiny_image"],
         ["servers", "auto-approve", "guarded", "get_tiny_image", "off"],
@@ -252,21 +248,21 @@ async def test_the_tool_switches_resolve_either_spelling_of_the_tool(config: Pat
     assert "'get-tiny-image'" in disabled.stdout and "not checked" not in disabled.stdout
     assert records(config)["everything"].disabled_tools == ("get-tiny-image",)
     assert records(config)["guarded"].disabled_auto_approve_tools == ("get-tiny-image",)
-    listing, called = await cli_many(
+    listing, called = invoke_each(
         config, ["servers", "tools", "everything", "--json"], ["call", "everything/get-tiny-image"]
     )
     rows = [t for t in listing.json()["tools"] if t["id"] == "mcp__everything__get_tiny_image"]
     assert [(t["name"], t["enabled"]) for t in rows] == [("get-tiny-image", False)]
     assert called.rc == 2 and "is disabled" in called.error_line()
     before = records(config)
-    near = await cli(config, "servers", "disable-tool", "everything", "get-tiny-imag")
+    near = invoke(config, "servers", "disable-tool", "everything", "get-tiny-imag")
     assert near.rc == 2 and "did you mean 'get-tiny-image'" in near.error_line()
     assert records(config) == before
-    enabled = await cli(config, "servers", "enable-tool", "everything", "get_tiny_image")
+    enabled = invoke(config, "servers", "enable-tool", "everything", "get_tiny_image")
     assert enabled.rc == 0, enabled.stderr
     assert records(config)["everything"].disabled_tools == ()
     gone = write_config(tmp_path / "gone.json", stdio("gone", [str(tmp_path / "no-such-program")]))
-    unchecked = await cli(gone, "servers", "disable-tool", "gone", "some_tool")
+    unchecked = invoke(gone, "servers", "disable-tool", "gone", "some_tool")
     assert unchecked.rc == 0, unchecked.stderr
     assert "'some_tool'" in unchecked.stdout and "not checked" in unchecked.stdout
     assert records(gone)["gone"].disabled_tools == ("some_tool",)
@@ -275,7 +271,7 @@ async def test_the_tool_switches_resolve_either_spelling_of_the_tool(config: Pat
 # --------------------------------------------------------------------------- 2. variables
 
 
-async def test_placeholders_expand_at_start_from_the_host_environment(tmp_path: Path) -> None:
+def test_placeholders_expand_at_start_from_the_host_environment(tmp_path: Path) -> None:
     """${env:NAME} and ${NAME} in command, args, env and cwd expand at start; the record keeps the placeholders."""
     env_file = tmp_path / "probe.env"
     env_file.write_text("# comment\nexport FROM_FILE='file value'\nOVERRIDDEN=file\n", encoding="utf-8")
@@ -291,17 +287,13 @@ async def test_placeholders_expand_at_start_from_the_host_environment(tmp_path: 
         ),
     )
     (tmp_path / "probe_server.py").write_text(PROBE_SERVER, encoding="utf-8")
-    env = cli_env(config, PROBE_DIR=str(tmp_path), FLAG="on", PROBE_SECRET="tok-123456")
-    async with trio.open_nursery() as nursery:
-        results: dict[str, Result] = {}
-
-        async def run(key: str, *args: str) -> None:
-            results[key] = await cli(config, *args, env=env)
-
-        nursery.start_soon(run, "where", "call", "p/where")
-        nursery.start_soon(run, "secret", "call", "p/env-value", "--args", '{"name": "SECRET"}')
-        nursery.start_soon(run, "file", "call", "p/env-value", "--args", '{"name": "FROM_FILE"}')
-        nursery.start_soon(run, "wins", "call", "p/env-value", "--args", '{"name": "OVERRIDDEN"}')
+    env = {"PROBE_DIR": str(tmp_path), "FLAG": "on", "PROBE_SECRET": "tok-123456"}
+    results = {
+        "where": invoke(config, "call", "p/where", env=env),
+        "secret": invoke(config, "call", "p/env-value", "--args", '{"name": "SECRET"}', env=env),
+        "file": invoke(config, "call", "p/env-value", "--args", '{"name": "FROM_FILE"}', env=env),
+        "wins": invoke(config, "call", "p/env-value", "--args", '{"name": "OVERRIDDEN"}', env=env),
+    }
     assert results["where"].stdout == f"{tmp_path}|--flag=on\n", results["where"].stderr
     assert results["secret"].stdout == "tok-123456\n"
     assert results["file"].stdout == "file value\n"
@@ -310,14 +302,13 @@ async def test_placeholders_expand_at_start_from_the_host_environment(tmp_path: 
     assert saved["env"]["SECRET"] == "${env:PROBE_SECRET}" and saved["cwd"] == "${PROBE_DIR}"
 
 
-async def test_an_unresolved_placeholder_is_a_clear_error_naming_it(tmp_path: Path, probe: Path) -> None:
+def test_an_unresolved_placeholder_is_a_clear_error_naming_it(tmp_path: Path, probe: Path) -> None:
     """A variable unset at start fails the call at once with the placeholder, its field and the fix."""
     config = write_config(
         tmp_path / "mcp-config.json",
         stdio("p", [sys.executable, str(probe)], trusted=True, env={"KEY": "${env:MCP_ACTORS_TEST_UNSET_VAR}"}),
     )
-    env = {k: v for k, v in cli_env(config).items() if k != "MCP_ACTORS_TEST_UNSET_VAR"}
-    failed = await cli(config, "call", "p/where", "--json", env=env)
+    failed = invoke(config, "call", "p/where", "--json", env={"MCP_ACTORS_TEST_UNSET_VAR": None})
     assert failed.rc == 3
     error = failed.json()["error"]
     assert error["type"] == "UnresolvedPlaceholder" and error["server"] == "p"
@@ -325,112 +316,28 @@ async def test_an_unresolved_placeholder_is_a_clear_error_naming_it(tmp_path: Pa
     assert "MCP_ACTORS_TEST_UNSET_VAR is not set" in failed.error_line()
 
 
-def _type_on_prompts(args: Sequence[str], env: dict[str, str], answers: Sequence[tuple[str, bytes]]) -> str:
-    """Run on a pseudo-terminal; type each answer once its prompt shows; return the whole screen."""
-    master, slave = pty.openpty()
-    try:
-        proc = subprocess.Popen([*CLI, *args], stdin=slave, stdout=slave, stderr=slave, env=env)
-    finally:
-        os.close(slave)
-    screen = bytearray()
-    pending = list(answers)
-    deadline = time.monotonic() + RUN_BOUND
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.5)
-            if ready:
-                try:
-                    chunk = os.read(master, 4096)
-                except OSError:  # EIO: the command exited and closed the terminal
-                    break
-                if not chunk:
-                    break
-                screen.extend(chunk)
-            if pending and pending[0][0].encode() in screen:
-                os.write(master, pending.pop(0)[1])
-            if proc.poll() is not None and not ready:
-                break
-        proc.wait(timeout=RUN_BOUND)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(master)
-    assert proc.returncode == 0, screen.decode(errors="replace")
-    return screen.decode(errors="replace")
-
-
-async def test_import_resolves_workspace_folder_and_asks_inputs_on_a_terminal(tmp_path: Path) -> None:
-    """VS Code import: ${workspaceFolder} from the file's place; inputs asked once (password unechoed), stored."""
-    project = tmp_path / "project"
-    (project / ".vscode").mkdir(parents=True)
-    source = project / ".vscode" / "mcp.json"
-    source.write_text(
-        json.dumps(
-            {
-                "inputs": [
-                    {"type": "promptString", "id": "api-key", "description": "API key", "password": True},
-                    {"type": "promptString", "id": "tz", "description": "Time zone"},
-                ],
-                "servers": {
-                    "app": {
-                        "command": "node",
-                        "args": ["${workspaceFolder}/server.js"],
-                        "cwd": "${workspaceFolder}",
-                        "env": {"API_KEY": "${input:api-key}", "TZ": "${input:tz}", "HOME_DIR": "${env:HOME}"},
-                    }
-                },
-            }
-        ),
-        encoding="utf-8",
-    )
-    config = tmp_path / "mcp-config.json"
-    env = cli_env(config, TERM="dumb")
-    screen = await trio.to_thread.run_sync(
-        lambda: _type_on_prompts(
-            ["servers", "import", str(source)],
-            env,
-            [("API key (${input:api-key})", b"hidden-key-987\n"), ("Time zone (${input:tz})", b"Europe/Oslo\n")],
-        )
-    )
-    assert "hidden-key-987" not in screen  # a password input is typed without echo
-    assert "Europe/Oslo" in screen
-    record = records(config)["app"]
-    assert record.config.args == (f"{project}/server.js",) and record.config.cwd == str(project)
-    assert record.config.env == {"API_KEY": "hidden-key-987", "TZ": "Europe/Oslo", "HOME_DIR": "${env:HOME}"}
-    # Not on a terminal: nothing is asked, and the import says what is unresolved and how to fix it.
-    other = tmp_path / "other.json"
-    write_config(other)
-    piped = await cli(other, "servers", "import", str(source), "--json")
-    assert piped.rc == 0, piped.stderr
-    [entry] = piped.json()
-    assert any("unresolved: ${input:api-key} in env.API_KEY" in n and "servers update app" in n for n in entry["notes"])
-
-
 # --------------------------------------------------------------------------- 3, 4. big arguments, --json failures
 
 
-async def test_call_reads_big_arguments_from_a_file_or_stdin(config: Path, tmp_path: Path) -> None:
+def test_call_reads_big_arguments_from_a_file_or_stdin(config: Path, tmp_path: Path) -> None:
     """--args @file.json and --args - carry arguments far beyond the ~128 KiB command-line limit."""
     text = "x" * (300 * 1024)
     args_file = tmp_path / "args.json"
     args_file.write_text(json.dumps({"text": text}), encoding="utf-8")
-    from_file, missing = await cli_many(
+    from_file, missing = invoke_each(
         config,
         ["call", "everything/length", "--args", f"@{args_file}"],
         ["call", "everything/length", "--args", f"@{tmp_path / 'nope.json'}"],
     )
-    from_stdin = await cli(
-        config, "call", "everything/length", "--args", "-", stdin=json.dumps({"text": text}).encode()
-    )
+    from_stdin = invoke(config, "call", "everything/length", "--args", "-", stdin=json.dumps({"text": text}).encode())
     assert (from_file.rc, from_file.stdout) == (0, f"{len(text)}\n"), from_file.stderr
     assert (from_stdin.rc, from_stdin.stdout) == (0, f"{len(text)}\n"), from_stdin.stderr
     assert missing.rc == 2 and "cannot read" in missing.error_line()
 
 
-async def test_json_failures_print_exactly_one_document(config: Path) -> None:
+def test_json_failures_print_exactly_one_document(config: Path) -> None:
     """call --json prints one {"ok": false, "error": ...} document on a timeout, an unknown server, a usage error."""
-    timed_out, unknown_server, usage, bad_args, unknown_list = await cli_many(
+    timed_out, unknown_server, usage, bad_args, unknown_list = invoke_each(
         config,
         ["call", "fs/sleep", "--args", '{"seconds": 60}', "--timeout", "0.5", "--json"],
         ["call", "nosuch/echo", "--json"],
@@ -453,20 +360,20 @@ async def test_json_failures_print_exactly_one_document(config: Path) -> None:
     assert unknown_list.rc == 2 and unknown_list.json() == []  # the listing's one document, failure on stderr
 
 
-async def test_watch_json_is_documented_as_json_lines(tmp_path: Path) -> None:
+def test_watch_json_is_documented_as_json_lines(tmp_path: Path) -> None:
     """watch --help and docs/cli.md say that watch --json prints JSON Lines."""
-    helped = await cli(tmp_path / "c.json", "watch", "--help")
+    helped = invoke(tmp_path / "c.json", "watch", "--help")
     assert "JSON Lines" in helped.stdout
-    docs = (Path(__file__).parent.parent / "docs" / "cli.md").read_text(encoding="utf-8")
+    docs = (Path(__file__).parents[2] / "docs" / "cli.md").read_text(encoding="utf-8")
     assert "JSON Lines" in docs and '"ok": false' in docs
 
 
 # --------------------------------------------------------------------------- 5. tool ids
 
 
-async def test_tool_ids_resolve_from_the_tools_own_spelling(config: Path) -> None:
+def test_tool_ids_resolve_from_the_tools_own_spelling(config: Path) -> None:
     """Ids with the tool's own spelling resolve; near misses get a suggestion; disabled is said either way."""
-    own, provider, slash_other, near, near_slash = await cli_many(
+    own, provider, slash_other, near, near_slash = invoke_each(
         config,
         ["call", "mcp__everything__get-tiny-image"],
         ["call", "mcp__everything__get_tiny_image"],
@@ -479,9 +386,9 @@ async def test_tool_ids_resolve_from_the_tools_own_spelling(config: Path) -> Non
     assert (slash_other.rc, slash_other.stdout) == (0, "tiny\n")
     assert near.rc == 2 and "did you mean 'mcp__everything__get_tiny_image'" in near.error_line()
     assert near_slash.rc == 2 and "did you mean 'get-tiny-image'" in near_slash.error_line()
-    await cli(config, "servers", "disable-tool", "everything", "get-tiny-image")
-    await cli(config, "servers", "disable", "fs")
-    by_own, by_provider, server_off = await cli_many(
+    invoke(config, "servers", "disable-tool", "everything", "get-tiny-image")
+    invoke(config, "servers", "disable", "fs")
+    by_own, by_provider, server_off = invoke_each(
         config,
         ["call", "mcp__everything__get-tiny-image"],
         ["call", "mcp__everything__get_tiny_image"],
@@ -492,17 +399,17 @@ async def test_tool_ids_resolve_from_the_tools_own_spelling(config: Path) -> Non
     assert server_off.rc == 2 and "server 'fs' is disabled" in server_off.error_line()
 
 
-async def test_a_server_name_with_a_slash_is_refused(tmp_path: Path) -> None:
+def test_a_server_name_with_a_slash_is_refused(tmp_path: Path) -> None:
     """servers add and import refuse a name containing '/', which would make SERVER/TOOL ambiguous."""
     config = write_config(tmp_path / "mcp-config.json")
-    added = await cli(config, "servers", "add", "a/b", "--command", "x")
-    imported = await cli(config, "servers", "import", "-", stdin=b'{"mcpServers": {"c/d": {"command": "x"}}}')
+    added = invoke(config, "servers", "add", "a/b", "--command", "x")
+    imported = invoke(config, "servers", "import", "-", stdin=b'{"mcpServers": {"c/d": {"command": "x"}}}')
     assert added.rc == 2 and "contains '/'" in added.error_line()
     assert imported.rc == 2 and "contains '/'" in imported.stdout
     assert records(config) == {}
 
 
-async def test_a_server_name_with_control_characters_is_refused_everywhere(tmp_path: Path) -> None:
+def test_a_server_name_with_control_characters_is_refused_everywhere(tmp_path: Path) -> None:
     """add, import, update --rename and the file's own read refuse control characters in a name.
 
     Before, `servers add $'\\x1b]0;pwned\\x07x'` saved the name and printed it raw (a terminal
@@ -510,12 +417,12 @@ async def test_a_server_name_with_control_characters_is_refused_everywhere(tmp_p
     """
     config = write_config(tmp_path / "mcp-config.json", stdio("ok", ["x"]))
     source = json.dumps({"mcpServers": {"\u001b[2Jevil\nline": {"command": "x"}, "good": {"command": "y"}}})
-    added, renamed = await cli_many(
+    added, renamed = invoke_each(
         config,
         ["servers", "add", "\x1b]0;pwned\x07x", "--command", "x"],
         ["servers", "update", "ok", "--rename", "tab\tname"],
     )
-    imported = await cli(config, "servers", "import", "-", "--json", stdin=source.encode())
+    imported = invoke(config, "servers", "import", "-", "--json", stdin=source.encode())
     assert added.rc == 2 and added.stdout == ""
     assert "name contains the control character U+001B at position 0" in added.error_line()
     assert renamed.rc == 2 and "U+0009 at position 3" in renamed.error_line() and "'ok'" in renamed.error_line()
@@ -528,11 +435,11 @@ async def test_a_server_name_with_control_characters_is_refused_everywhere(tmp_p
     document = json.loads(config.read_text(encoding="utf-8"))
     document["mcpServers"][0]["name"] = "bell\x07"
     config.write_text(json.dumps(document), encoding="utf-8")
-    listed = await cli(config, "servers", "list")
+    listed = invoke(config, "servers", "list")
     assert listed.rc == 2 and "mcpServers[0]" in listed.error_line() and "U+0007 at position 4" in listed.error_line()
 
 
-async def test_a_config_file_with_one_name_twice_is_reported_and_left_alone(tmp_path: Path) -> None:
+def test_a_config_file_with_one_name_twice_is_reported_and_left_alone(tmp_path: Path) -> None:
     """Two entries named 'a' make every command fail with one line naming the entry; the file is not touched.
 
     Before, the file was read: `servers list` showed both, `show a` one record while `call`
@@ -543,7 +450,7 @@ async def test_a_config_file_with_one_name_twice_is_reported_and_left_alone(tmp_
     document["mcpServers"].append({**document["mcpServers"][0], "id": "i2"})
     text = json.dumps(document)
     config.write_text(text, encoding="utf-8")
-    listed, removed = await cli_many(config, ["servers", "list"], ["servers", "remove", "a", "--json"])
+    listed, removed = invoke_each(config, ["servers", "list"], ["servers", "remove", "a", "--json"])
     for result in (listed, removed):
         assert result.rc == 2, result
         line = result.error_line()
@@ -552,11 +459,11 @@ async def test_a_config_file_with_one_name_twice_is_reported_and_left_alone(tmp_
     assert config.read_text(encoding="utf-8") == text
 
 
-async def test_import_refuses_a_name_that_collides_with_another_once_cleaned(tmp_path: Path) -> None:
+def test_import_refuses_a_name_that_collides_with_another_once_cleaned(tmp_path: Path) -> None:
     """An import holding 'my-srv' and 'my_srv' saves the first and rejects the second, naming the clash."""
     config = write_config(tmp_path / "mcp-config.json")
     source = b'{"mcpServers": {"my-srv": {"command": "x"}, "my_srv": {"command": "y"}}}'
-    imported = await cli(config, "servers", "import", "-", "--json", stdin=source)
+    imported = invoke(config, "servers", "import", "-", "--json", stdin=source)
     assert imported.rc == 2
     by_name = {entry["name"]: entry for entry in imported.json()}
     assert by_name["my-srv"]["ok"] and not by_name["my_srv"]["ok"]
@@ -567,52 +474,41 @@ async def test_import_refuses_a_name_that_collides_with_another_once_cleaned(tmp
 # --------------------------------------------------------------------------- 6. state and paths
 
 
-async def test_state_lives_next_to_an_explicit_config(tmp_path: Path) -> None:
-    """With --config (or MCP_ACTORS_CONFIG) and no MCP_ACTORS_STATE_DIR, the PID ledger goes next to the config."""
-    config = write_config(tmp_path / "team" / "mcp-config.json", stdio("fs", fault_server_command(), trusted=True))
-    env = {k: v for k, v in cli_env(tmp_path / "unused.json").items() if k != "MCP_ACTORS_STATE_DIR"}
-    env["XDG_STATE_HOME"] = str(tmp_path / "xdg-state")
-    called = await cli(config, "--config", str(config), "call", "fs/echo", "--args", '{"text": "hi"}', env=env)
-    assert called.rc == 0, called.stderr
-    assert (tmp_path / "team" / "mcp-config.state" / "processes").is_dir()
-    assert not (tmp_path / "xdg-state").exists()
-
-
-async def test_the_demo_record_is_written_with_a_symbolic_command(tmp_path: Path) -> None:
+def test_the_demo_record_is_written_with_a_symbolic_command(tmp_path: Path) -> None:
     """The first write of a fresh config stores the demo's command as ${mcpActors:python}, which still runs."""
     config = tmp_path / "mcp-config.json"
-    changed = await cli(config, "servers", "untrust", "demo")
+    changed = invoke(config, "servers", "untrust", "demo")
     assert changed.rc == 0, changed.stderr
     saved = json.loads(config.read_text())["mcpServers"][0]
     assert saved["config"]["command"] == "${mcpActors:python}" and sys.executable not in config.read_text()
-    tested = await cli(config, "test", "demo")
+    tested = invoke(config, "test", "demo")
     assert tested.rc == 0, tested.stderr
 
 
 # --------------------------------------------------------------------------- 7, 8. versions and messages
 
 
-async def test_version_and_short_help(tmp_path: Path) -> None:
+def test_version_and_short_help(tmp_path: Path) -> None:
     """--version prints mcp_actors.__version__; -h is --help, also for subcommands."""
     config = tmp_path / "c.json"
-    version, short, long, sub = await cli_many(config, ["--version"], ["-h"], ["--help"], ["servers", "update", "-h"])
+    version, short, long, sub = invoke_each(config, ["--version"], ["-h"], ["--help"], ["servers", "update", "-h"])
     assert (version.rc, version.stdout) == (0, f"mcp-actors {__version__}\n")
     assert re.fullmatch(r"\d+\.\d+\.\d+.*", __version__)
     assert short.rc == 0 and short.stdout == long.stdout
     assert sub.rc == 0 and "--unset-env" in sub.stdout and "--rename" in sub.stdout
 
 
-async def test_small_messages_are_tidy(tmp_path: Path) -> None:
+def test_small_messages_are_tidy(tmp_path: Path) -> None:
     """--format, --config, test and empty-name messages say the right thing (issue 13, item 8)."""
     config = write_config(tmp_path / "mcp-config.json", stdio("ex", [sys.executable, "-c", "import sys; sys.exit(3)"]))
-    fmt, flag_dir, empty, failing_test = await cli_many(
+    fmt, flag_dir, empty, failing_test = invoke_each(
         config,
         ["tools", "--format", "xml"],
         ["--config", str(tmp_path), "servers", "list"],
         ["servers", "add", "", "--command", "x"],
         ["test", "ex"],
     )
-    env_dir = await cli(config, "servers", "list", env=cli_env(tmp_path))
+    env_dir = invoke(tmp_path, "servers", "list")
     assert fmt.rc == 2 and "Value error" not in fmt.stderr
     assert "invalid value for --format: 'xml' is not one of" in fmt.error_line()
     assert flag_dir.rc == 2 and f"--config {tmp_path} is a directory" in flag_dir.error_line()

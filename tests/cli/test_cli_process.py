@@ -9,8 +9,9 @@ faster). These few stay processes because the behaviour lives at the process bou
   process is killed mid-run);
 * a terminal (a pseudo-terminal): ``call`` asking before an untrusted tool and drawing
   progress, ``servers import`` asking for inputs without echoing a password;
-* what a fresh interpreter imports (``servers add`` starts no runtime) and a per-process
-  file-size limit (an unwritable config).
+* what a fresh interpreter imports (``servers add`` starts no runtime), where a process
+  keeps its state (chosen once per process) and a per-process file-size limit (an
+  unwritable config).
 """
 
 from __future__ import annotations
@@ -385,6 +386,20 @@ def test_servers_add_edits_the_config_without_starting_a_runtime(tmp_path: Path)
 
 
 UNAVAILABLE = 3
+
+
+def test_state_lives_next_to_an_explicit_config(tmp_path: Path) -> None:
+    """With --config (or MCP_ACTORS_CONFIG) and no MCP_ACTORS_STATE_DIR, the PID ledger goes next to the config.
+
+    A process: its process tracker (and so its ledger's place) is chosen once per process.
+    """
+    config = write_config(tmp_path / "team" / "mcp-config.json", stdio("fs", fault_server_command(), trusted=True))
+    env = {k: v for k, v in cli_env(tmp_path / "unused.json").items() if k != "MCP_ACTORS_STATE_DIR"}
+    env["XDG_STATE_HOME"] = str(tmp_path / "xdg-state")
+    called = _run([*CLI, "--config", str(config), "call", "fs/echo", "--args", '{"text": "hi"}'], env)
+    assert called.returncode == 0, called.stderr
+    assert (tmp_path / "team" / "mcp-config.state" / "processes").is_dir()
+    assert not (tmp_path / "xdg-state").exists()
 
 
 _EDIT_WITH_SMALL_FILES = """
