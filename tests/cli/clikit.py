@@ -28,9 +28,9 @@ from rich.console import Console
 from testkit import Result
 from typer.testing import CliRunner
 
+from mcp_actors._config.record import McpServerRecord, ServerConfig, ServerType
+from mcp_actors._config.store import ConfigStore
 from mcp_actors.cli import main
-from mcp_actors.records import McpServerRecord, ServerConfig, ServerType
-from mcp_actors.store import ConfigStore
 
 _LOGGERS = ("", "mcp_actors", "supervisors")
 

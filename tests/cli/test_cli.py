@@ -17,7 +17,6 @@ import pytest
 import trio
 from clikit import invoke, invoke_each, stdio, write_config
 
-from mcp_actors._config.record import McpServerRecord, ServerConfig, ServerType, builtin_demo_record
 from mcp_actors._config.store import ConfigStore
 from mcp_actors.formats import fetch_mcp_tools, setup_mcp_tools
 from mcp_actors.runtime import open_runtime

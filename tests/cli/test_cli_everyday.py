@@ -23,11 +23,11 @@ import pytest
 from clikit import invoke, invoke_each, stdio, write_config
 
 from mcp_actors import __version__
-from mcp_actors.records import McpServerRecord, ServerType
-from mcp_actors.store import ConfigStore
+from mcp_actors._config.record import McpServerRecord, ServerType
+from mcp_actors._config.store import ConfigStore
+from mcp_actors._wire.transports import MemoryParams, StdioParams, TransportParams, register_transport_kind
 from mcp_actors.testing import fault_server_command
 from mcp_actors.testing.memory import memory_params_for_argv
-from mcp_actors.transports import MemoryParams, StdioParams, TransportParams, register_transport_kind
 
 PROBE_SERVER = '''
 """A tiny stdio MCP server: a tool with a hyphenated name, and what the process was given."""

@@ -38,8 +38,8 @@ from clikit import invoke, stdio, write_config
 from testkit import cli_env
 
 from mcp_actors import __version__
-from mcp_actors.records import builtin_demo_record
-from mcp_actors.store import ConfigStore
+from mcp_actors._config.record import builtin_demo_record
+from mcp_actors._config.store import ConfigStore
 from mcp_actors.testing import fault_server_command
 
 _SCRIPT = Path(sys.executable).with_name("mcp-actors")

@@ -1,150 +1,100 @@
-"""``mcp-actors resources|prompts``, discover's templates and call's progress bar, run for real."""
+"""``mcp-actors resources|prompts|tasks`` and discover's templates, run in this process (``clikit.invoke``).
+
+The demo server is served in memory; call's progress bar on a terminal is in ``test_cli_process.py``.
+"""
 
 from __future__ import annotations
 
 import json
-import os
-import pty
-import select
-import subprocess
 import sys
 from pathlib import Path
 
-import trio
+import pytest
+from clikit import invoke
 
 from mcp_actors._config.codec import document_from_records
 from mcp_actors._config.record import McpServerRecord, ServerConfig, ServerType
 
-_SCRIPT = Path(sys.executable).with_name("mcp-actors")
-CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mcp_actors"]
-RUN_BOUND = 120.0
+pytestmark = pytest.mark.usefixtures("servers_in_memory")
 
 
-async def cli(config: Path, *args: str) -> tuple[int, str, str]:
-    """Run one command against a fresh config (the built-in demo server only)."""
-    env = {**os.environ, "MCP_ACTORS_CONFIG": str(config), "COLUMNS": "200"}
-    with trio.fail_after(RUN_BOUND):
-        done = await trio.run_process(
-            [*CLI, *args], capture_stdout=True, capture_stderr=True, check=False, env=env, stdin=b""
-        )
-    return done.returncode, done.stdout.decode(), done.stderr.decode()
+def cli(config: Path, *args: str) -> tuple[int, str, str]:
+    """Run one command against a fresh config (the built-in demo server only, served in memory)."""
+    done = invoke(config, *args)
+    return done.rc, done.stdout, done.stderr
 
 
-async def cli_all(config: Path, commands: list[tuple[str, ...]]) -> list[tuple[int, str, str]]:
-    """Run ``commands`` at once against one config; their results in order."""
-    results: list[tuple[int, str, str]] = [(0, "", "")] * len(commands)
-
-    async def one(i: int, args: tuple[str, ...]) -> None:
-        results[i] = await cli(config, *args)
-
-    async with trio.open_nursery() as nursery:
-        for i, args in enumerate(commands):
-            nursery.start_soon(one, i, args)
-    return results
+def cli_all(config: Path, commands: list[tuple[str, ...]]) -> list[tuple[int, str, str]]:
+    """Run ``commands`` one after the other against one config; their results in order."""
+    return [cli(config, *args) for args in commands]
 
 
-async def test_resources_list_templates_and_read(tmp_path: Path) -> None:
+def test_resources_list_templates_and_read(tmp_path: Path) -> None:
     """resources list (plain and --templates) and read (text, binary, --output) work on the demo server."""
     config = tmp_path / "cfg.json"
-    rc, out, err = await cli(config, "resources", "list", "demo", "--json")
+    rc, out, err = cli(config, "resources", "list", "demo", "--json")
     assert rc == 0, err
     assert "demo://counter" in {r["uri"] for r in json.loads(out)}
-    rc, out, _ = await cli(config, "resources", "list", "demo", "--templates")
+    rc, out, _ = cli(config, "resources", "list", "demo", "--templates")
     assert rc == 0 and "demo://note/{name}" in out
-    rc, out, _ = await cli(config, "resources", "read", "demo", "demo://note/gamma")
+    rc, out, _ = cli(config, "resources", "read", "demo", "demo://note/gamma")
     assert (rc, out) == (0, "note gamma\n")
-    rc, out, _ = await cli(config, "resources", "read", "demo", "demo://pixel.png")
+    rc, out, _ = cli(config, "resources", "read", "demo", "demo://pixel.png")
     assert rc == 0 and out.startswith("[Binary: image/png,")
     target = tmp_path / "pixel.png"
-    rc, _, _ = await cli(config, "resources", "read", "demo", "demo://pixel.png", "--output", str(target))
+    rc, _, _ = cli(config, "resources", "read", "demo", "demo://pixel.png", "--output", str(target))
     assert rc == 0 and target.read_bytes().startswith(b"\x89PNG")
-    rc, _, err = await cli(config, "resources", "read", "demo", "demo://missing")
+    rc, _, err = cli(config, "resources", "read", "demo", "demo://missing")
     assert rc != 0 and err.startswith("mcp-actors: ") and "Traceback" not in err
 
 
-async def test_prompts_list_and_get(tmp_path: Path) -> None:
+def test_prompts_list_and_get(tmp_path: Path) -> None:
     """prompts list shows arguments; prompts get renders with --arg; a bad --arg is one usage line."""
     config = tmp_path / "cfg.json"
-    rc, out, _ = await cli(config, "prompts", "list", "demo")
+    rc, out, _ = cli(config, "prompts", "list", "demo")
     assert rc == 0 and "compose" in out and "topic, tone?" in out
-    rc, out, _ = await cli(config, "prompts", "get", "demo", "compose", "--arg", "topic=trio", "--arg", "tone=funny")
+    rc, out, _ = cli(config, "prompts", "get", "demo", "compose", "--arg", "topic=trio", "--arg", "tone=funny")
     assert (rc, out) == (0, "[user] Write a funny paragraph about trio.\n")
-    rc, out, _ = await cli(config, "prompts", "get", "demo", "greeting", "--arg", "name=Ada", "--json")
+    rc, out, _ = cli(config, "prompts", "get", "demo", "greeting", "--arg", "name=Ada", "--json")
     assert rc == 0 and json.loads(out)["messages"][0]["role"] == "user"
-    rc, _, err = await cli(config, "prompts", "get", "demo", "compose", "--arg", "oops")
+    rc, _, err = cli(config, "prompts", "get", "demo", "compose", "--arg", "oops")
     assert rc == 2 and "--arg expects KEY=VALUE" in err
 
 
-async def test_prompt_and_resource_that_ask_the_host(tmp_path: Path) -> None:
+def test_prompt_and_resource_that_ask_the_host(tmp_path: Path) -> None:
     """Not on a terminal, a prompt's question is declined and a resource's sampling refused, each said on stderr."""
     config = tmp_path / "cfg.json"
-    rc, out, err = await cli(config, "prompts", "get", "demo", "introduce", "--arg", "team=ops")
+    rc, out, err = cli(config, "prompts", "get", "demo", "introduce", "--arg", "team=ops")
     assert (rc, out) == (0, "[user] The user answered decline: introduce nobody to the ops team.\n")
     assert "declined a server's question" in err
-    rc, out, err = await cli(config, "resources", "read", "demo", "demo://model-says/trio")
+    rc, out, err = cli(config, "resources", "read", "demo", "demo://model-says/trio")
     assert rc != 0 and out == "" and "Traceback" not in err
     assert "server 'demo': resources/read failed: the mcp-actors command line has no language" in err
 
 
-async def test_discover_shows_templates(tmp_path: Path) -> None:
+def test_discover_shows_templates(tmp_path: Path) -> None:
     """discover lists resource templates, in its table and in --json."""
     config = tmp_path / "cfg.json"
-    rc, out, _ = await cli(config, "discover", "demo", "--json")
+    rc, out, _ = cli(config, "discover", "demo", "--json")
     assert rc == 0
     assert [t["uriTemplate"] for t in json.loads(out)["resourceTemplates"]] == [
         "demo://model-says/{topic}",
         "demo://note/{name}",
     ]
-    rc, out, _ = await cli(config, "discover", "demo")
+    rc, out, _ = cli(config, "discover", "demo")
     assert rc == 0 and "Resource templates (2)" in out
 
 
-def test_call_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
-    """On a terminal, `call` draws the tool's progress messages on stderr; stdout gets the result only."""
-    env = {**os.environ, "MCP_ACTORS_CONFIG": str(tmp_path / "cfg.json"), "COLUMNS": "120"}
-    leader, follower = pty.openpty()
-    try:
-        proc = subprocess.Popen(
-            [*CLI, "call", "demo/sleep", "--args", '{"seconds": 1}'],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=follower,
-            env=env,
-        )
-        os.close(follower)
-        follower = -1
-        drawn = b""
-        while True:
-            ready, _, _ = select.select([leader], [], [], RUN_BOUND)
-            if not ready:
-                break
-            try:
-                chunk = os.read(leader, 4096)
-            except OSError:  # the pty closed with the process
-                break
-            if not chunk:
-                break
-            drawn += chunk
-        stdout, _ = proc.communicate(timeout=RUN_BOUND)
-    finally:
-        os.close(leader)
-        if follower != -1:
-            os.close(follower)
-    assert proc.returncode == 0
-    assert stdout == b"slept 1 s\n"
-    assert b"demo/sleep: slept" in drawn
-
-
-async def test_tasks_list(tmp_path: Path) -> None:
+def test_tasks_list(tmp_path: Path) -> None:
     """tasks list prints a server's tasks (none in a fresh demo server), as a table or as JSON."""
     config = tmp_path / "cfg.json"
-    rc, out, err = await cli(config, "tasks", "list", "demo", "--json")
+    rc, out, err = cli(config, "tasks", "list", "demo", "--json")
     assert (rc, json.loads(out)) == (0, []), err
-    rc, out, err = await cli(config, "tasks", "list", "demo")
+    rc, out, err = cli(config, "tasks", "list", "demo")
     assert rc == 0 and "Tasks (0)" in out, err
 
 
-async def test_json_failure_prints_one_document(tmp_path: Path) -> None:
+def test_json_failure_prints_one_document(tmp_path: Path) -> None:
     """With --json, a failing resources/prompts/tasks command prints one failure document on stdout.
 
     Before, these command groups printed nothing on stdout when they failed (only the stderr
@@ -158,7 +108,7 @@ async def test_json_failure_prints_one_document(tmp_path: Path) -> None:
         ("prompts", "get", "nosuch", "compose", "--json"),
         ("tasks", "list", "nosuch", "--json"),
     ]
-    results = await cli_all(config, commands)
+    results = cli_all(config, commands)
     for args, (rc, out, err) in zip(commands, results, strict=True):
         assert rc == 2, (args, err)
         assert err.count("\n") == 1 and err.startswith("mcp-actors: error: "), (args, err)
@@ -168,7 +118,7 @@ async def test_json_failure_prints_one_document(tmp_path: Path) -> None:
         assert document["error"]["server"] == "nosuch", args
 
 
-async def test_a_refused_request_is_not_unavailable(tmp_path: Path) -> None:
+def test_a_refused_request_is_not_unavailable(tmp_path: Path) -> None:
     """The server's error reply to resources read / prompts get: one line saying what to do, exit 2 or 1.
 
     An unknown resource (invalid params, -32602) is a usage error (exit 2); the demo server's
@@ -183,7 +133,7 @@ async def test_a_refused_request_is_not_unavailable(tmp_path: Path) -> None:
         ("prompts", "get", "demo", "nope"),
         ("prompts", "get", "demo", "nope", "--json"),
     ]
-    results = await cli_all(config, commands)
+    results = cli_all(config, commands)
     (read_rc, read_out, read_err), (read_json_rc, read_json, _) = results[:2]
     (get_rc, get_out, get_err), (get_json_rc, get_json, _) = results[2:]
     assert (read_rc, read_out) == (2, ""), read_err
@@ -217,7 +167,7 @@ def test_refused_request_exit_codes() -> None:
     assert (code(-32603), code(-32601), code(0)) == (ExitCode.FAILED, ExitCode.FAILED, ExitCode.FAILED)
 
 
-async def test_resources_read_output_that_cannot_be_written(tmp_path: Path) -> None:
+def test_resources_read_output_that_cannot_be_written(tmp_path: Path) -> None:
     """--output to a path that cannot be written is one stderr line naming the path (exit 2), no traceback.
 
     With --json the failure document follows on stdout. Before, the write ran outside the
@@ -227,7 +177,7 @@ async def test_resources_read_output_that_cannot_be_written(tmp_path: Path) -> N
     (tmp_path / "a-file").write_text("")
     targets = [tmp_path / "no-such-dir" / "pixel.png", tmp_path / "a-file" / "pixel.png"]
     read = ("resources", "read", "demo", "demo://pixel.png", "-o")
-    results = await cli_all(config, [(*read, str(t)) for t in targets] + [(*read, str(t), "--json") for t in targets])
+    results = cli_all(config, [(*read, str(t)) for t in targets] + [(*read, str(t), "--json") for t in targets])
     for i, (rc, out, err) in enumerate(results):
         target = targets[i % 2]
         assert rc == 2, err
@@ -241,13 +191,13 @@ async def test_resources_read_output_that_cannot_be_written(tmp_path: Path) -> N
             assert (document["ok"], document["error"]["type"], document["error"]["exitCode"]) == (False, "CliError", 2)
 
 
-async def test_resources_read_output_with_json_writes_and_says_so(tmp_path: Path) -> None:
+def test_resources_read_output_with_json_writes_and_says_so(tmp_path: Path) -> None:
     """--json with --output writes the file and prints one document saying where and how many bytes.
 
     Before, --output was silently ignored under --json (exit 0, no file written).
     """
     target = tmp_path / "pixel.png"
-    rc, out, err = await cli(
+    rc, out, err = cli(
         tmp_path / "cfg.json", "resources", "read", "demo", "demo://pixel.png", "-o", str(target), "--json"
     )
     assert rc == 0, err
@@ -283,7 +233,7 @@ anyio.run(server.run_stdio_async, backend="trio")
 """
 
 
-async def test_resources_read_output_of_no_contents_says_so(tmp_path: Path) -> None:
+def test_resources_read_output_of_no_contents_says_so(tmp_path: Path) -> None:
     """--output of a resource the server returns with no contents: one line saying nothing was written (exit 1).
 
     Before, it exited 1 with no message at all.
@@ -296,7 +246,7 @@ async def test_resources_read_output_of_no_contents_says_so(tmp_path: Path) -> N
     config = tmp_path / "cfg.json"
     config.write_text(json.dumps(document_from_records([record])))
     target = tmp_path / "out.bin"
-    rc, out, err = await cli(config, "resources", "read", "empty", "empty://nothing", "-o", str(target))
+    rc, out, err = cli(config, "resources", "read", "empty", "empty://nothing", "-o", str(target))
     assert (rc, out) == (1, ""), err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith("mcp-actors: error: server 'empty' returned no contents for 'empty://nothing'"), err
