@@ -1,6 +1,6 @@
 """Placeholders, env files and the state directory, below the command line (issue 13, items 2 and 6).
 
-The CLI tests (``test_cli_everyday.py``) show what a person sees; these pin the rules:
+The CLI tests (``tests/cli/test_cli_everyday.py``) show what a person sees; these pin the rules:
 what expands from where, what counts as a secret, that an unresolved placeholder opens the
 circuit at once, and where state lives.
 """
