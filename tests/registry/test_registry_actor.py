@@ -9,6 +9,7 @@ running instances stand in for "the same process" and "the process is gone".
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import threading
@@ -24,6 +25,7 @@ from mcp_actors import events
 from mcp_actors._config.codec import record_from_json_dict
 from mcp_actors._config.record import McpServerRecord, new_server_id
 from mcp_actors._config.store import ConfigStore
+from mcp_actors._registry import actor as registry_actor
 from mcp_actors.errors import (
     ActorStopped,
     ConfigStoreError,
@@ -221,6 +223,53 @@ async def test_requests_in_progress_at_shutdown_are_answered(tmp_path: Path) -> 
                 await rt.root.terminate_child("registry")
                 await rt_nursery_done.wait()
     assert len(outcome) == 1 and isinstance(outcome[0], ActorStopped | McpActorsError)
+
+
+async def test_a_listing_during_an_update_publishes_the_servers_new_handle(
+    tmp_path: Path, servers_in_memory: InMemoryServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing stored while an update's new slot is starting publishes the server with a handle.
+
+    The update's slot start is held open (a hook on ``start_prepared``); meanwhile another
+    server's listing makes the registry publish. The updated server, enabled throughout,
+    stays callable: the call waits for the new slot and is answered by it. (It was answered
+    "server 'a' is disabled": the update had taken the old handle out and not yet put the
+    new one in when the listing published.)
+    """
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
+        svc = rt.service
+        record = await svc.add(fault_input("a"))
+        assert text_of(await svc.call_tool("a", "echo", {"text": "before"})) == "before"
+        starting, release = trio.Event(), trio.Event()
+        start_prepared = registry_actor.start_prepared
+
+        async def held_start(connections: Any, slots: Any) -> None:
+            starting.set()
+            await release.wait()
+            await start_prepared(connections, slots)
+
+        monkeypatch.setattr(registry_actor, "start_prepared", held_start)
+        outcome: list[object] = []
+
+        async def call_a() -> None:
+            try:
+                outcome.append(text_of(await svc.call_tool("a", "echo", {"text": "after"})))
+            except McpActorsError as exc:
+                outcome.append(exc)
+
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                config = {**fault_input("a")["config"], "callTimeout": 31}  # type: ignore[dict-item]
+                nursery.start_soon(functools.partial(svc.update, "a", config=config))
+                await starting.wait()  # the update is starting a's new slot
+                await svc.list_server_tools("demo")  # a listing: the registry publishes meanwhile
+                published = svc._registry.snapshot
+                nursery.start_soon(call_a)
+                await trio.testing.wait_all_tasks_blocked()
+                release.set()
+        assert outcome == ["after"]
+        assert published.find("a") is not None and record.id in published.handles
+        assert servers_in_memory.starts["a"] == 2 and servers_in_memory.running["a"] == 1
 
 
 async def test_a_slow_mutation_does_not_stall_another_servers_cache_miss(tmp_path: Path) -> None:
