@@ -73,7 +73,14 @@ from mcp_actors import events
 from mcp_actors._connection.listen import Listener
 from mcp_actors._connection.listings import ListingKind, fetch_listing, make_listing
 from mcp_actors._connection.live import LiveSession, RequestStamp, SessionEnded
-from mcp_actors._connection.messages import Connect, ConnectionMessage, Disconnect, FillListing, Reconnect
+from mcp_actors._connection.messages import (
+    Connect,
+    ConnectionMessage,
+    Disconnect,
+    FillListing,
+    Reconnect,
+    SetLogLevel,
+)
 from mcp_actors._connection.status import (
     _LOG_LEVELS,
     CLIENT_INFO,
@@ -115,6 +122,8 @@ class _Slot:
         settings: The server's settings.
         inbox: The mailbox's receive end (the mailbox belongs to the slot).
         cell: The published status.
+        stops: Why the mailbox was closed, sent by whoever closed it
+            (:meth:`ConnectionHandle.aclose`) just before; one message at most.
         carried: Requests an ending incarnation received but did not serve; the next
             incarnation (or the park) answers them first.
         failure: Why the current incarnation ended; ``None`` while it lives. The one
@@ -124,12 +133,22 @@ class _Slot:
     settings: ConnectionSettings
     inbox: trio.MemoryReceiveChannel[ConnectionMessage]
     cell: _StatusCell
+    stops: trio.MemoryReceiveChannel[str]
     carried: list[ConnectionMessage] = attrs.field(factory=list)
     failure: McpActorsError | None = None
 
+    def stop_reason(self) -> str | None:
+        """Why the slot is being stopped, if its closer said: recorded in the cell here, by the slot."""
+        if self.cell.stop_reason is None:
+            try:
+                self.cell.stop_reason = self.stops.receive_nowait()
+            except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+                pass
+        return self.cell.stop_reason
+
     def stopped_error(self) -> ActorStopped:
         name = self.settings.server_name
-        why = self.cell.stop_reason or "the server was removed or the runtime is closing"
+        why = self.stop_reason() or "the server was removed or the runtime is closing"
         return ActorStopped(f"server {name!r}: its connection actor stopped ({why})", server=name)
 
 
@@ -214,7 +233,7 @@ class _ConnectionActor:
                     self._answer_waiters(slot.stopped_error())
                     with trio.move_on_after(STOP_BOUND) as scope:
                         scope.shield = True
-                        await self._close(self.cell.stop_reason or "the server was removed")
+                        await self._close(slot.stop_reason() or "the server was removed")
                     nursery.cancel_scope.cancel()
         finally:
             self._answer_waiters(slot.failure or slot.stopped_error())
@@ -247,6 +266,12 @@ class _ConnectionActor:
                     self._start_session()  # joins an attempt under way
             case FillListing():
                 self._fill_listing(message)
+            case SetLogLevel(live=live, level=level, reply=reply):
+                if live is not self.cell.live:
+                    reply.fail(SessionEnded(self.label))  # the caller sets it on the current connection
+                    return
+                self.cell.log_level = (live.session, level)
+                reply.send(None)
             case _:
                 raise TypeError(f"unknown message for a connection actor: {message!r}")
 
@@ -782,6 +807,7 @@ async def run_connection_slot(
     settings: ConnectionSettings,
     inbox: trio.MemoryReceiveChannel[ConnectionMessage],
     cell: _StatusCell,
+    stops: trio.MemoryReceiveChannel[str],
     *,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -794,7 +820,7 @@ async def run_connection_slot(
     ends (its mailbox closed, or cancelled) every request still queued is answered
     :class:`~mcp_actors.errors.ActorStopped` and the mailbox is closed.
     """
-    slot = _Slot(settings=settings, inbox=inbox, cell=cell)
+    slot = _Slot(settings=settings, inbox=inbox, cell=cell, stops=stops)
     task_status.started(None)
     try:
         await _supervise(slot)

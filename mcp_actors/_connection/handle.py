@@ -6,6 +6,7 @@ Every request runs in the caller's task over the live session; only getting that
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import math
@@ -27,7 +28,14 @@ from mcp_actors._connection.callbacks import INPUT_REQUIRED_MAX_ROUNDS, fulfil_i
 from mcp_actors._connection.listen import Listener
 from mcp_actors._connection.listings import MAX_PAGES, Listing, ListingKind
 from mcp_actors._connection.live import LiveSession, ProgressDeadline, SessionEnded
-from mcp_actors._connection.messages import Connect, ConnectionMessage, Disconnect, FillListing, Reconnect
+from mcp_actors._connection.messages import (
+    Connect,
+    ConnectionMessage,
+    Disconnect,
+    FillListing,
+    Reconnect,
+    SetLogLevel,
+)
 from mcp_actors._connection.status import (
     RESOURCE_CACHE_TTL,
     STOP_BOUND,
@@ -75,6 +83,8 @@ class ConnectionHandle:
     settings: ConnectionSettings
     _mailbox: Mailbox[ConnectionMessage]
     _cell: _StatusCell
+    _stops: trio.MemorySendChannel[str]
+    """Where :meth:`aclose` says why it closed the mailbox: the slot records it."""
 
     @property
     def server_id(self) -> str:
@@ -412,16 +422,19 @@ class ConnectionHandle:
         level is stamped on every later request of this connection instead.
         """
 
-        async def op(session: ClientSession) -> None:
-            self._cell.log_level = (session, level)
+        async def op(live: LiveSession) -> None:
+            session = live.session
             if _is_modern(session):
-                await trio.lowlevel.checkpoint()
+                # The connection's state: the actor records it (SessionEnded if live was replaced).
+                await self._ask(
+                    lambda r: SetLogLevel(live=live, level=level, reply=r), bound=self.settings.call_timeout
+                )
                 return
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # MCPDeprecationWarning: deprecated only in 2026-07-28
                 await session.set_logging_level(level)  # type: ignore[arg-type]
 
-        await self._request("logging/setLevel", op)
+        await self._request("logging/setLevel", live_op=op)
 
     async def tool_definition(self, name: str) -> mcp_types.Tool | None:
         """The tool's definition from this connection's last listing (listing once if needed).
@@ -736,8 +749,12 @@ class ConnectionHandle:
             why: What its calls in flight and queued requests are told ended them
                 (``"the server was disabled"``); by default, a removal.
         """
-        if why is not None and self._cell.stop_reason is None:
-            self._cell.stop_reason = why
+        if why is not None:
+            # A channel of its own, of one place, that only closers send on: never full, never
+            # waited on (the mailbox may be full, or its slot waiting out a restart's backoff).
+            with contextlib.suppress(trio.WouldBlock, trio.ClosedResourceError):
+                self._stops.send_nowait(why)
+        self._stops.close()  # the first reason given is the one
         await self._mailbox.aclose()
 
 
@@ -754,21 +771,23 @@ class SlotRunner:
     settings: ConnectionSettings
     inbox: trio.MemoryReceiveChannel[ConnectionMessage]
     cell: _StatusCell
+    stops: trio.MemoryReceiveChannel[str]
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the slot until its mailbox closes (see :func:`run_connection_slot`)."""
-        await run_connection_slot(self.settings, self.inbox, self.cell, task_status=task_status)
+        await run_connection_slot(self.settings, self.inbox, self.cell, self.stops, task_status=task_status)
 
     def abandon(self) -> None:
         """Answer every queued request with ActorStopped and close the mailbox; the slot never runs."""
-        _stop_mailbox(_Slot(settings=self.settings, inbox=self.inbox, cell=self.cell))
+        _stop_mailbox(_Slot(settings=self.settings, inbox=self.inbox, cell=self.cell, stops=self.stops))
 
 
 def open_slot(settings: ConnectionSettings, bus: events.EventBus) -> tuple[ConnectionHandle, SlotRunner]:
     """A handle plus its slot, to run (:meth:`SlotRunner.run`) or abandon (:meth:`SlotRunner.abandon`)."""
     mailbox, inbox = open_mailbox[ConnectionMessage](settings.mailbox_capacity)
+    stops_send, stops = trio.open_memory_channel[str](1)
     cell = _StatusCell(ConnectionStatus(server_id=settings.server_id, server_name=settings.server_name), bus)
-    return ConnectionHandle(settings, mailbox, cell), SlotRunner(settings, inbox, cell)
+    return ConnectionHandle(settings, mailbox, cell, stops_send), SlotRunner(settings, inbox, cell, stops)
 
 
 def open_connection(

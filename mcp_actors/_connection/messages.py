@@ -8,8 +8,9 @@ that the actor answers exactly once (a value or a typed error). A caller that gi
 The actor owns the connection's *life* (spawn, initialize, death, restart, close); the
 requests themselves (``tools/call``, ``tools/list``, ``ping``, ...) run in the caller's
 task over the live session the actor hands out (see :mod:`mcp_actors._connection.actor`). So
-the mailbox carries only what changes that life: connect, disconnect, reconnect; and the
-misses of the listings the actor owns (:mod:`mcp_actors._connection.listings`).
+the mailbox carries only what changes that life: connect, disconnect, reconnect; the
+misses of the listings the actor owns (:mod:`mcp_actors._connection.listings`); and the log
+level a 2026-07-28 connection stamps on its requests, which the actor keeps in its cell.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "Disconnect",
     "FillListing",
     "Reconnect",
+    "SetLogLevel",
 ]
 
 
@@ -86,4 +88,17 @@ class FillListing:
     reply: Reply[Listing]
 
 
-ConnectionMessage = Connect | Disconnect | Reconnect | FillListing
+@attrs.frozen(kw_only=True)
+class SetLogLevel:
+    """Stamp ``level`` on every later request of the connection ``live`` (2026-07-28's per-request logging).
+
+    Replies ``None`` once recorded, or :class:`~mcp_actors._connection.live.SessionEnded` when
+    ``live`` is no longer the connection (the caller sets it on the current one).
+    """
+
+    live: LiveSession = attrs.field(eq=False, repr=False)
+    level: str
+    reply: Reply[None]
+
+
+ConnectionMessage = Connect | Disconnect | Reconnect | FillListing | SetLogLevel

@@ -208,10 +208,12 @@ class _StatusCell:
     listener: Listener | None = None
     """The 2026-07-28 session's ``subscriptions/listen`` owner (``None`` on the handshake revisions)."""
     log_level: tuple[ClientSession, str] | None = None
-    """A run-time ``set_log_level`` for that session: it lasts until the next connect, as on legacy."""
+    """A run-time ``set_log_level`` for that session (2026-07-28): it lasts until the next connect,
+    as on legacy. Written by the actor when the handle asks (``SetLogLevel``)."""
     stop_reason: str | None = None
-    """Why the slot is being stopped (``"the server was disabled"``), set by whoever closes its
-    mailbox (:meth:`ConnectionHandle.aclose`): what its ending calls and waiters are told."""
+    """Why the slot is being stopped (``"the server was disabled"``): what its ending calls and
+    waiters are told. Whoever closes the mailbox (:meth:`ConnectionHandle.aclose`) sends it;
+    the slot records it here."""
 
     def set(self, **changes: Any) -> None:
         self.status = _evolved(self.status, changes)

@@ -14,7 +14,10 @@ The actor reads a bounded mailbox of frozen messages (:data:`RegistryMessage`):
 Every mutation is a read-modify-write of the store whose result (the whole list of records,
 as written) is applied to the running tree by one function, :meth:`_RegistryActor.apply`.
 Changes another process made to the file are applied by the same function, so they look
-exactly like changes made here (slots started or stopped, ``servers:changed`` emitted).
+exactly like changes made here (slots started or stopped, ``servers:changed`` emitted). It
+puts the new records and the new slots' handles in the view, and publishes, before its
+first await: a listing served while a slot starts or stops publishes whole state, never a
+server without its handle.
 
 After every change the actor publishes an immutable :class:`Snapshot` on the
 :class:`RegistryRef`. The facade (:class:`~mcp_actors.service.McpService`) reads that
@@ -548,6 +551,23 @@ async def stop_slot(
 # ---------------------------------------------------------------------- the actor
 
 
+@attrs.frozen(kw_only=True)
+class _Change:
+    """What :meth:`_RegistryActor.commit` leaves to do once the view shows a new list of records.
+
+    Attributes:
+        prepared: The new slots, in the view already, to start.
+        stops: ``(child id, handle, why)`` of the slots out of the view, to stop.
+        events: ``(action, record)`` to emit as ``servers:changed`` once they are stopped.
+        added: The handles of added servers (connected at once when the runtime asks so).
+    """
+
+    prepared: list[PreparedSlot]
+    stops: list[tuple[str, ConnectionHandle, str]]
+    events: list[tuple[str, McpServerRecord]]
+    added: list[ConnectionHandle]
+
+
 @attrs.define(eq=False)
 class _CacheEntry:
     tools: tuple[mcp_types.Tool, ...]
@@ -556,7 +576,16 @@ class _CacheEntry:
 
 
 class _RegistryActor:
-    """One incarnation's state; touched only by its own tasks (one trio thread, no locks needed)."""
+    """One incarnation's state, and the tasks that serve it.
+
+    Its tasks — :meth:`serve` (listings), :meth:`mutation_worker`, :meth:`start_slots`,
+    :meth:`poll_config` — share one trio thread, and the state is changed only in
+    synchronous steps that publish before they return: :meth:`rebuild`'s tail,
+    :meth:`commit`, :meth:`store_tools`, :meth:`mark_tools_stale`. A task awaits (a store
+    write, a slot start or stop) only before or after such a step, never inside one, so no
+    task can see, or publish, a change half made. This is why listings need not wait
+    behind a slow mutation in one task.
+    """
 
     def __init__(
         self, ref: RegistryRef, connections: Supervisor, *, connect_on_add: bool, poll_interval: float
@@ -717,7 +746,37 @@ class _RegistryActor:
     # --------------------------------------------------------------- applying a new list of records
 
     async def apply(self, new_records: Sequence[McpServerRecord], *, connect_added: bool) -> None:
-        """Make the running tree match ``new_records``: the one path for every change, ours or not."""
+        """Make the running tree match ``new_records``: the one path for every change, ours or not.
+
+        The view changes in one synchronous step (:meth:`commit`), published before the
+        first await; only then are the new slots started and the old ones stopped.
+        """
+        change = self.commit(new_records)
+        try:
+            await start_prepared(self.connections, change.prepared)
+        except BaseException:
+            for slot in change.prepared:
+                slot.abandon()
+            raise
+        if change.stops:
+            async with trio.open_nursery() as nursery:
+                for child_id, handle, why in change.stops:
+                    nursery.start_soon(stop_slot, self.connections, child_id, handle, why)
+        # After the stops: a listener told "removed" finds the server's process gone.
+        for action, record in change.events:
+            self.bus.emit(events.SERVERS_CHANGED, action=action, serverId=record.id, serverName=record.name)
+        if connect_added and self.connect_on_add:
+            assert self.nursery is not None
+            for handle in change.added:
+                self.nursery.start_soon(_connect_quietly, handle)
+
+    def commit(self, new_records: Sequence[McpServerRecord]) -> _Change:
+        """Put ``new_records`` in the view and publish, with no checkpoint; return what is left to do.
+
+        The new slots are prepared (their handles are in the view at once: a request queues
+        in the mailbox until :meth:`apply` has started them, as after :meth:`rebuild`); the
+        handles of the slots to stop are out of the view.
+        """
         old = self.records
         new = {r.id: r for r in new_records}
         stops: list[tuple[str, ConnectionHandle, str]] = []
@@ -748,12 +807,6 @@ class _RegistryActor:
             if record.is_active and server_id not in self.handles:
                 starts.append(record)
         prepared = [prepare_slot(record, self.bus, host=self.ref.host) for record in starts]
-        try:
-            await start_prepared(self.connections, prepared)
-        except BaseException:
-            for slot in prepared:
-                slot.abandon()
-            raise
         added_ids = {r.id for action, r in changes if action == "added"}
         added: list[ConnectionHandle] = []
         for record, slot in zip(starts, prepared, strict=True):
@@ -762,17 +815,7 @@ class _RegistryActor:
                 added.append(slot.handle)
         self.records = new
         self.publish()
-        if stops:
-            async with trio.open_nursery() as nursery:
-                for child_id, handle, why in stops:
-                    nursery.start_soon(stop_slot, self.connections, child_id, handle, why)
-        # After the stops: a listener told "removed" finds the server's process gone.
-        for action, record in changes:
-            self.bus.emit(events.SERVERS_CHANGED, action=action, serverId=record.id, serverName=record.name)
-        if connect_added and self.connect_on_add:
-            assert self.nursery is not None
-            for handle in added:
-                self.nursery.start_soon(_connect_quietly, handle)
+        return _Change(prepared=prepared, stops=stops, events=changes, added=added)
 
     def forget_tools(self, server_id: str) -> None:
         """Drop everything known of a server's tools (it is gone, or its connection changed)."""
@@ -865,8 +908,8 @@ class _RegistryActor:
             logger.warning("the config file changed but cannot be read (%s); keeping the servers as they were", exc)
             self.ref.fingerprint = current
             return
+        self.ref.fingerprint = fingerprint  # with the records: apply commits them before its first await
         await self.apply(records, connect_added=True)
-        self.ref.fingerprint = fingerprint
 
     async def mutation_worker(self) -> None:
         """Run mutations one at a time, in arrival order (no two can interleave)."""
@@ -962,6 +1005,14 @@ class _RegistryActor:
         self.publish()
         reply.send(view)
 
+    def mark_tools_stale(self, server_id: str) -> None:
+        """Drop a server's cached listing (a reconnect): its view stays, its ids resolving, but stale."""
+        self.cache.pop(server_id, None)
+        view = self.views.get(server_id)
+        if view is not None:
+            self.set_view(server_id, attrs.evolve(view, fetched_at=-math.inf))
+            self.publish()
+
     # --------------------------------------------------------------- the loop
 
     async def serve(self, inbox: trio.MemoryReceiveChannel[RegistryMessage]) -> None:
@@ -982,12 +1033,7 @@ class _RegistryActor:
                 case StoreTools():
                     self.store_tools(message)
                 case ForgetTools():
-                    # The view stays (its ids keep resolving) but is stale: the next listing refetches.
-                    self.cache.pop(message.server_id, None)
-                    view = self.views.get(message.server_id)
-                    if view is not None:
-                        self.set_view(message.server_id, attrs.evolve(view, fetched_at=-math.inf))
-                        self.publish()
+                    self.mark_tools_stale(message.server_id)
                     message.reply.send(None)
                 case _:
                     raise TypeError(f"unknown message for the registry: {message!r}")

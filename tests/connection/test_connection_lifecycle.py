@@ -21,12 +21,12 @@ from mcp.server.mcpserver import MCPServer
 from testkit import counting_steps, drain, running, state_is, text_of, wait_event
 
 from mcp_actors import events
-from mcp_actors._connection.handle import ConnectionHandle, open_connection
-from mcp_actors._connection.status import CLIENT_INFO, ConnectionSettings, ConnectionState
+from mcp_actors._connection.handle import ConnectionHandle, open_connection, open_slot
+from mcp_actors._connection.status import CLIENT_INFO, ConnectionSettings, ConnectionState, _StatusCell
 from mcp_actors._wire.transports import MemoryParams
 from mcp_actors.errors import ActorStopped, ConnectionFailed, ServerCircuitOpen, ServerConnectionLost
 from mcp_actors.testing._fault_plan import FaultPlan
-from mcp_actors.testing.memory import KillableServer, memory_fault_server
+from mcp_actors.testing.memory import KillableServer, memory_demo_server, memory_fault_server
 from supervisors import Backoff, Intensity
 
 BOUND = 30.0
@@ -518,3 +518,104 @@ async def test_list_tools_at_epoch_names_the_connections_tools_epoch(autojump_cl
             again, later = await handle.list_tools_at_epoch()
         assert later == handle.status().tools_epoch > epoch
         assert [t.name for t in again] == [t.name for t in tools]
+
+
+# ---------------------------------------------------------------------- one writer of the status cell
+
+
+def cell_writes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, trio.lowlevel.Task]]:
+    """Every assignment to a status cell's attribute from now on: ``(name, task that wrote it)``."""
+    writes: list[tuple[str, trio.lowlevel.Task]] = []
+
+    def spy(cell: _StatusCell, name: str, value: object) -> None:
+        writes.append((name, trio.lowlevel.current_task()))
+        object.__setattr__(cell, name, value)
+
+    monkeypatch.setattr(_StatusCell, "__setattr__", spy)
+    return writes
+
+
+@pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")  # the server's log at 2026-07-28
+@pytest.mark.parametrize("negotiate", ["auto", "legacy"])
+async def test_set_log_level_is_recorded_by_the_actor_not_the_caller(
+    autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch, negotiate: str
+) -> None:
+    """set_log_level changes what the server logs from the next request on; the caller's task never writes the cell.
+
+    At 2026-07-28 the level is stamped on every later request, so the connection keeps it:
+    the actor records it when asked (a message), as it writes everything else in the cell.
+    """
+    settings = settings_for(memory_demo_server, negotiate=negotiate, log_level="warning")
+    async with running(settings) as ([handle], _):
+        quiet = await handle.call_tool("log", {"level": "info", "message": "hidden"})
+        assert text_of(quiet) == "not logged: info is below warning"
+        writes = cell_writes(monkeypatch)
+        await handle.set_log_level("debug")
+        loud = await handle.call_tool("log", {"level": "info", "message": "shown"})
+        assert text_of(loud) == "logged at info"
+        me = trio.lowlevel.current_task()
+        assert [name for name, task in writes if task is me] == []
+
+
+async def test_aclose_tells_the_slot_why_and_the_slot_records_it(
+    autojump_clock: trio.abc.Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aclose(why) closes the mailbox with its reason; the slot records it and tells the calls it ends.
+
+    The caller's task never writes the cell: the reason reaches the slot as a message.
+    """
+    outcome: list[object] = []
+    async with running(settings_for(fault_server())) as ([handle], _):
+        await handle.connect()
+
+        async def long_call() -> None:
+            try:
+                outcome.append(await handle.call_tool("sleep", {"seconds": 3600}))
+            except ServerConnectionLost as exc:
+                outcome.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(long_call)
+            await wait_in_flight(handle, 1)
+            writes = cell_writes(monkeypatch)
+            await handle.aclose("the server was disabled")
+            me = trio.lowlevel.current_task()
+            assert [name for name, task in writes if task is me] == []
+        assert [str(error) for error in outcome] == [
+            "server 'srv': the connection was closed (the server was disabled) during the request"
+        ]
+        assert "stop_reason" in {name for name, _task in writes}
+        with pytest.raises(ActorStopped, match=r"its connection actor is not running"):
+            await handle.connect()
+
+
+async def test_requests_queued_for_a_slot_that_never_runs_are_told_why_it_was_closed(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A slot closed with a reason and abandoned before it ran answers what was queued with that reason.
+
+    Its mailbox is full: the reason does not wait for room (it has a channel of its own),
+    and a request still waiting to be queued is told the actor is not running.
+    """
+    handle, runner = open_slot(settings_for(fault_server(), mailbox_capacity=1), events.EventBus())
+    outcome: list[str] = []
+
+    async def connect() -> None:
+        try:
+            await handle.connect()
+        except ActorStopped as exc:
+            outcome.append(str(exc))
+
+    with trio.fail_after(BOUND):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(connect)
+            nursery.start_soon(connect)
+            await trio.testing.wait_all_tasks_blocked()  # one request queued, one waiting for room
+            closing = trio.current_time()
+            await handle.aclose("the server was removed")
+            runner.abandon()
+    assert trio.current_time() == closing
+    assert sorted(outcome) == [
+        "server 'srv': its connection actor is not running (removed or shutting down)",
+        "server 'srv': its connection actor stopped (the server was removed)",
+    ]

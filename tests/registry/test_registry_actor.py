@@ -9,12 +9,14 @@ running instances stand in for "the same process" and "the process is gone".
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import threading
 from pathlib import Path
 from typing import Any
 
+import attrs
 import filelock
 import pytest
 import trio
@@ -24,6 +26,7 @@ from mcp_actors import events
 from mcp_actors._config.codec import record_from_json_dict
 from mcp_actors._config.record import McpServerRecord, new_server_id
 from mcp_actors._config.store import ConfigStore
+from mcp_actors._registry import actor as registry_actor
 from mcp_actors.errors import (
     ActorStopped,
     ConfigStoreError,
@@ -37,6 +40,7 @@ from mcp_actors.service import McpService
 from mcp_actors.testing import fault_server_command
 from mcp_actors.testing.memory import InMemoryServers
 
+REGISTRY_CLOSED = "the registry stopped while handling this request (the runtime is closing); retry if it is not"
 UNWRITABLE = "/proc/self/mcp-actors-test/mcp-config.json"
 """A config path nobody can write, not even root: the lock file cannot be created there."""
 
@@ -64,6 +68,33 @@ async def wait_registry_restarts(rt: Runtime, count: int) -> None:
         # Polls the supervisor's statistics (no event exists for "restarted"), bounded.
         while rt.root.statistics().restarts_total < count or rt.service._registry.mailbox is None:  # noqa: ASYNC110
             await trio.sleep(0.01)
+
+
+@attrs.frozen
+class HeldStarts:
+    """The registry's next slot start, held open: ``starting`` is set when it begins, ``release`` lets it run."""
+
+    starting: trio.Event
+    release: trio.Event
+
+
+def hold_next_slot_start(monkeypatch: pytest.MonkeyPatch) -> HeldStarts:
+    """Hold the registry's next start of connection slots (an update's, an add's) until released.
+
+    A hook on ``start_prepared``: the mutation stays in progress for as long as the test
+    wants, on virtual time, with no sleep.
+    """
+    held = HeldStarts(trio.Event(), trio.Event())
+    start_prepared = registry_actor.start_prepared
+
+    async def held_start(connections: Any, slots: Any) -> None:
+        if not held.starting.is_set():
+            held.starting.set()
+            await held.release.wait()
+        await start_prepared(connections, slots)
+
+    monkeypatch.setattr(registry_actor, "start_prepared", held_start)
+    return held
 
 
 async def test_unwritable_config_is_a_reply_and_a_running_call_is_untouched(
@@ -194,33 +225,84 @@ async def test_a_listing_in_flight_across_a_registry_crash_is_stored_by_the_next
         assert svc.tool_list_requests == 1
 
 
-async def test_requests_in_progress_at_shutdown_are_answered(tmp_path: Path) -> None:
-    """Closing the runtime answers a listing still in progress with ActorStopped, at once."""
-    outcome: list[BaseException] = []
-    with trio.fail_after(60):
-        async with runtime_at(tmp_path, connect_on_add=False) as rt:
+async def test_requests_in_progress_at_shutdown_are_answered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, autojump_clock: trio.abc.Clock
+) -> None:
+    """Closing the runtime answers at once, with ActorStopped saying so, every request still in progress.
+
+    A listing waiting for a server that takes an hour to start (its connect timeout is
+    30 s) is answered by its connection actor; an update whose slot start is held open, and
+    a remove queued behind it, are answered by the registry. Nothing waits for a timeout:
+    no virtual time passes.
+    """
+    outcomes: dict[str, object] = {}
+
+    async def attempt(key: str, fn: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            outcomes[key] = await fn(*args, **kwargs)
+        except McpActorsError as exc:
+            outcomes[key] = exc
+
+    async with trio.open_nursery() as outside:  # the requests outlive the runtime
+        async with runtime_at(tmp_path, connect_on_add=False, config_poll_interval=0) as rt:
             svc = rt.service
             await svc.add(fault_input("slow", "--slow-start", "3600"))
+            await svc.add(fault_input("a"))
+            held = hold_next_slot_start(monkeypatch)
+            config = {**fault_input("a")["config"], "callTimeout": 31}  # type: ignore[dict-item]
+            outside.start_soon(functools.partial(attempt, "update", svc.update, "a", config=config))
+            await held.starting.wait()
+            outside.start_soon(attempt, "remove", svc.remove, "a")
+            outside.start_soon(attempt, "listing", svc.list_server_tools, "slow")
+            await trio.testing.wait_all_tasks_blocked()
+            assert outcomes == {}
+            closing = trio.current_time()
+        answered = trio.current_time()
+    assert answered == closing, "nothing waited for a timeout"
+    assert {key: (type(error), str(error)) for key, error in outcomes.items()} == {
+        "listing": (ActorStopped, "server 'slow': its connection actor stopped (the runtime is closing)"),
+        "update": (ActorStopped, REGISTRY_CLOSED),
+        "remove": (ActorStopped, REGISTRY_CLOSED),
+    }
 
-            async def listing() -> None:
-                try:
-                    await svc.list_server_tools("slow")
-                except McpActorsError as exc:
-                    outcome.append(exc)
 
-            rt_nursery_done = trio.Event()
+async def test_a_listing_during_an_update_publishes_the_servers_new_handle(
+    tmp_path: Path, servers_in_memory: InMemoryServers, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A listing stored while an update's new slot is starting publishes the server with a handle.
 
-            async def background() -> None:
-                await listing()
-                rt_nursery_done.set()
+    The update's slot start is held open (a hook on ``start_prepared``); meanwhile another
+    server's listing makes the registry publish. The updated server, enabled throughout,
+    stays callable: the call waits for the new slot and is answered by it. (It was answered
+    "server 'a' is disabled": the update had taken the old handle out and not yet put the
+    new one in when the listing published.)
+    """
+    async with runtime_at(tmp_path, connect_on_add=False) as rt:
+        svc = rt.service
+        record = await svc.add(fault_input("a"))
+        assert text_of(await svc.call_tool("a", "echo", {"text": "before"})) == "before"
+        held = hold_next_slot_start(monkeypatch)
+        outcome: list[object] = []
 
+        async def call_a() -> None:
+            try:
+                outcome.append(text_of(await svc.call_tool("a", "echo", {"text": "after"})))
+            except McpActorsError as exc:
+                outcome.append(exc)
+
+        with trio.fail_after(30):
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(background)
+                config = {**fault_input("a")["config"], "callTimeout": 31}  # type: ignore[dict-item]
+                nursery.start_soon(functools.partial(svc.update, "a", config=config))
+                await held.starting.wait()  # the update is starting a's new slot
+                await svc.list_server_tools("demo")  # a listing: the registry publishes meanwhile
+                published = svc._registry.snapshot
+                nursery.start_soon(call_a)
                 await trio.testing.wait_all_tasks_blocked()
-                # Stop the registry the way the runtime's exit does, with the listing in progress.
-                await rt.root.terminate_child("registry")
-                await rt_nursery_done.wait()
-    assert len(outcome) == 1 and isinstance(outcome[0], ActorStopped | McpActorsError)
+                held.release.set()
+        assert outcome == ["after"]
+        assert published.find("a") is not None and record.id in published.handles
+        assert servers_in_memory.starts["a"] == 2 and servers_in_memory.running["a"] == 1
 
 
 async def test_a_slow_mutation_does_not_stall_another_servers_cache_miss(tmp_path: Path) -> None:
