@@ -3,7 +3,9 @@
 One server's grandchild ignores SIGTERM; another's double-forks into a session of its own
 (``setsid_server.py``).
 
-Usage: runtime_host.py CONFIG MODE, MODE in {exit, raise, wait}. Prints one JSON line with
+Usage: runtime_host.py CONFIG MODE [cleared], MODE in {exit, raise, wait}. With ``cleared``
+a fifth server's escaped grandchild also clears its environment (it carries no marker),
+and the report names it as ``cleared``. Prints one JSON line with
 the servers', the grandchild's and the escaped grandchild's (pid, create_time), then: ``exit`` returns normally
 after stdin closes, ``raise`` raises an unhandled error from inside the runtime after
 stdin closes, ``wait`` blocks until killed.
@@ -25,18 +27,28 @@ from mcp_actors.testing import fault_server_command
 SETSID_SERVER = Path(__file__).with_name("setsid_server.py")
 
 
-def server(name: str, *flags: str, argv: list[str] | None = None) -> dict[str, object]:
+def server(
+    name: str, *flags: str, argv: list[str] | None = None, env: dict[str, str] | None = None
+) -> dict[str, object]:
     argv = argv or fault_server_command(*flags)
-    return {"name": name, "type": "stdio", "config": {"command": argv[0], "args": argv[1:], "pingInterval": 0}}
+    spec: dict[str, object] = {"command": argv[0], "args": argv[1:], "pingInterval": 0}
+    if env:
+        spec["env"] = env
+    return {"name": name, "type": "stdio", "config": spec}
 
 
-async def main(config: str, mode: str) -> None:
+async def main(config: str, mode: str, *extra: str) -> None:
     async with open_runtime(config, connect_on_add=False) as rt:
         svc = rt.service
         await svc.update("demo", is_active=False)
         pidfile = Path(config).with_name("escapee.txt")
         escaping = server("four", argv=[sys.executable, str(SETSID_SERVER), str(pidfile)])
-        for spec in (server("one"), server("two"), server("three", "--spawn-grandchild"), escaping):
+        specs = [server("one"), server("two"), server("three", "--spawn-grandchild"), escaping]
+        cleared_file = Path(config).with_name("cleared.txt")
+        if "cleared" in extra:
+            argv = [sys.executable, str(SETSID_SERVER), str(cleared_file)]
+            specs.append(server("five", argv=argv, env={"SETSID_SERVER_CLEAR_ENV": "1"}))
+        for spec in specs:
             await svc.add(spec)
             await svc.connect(spec["name"])  # type: ignore[arg-type]
         handle = svc._registry.snapshot.handles[svc.get("three").id]
@@ -50,6 +62,12 @@ async def main(config: str, mode: str) -> None:
             "grandchild": [grandchild, psutil.Process(grandchild).create_time()],
             "escapee": [int(escapee), float(escapee_ctime)],
         }
+        if "cleared" in extra:
+            with trio.fail_after(20):
+                while not cleared_file.exists() or not cleared_file.read_text().endswith("\n"):  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+            cleared, cleared_ctime = cleared_file.read_text().split()
+            report["cleared"] = [int(cleared), float(cleared_ctime)]
         print(json.dumps(report), flush=True)
         if mode == "wait":
             await trio.sleep_forever()
@@ -59,4 +77,4 @@ async def main(config: str, mode: str) -> None:
 
 
 if __name__ == "__main__":
-    trio.run(main, sys.argv[1], sys.argv[2])
+    trio.run(main, *sys.argv[1:])

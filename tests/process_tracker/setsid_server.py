@@ -9,6 +9,9 @@ fault server (``mcp_actors.testing.fault_server``) with the remaining arguments,
 process the client talks to is a real MCP server. Only the environment, and with it the
 host's tracker marker, still ties the grandchild to its host. With
 ``SETSID_SERVER_IGNORE_SIGTERM`` set in its environment the server ignores SIGTERM too.
+With ``SETSID_SERVER_CLEAR_ENV`` set the grandchild then execs a sleeping interpreter with
+an empty environment (``os.execve(..., {})``): it carries no marker either, and nothing
+but its cgroup ties it to its host.
 """
 
 from __future__ import annotations
@@ -35,6 +38,10 @@ def escape() -> int:
                 os.dup2(null, fd)
             os.write(write_end, f"{os.getpid()}\n".encode())
             os.close(write_end)
+            if os.environ.get("SETSID_SERVER_CLEAR_ENV"):
+                # SIGTERM stays ignored across the exec; the create_time stays the same.
+                code = f"import time; time.sleep({LIFETIME})"
+                os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", code], {})
             time.sleep(LIFETIME)
         os._exit(0)
     os.close(write_end)
