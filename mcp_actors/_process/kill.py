@@ -25,7 +25,10 @@ process leads its own group (``pgid == pid``, as after ``start_new_session=True`
 process that shares somebody else's group only loses its own descendants.
 
 Descendants move: a grandchild may leave the group and the session (``setsid``) and be
-reparented to init (a double fork). Every tracked server therefore gets the host's
+reparented to init (a double fork). Where the host placed a server in a cgroup v2 of its
+own (``Target.cgroup``, see :mod:`mcp_actors._process.cgroup`), its members are the tree
+exactly: nothing leaves a cgroup by itself. Elsewhere, and for what the server forked
+before it was placed, the marker is the net. Every tracked server therefore gets the host's
 *marker* in its environment (:data:`MARKER_ENV`), which all its descendants inherit, and
 which no unrelated process can have: ``<host marker>/<spawn number>`` per server, the
 host marker itself naming the host's pid, its start time and the tracker. A target with a
@@ -68,17 +71,20 @@ if TYPE_CHECKING:
         """One tracked process as the kill ladder sees it.
 
         ``tag`` is the marker value the process was started with (``None``: unknown); every
-        process carrying it belongs to this target's tree, wherever it moved.
+        process carrying it belongs to this target's tree, wherever it moved. ``cgroup`` is
+        the directory of the cgroup v2 it was placed in (``None``: none); every member
+        belongs to the tree, whatever it did to its session and environment.
         """
 
         pid: int
         create_time: float
         pgid: int
         tag: str | None = None
+        cgroup: str | None = None
 
 else:
-    Target = collections.namedtuple("Target", "pid create_time pgid tag", defaults=(None,))
-    Target.__doc__ = "One tracked process as the kill ladder sees it: PID, create_time, process group, tag."
+    Target = collections.namedtuple("Target", "pid create_time pgid tag cgroup", defaults=(None, None))
+    Target.__doc__ = "One tracked process as the kill ladder sees it: PID, create_time, process group, tag, cgroup."
 
 __all__ = [
     "CREATE_TIME_TOLERANCE",
@@ -87,13 +93,17 @@ __all__ = [
     "TERM_GRACE",
     "Target",
     "carries",
+    "cgroup_members",
+    "cgroup_populated",
     "command_digest",
     "create_time_of",
     "find_process",
     "group_alive",
+    "kill_cgroup",
     "kill_trees",
     "marker_carriers",
     "marker_of",
+    "remove_cgroup",
     "same_create_time",
     "unexeced_children",
 ]
@@ -530,6 +540,89 @@ def marker_carriers(marker: str) -> list[psutil.Process]:
     return [proc for proc in table.carriers(marker, exact=False) if not _is_gone(proc)]
 
 
+# --------------------------------------------------------------------- cgroups
+
+
+def cgroup_members(path: str) -> list[int]:
+    """The PIDs in the cgroup at *path* and in every cgroup below it (none if it cannot be read)."""
+    pids: list[int] = []
+    stack = [path]
+    while stack:
+        current = stack.pop()
+        try:
+            with os.scandir(current) as entries:
+                stack.extend(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
+            fd = os.open(os.path.join(current, "cgroup.procs"), os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                chunks = []
+                while chunk := os.read(fd, 65536):
+                    chunks.append(chunk)
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+        pids.extend(int(pid) for pid in b"".join(chunks).split())
+    return pids
+
+
+def cgroup_populated(path: str) -> bool:
+    """Whether a live process is in the cgroup at *path* or below it (a zombie is not); ``False`` if it is gone."""
+    try:
+        with open(os.path.join(path, "cgroup.events"), "rb") as file:
+            return b"populated 1" in file.read()
+    except OSError:
+        return False
+
+
+def kill_cgroup(path: str) -> bool:
+    """SIGKILL every process in the cgroup at *path* and below, in one write; whether it was written."""
+    try:
+        fd = os.open(os.path.join(path, "cgroup.kill"), os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, b"1")
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    return True
+
+
+def remove_cgroup(path: str, *, wait: float = 0.0) -> bool:
+    """Remove the cgroup at *path* and those below it once nothing runs in them (polling at most *wait* seconds).
+
+    Returns whether the directory is gone. A cgroup that is still populated stays.
+    """
+    deadline = time.monotonic() + wait
+    delay = _POLL_FIRST
+    while cgroup_populated(path):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, _POLL_MAX)
+    for current, dirs, _files in os.walk(path, topdown=False):
+        for name in dirs:
+            try:
+                os.rmdir(os.path.join(current, name))
+            except FileNotFoundError:
+                pass
+            except OSError:
+                return False
+    try:
+        os.rmdir(path)
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    return True
+
+
+def _cgroup_procs(table: _ProcessTable, path: str) -> dict[int, psutil.Process]:
+    """The members of a cgroup as psutil objects (each pinned to its start, as everywhere)."""
+    procs = {pid: table.proc(pid) for pid in cgroup_members(path)}
+    return {pid: proc for pid, proc in procs.items() if proc is not None}
+
+
 def _born_no_earlier(proc: psutil.Process, than: psutil.Process | float) -> bool:
     try:
         reference = than if isinstance(than, float) else than.create_time()
@@ -555,6 +648,8 @@ class _Plan:
 
 def _plan(target: Target, marker: str | None, stale: bool, table: _ProcessTable) -> _Plan:
     victims: dict[int, psutil.Process] = {}
+    if target.cgroup is not None:
+        victims.update(_cgroup_procs(table, target.cgroup))
     if target.tag is not None:
         for proc in table.carriers(target.tag, exact=True):
             if _born_no_earlier(proc, float(target.create_time)):
@@ -624,6 +719,7 @@ def kill_trees(
     marker: str | None = None,
     stale: bool = False,
     reap: bool = True,
+    cgroup: str | None = None,
 ) -> list[Target]:
     """Kill every target's process tree, all trees at once; return the targets that had any.
 
@@ -640,10 +736,15 @@ def kill_trees(
         stale: The targets were recorded by a host that died long ago (a ledger sweep):
             a dead leader's process group is not trusted, only markers and tags are.
         reap: Collect the exit status of dead children of the calling process.
+        cgroup: A host's cgroup directory: every process in it or below it is killed too,
+            with the marker's tree.
+
+    Every cgroup involved (a target's, ``cgroup``) gets ``cgroup.kill`` after the grace —
+    what forked since the snapshot dies too — and is removed once empty.
 
     Returns:
         The targets for which at least one live process was found and signalled (the
-        marker's own tree, if it had any, as ``Target(0, 0.0, 0, marker)``).
+        marker's own tree, if it had any, as ``Target(0, 0.0, 0, marker, cgroup)``).
 
     Raises:
         ValueError: ``term_grace`` is negative.
@@ -651,14 +752,28 @@ def kill_trees(
     if not term_grace >= 0:
         raise ValueError(f"term_grace must be >= 0, got {term_grace!r}")
     targets = list(targets)
-    if not targets and marker is None:
+    if not targets and marker is None and cgroup is None:
         return []
     markers = marker is not None or any(t.tag is not None for t in targets)
     table = _walks.table() if markers else _ProcessTable(markers=False)
     plans = [_plan(target, marker, stale, table) for target in targets]
-    if marker is not None:
-        escaped = {proc.pid: proc for proc in table.carriers(marker, exact=False)}
-        plans.append(_Plan(Target(0, 0.0, 0, marker), escaped, False))
+    if marker is not None or cgroup is not None:
+        escaped = {proc.pid: proc for proc in table.carriers(marker, exact=False)} if marker is not None else {}
+        if cgroup is not None:
+            escaped.update(_cgroup_procs(table, cgroup))
+        plans.append(_Plan(Target(0, 0.0, 0, marker, cgroup), escaped, False))
+    cgroups = [plan.target.cgroup for plan in plans if plan.target.cgroup is not None]
+    try:
+        return _kill_plans(plans, term_grace=term_grace, reap=reap)
+    finally:
+        for path in cgroups:
+            # Whatever forked since the snapshot, or survived: the kernel kills all of it at once.
+            if cgroup_populated(path):
+                kill_cgroup(path)
+            remove_cgroup(path, wait=KILL_WAIT)
+
+
+def _kill_plans(plans: list[_Plan], *, term_grace: float, reap: bool) -> list[Target]:
     live = []
     for plan in plans:
         for pid, proc in list(plan.victims.items()):

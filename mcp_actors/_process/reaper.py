@@ -10,7 +10,8 @@ a pipe to the sidecar's stdin and sends one line per change::
 
 When the pipe reaches end-of-file without an ``exit`` line — the host died, even by
 SIGKILL, because the kernel closes a dead process's descriptors — the sidecar kills every
-still-tracked tree and every process carrying the host's marker (``--marker``), with the
+still-tracked tree, every process carrying the host's marker (``--marker``) and every
+process in the host's cgroup (``--cgroup``, where it has one), with the
 one kill ladder (:mod:`mcp_actors._process.kill`); then kills what the host was spawning as it
 died, once it execs (:func:`_kill_late_spawns`); deletes the host's ledger file once
 nothing of the host is left; and exits. ``exit`` means a clean host shutdown that already
@@ -89,17 +90,18 @@ def _load_kill() -> ModuleType:
 # ----------------------------------------------------------------------------- sidecar
 
 
-def _parse_args(argv: Sequence[str]) -> tuple[str | None, str | None, float, str | None]:
+def _parse_args(argv: Sequence[str]) -> tuple[str | None, str | None, float, str | None, str | None]:
     ledger: str | None = None
     marker: str | None = None
     host_command: str | None = None
+    cgroup: str | None = None
     term_grace = 1.0  # _kill.TERM_GRACE, not imported yet
     args = list(argv)
     while args:
         arg = args.pop(0)
         if arg == SIDECAR_TAG:
             continue
-        if arg in ("--site", "--ledger", "--marker", "--term-grace", "--host-command") and args:
+        if arg in ("--site", "--ledger", "--marker", "--term-grace", "--host-command", "--cgroup") and args:
             value = args.pop(0)
             if arg == "--ledger":
                 ledger = value
@@ -109,9 +111,11 @@ def _parse_args(argv: Sequence[str]) -> tuple[str | None, str | None, float, str
                 term_grace = float(value)
             elif arg == "--host-command":
                 host_command = value
+            elif arg == "--cgroup":
+                cgroup = value
             continue
         raise SystemExit(f"mcp_actors._process.reaper: unexpected argument {arg!r}")
-    return ledger, marker, term_grace, host_command
+    return ledger, marker, term_grace, host_command, cgroup
 
 
 def _parse_line(line: bytes) -> tuple[str, _Entry | None]:
@@ -135,12 +139,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Args:
         argv: ``[SIDECAR_TAG] [--site DIR] [--ledger PATH] [--marker MARKER] [--term-grace SECONDS]
-            [--host-command DIGEST]`` (the host's :func:`~mcp_actors._process.kill.command_digest`).
+            [--host-command DIGEST] [--cgroup DIR]`` (the host's
+            :func:`~mcp_actors._process.kill.command_digest`, its cgroup directory).
 
     Returns:
         The exit status: 0.
     """
-    ledger, marker, term_grace, host_command = _parse_args(sys.argv[1:] if argv is None else argv)
+    ledger, marker, term_grace, host_command, cgroup = _parse_args(sys.argv[1:] if argv is None else argv)
     # The sidecar lives in its own session, so terminal signals do not reach it; ignoring
     # SIGINT also covers a host that forwards it to every child. (``_signal``: the
     # ``signal`` module would import ``enum``, a tenth of a bare interpreter's start.)
@@ -166,12 +171,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     late: set[int] = set()
     if marker is not None and host_command is not None:
         late = kill.unexeced_children(host_command)
-    kill.kill_trees(targets, term_grace=term_grace, marker=marker, reap=False)
+    kill.kill_trees(targets, term_grace=term_grace, marker=marker, reap=False, cgroup=cgroup)
     if late and marker is not None and host_command is not None:
         _kill_late_spawns(kill, marker, host_command, term_grace, late)
     # The ledger stays while anything of the host is left (stuck in the kernel, say): the
     # next start's sweep gets another chance at it.
-    if ledger is not None and not (marker is not None and kill.marker_carriers(marker)):
+    left = (marker is not None and kill.marker_carriers(marker)) or (cgroup is not None and kill.cgroup_members(cgroup))
+    if ledger is not None and not left:
         try:
             os.unlink(ledger)
         except OSError:

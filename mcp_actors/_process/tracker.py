@@ -37,6 +37,21 @@ The safety net has four layers, each catching what the one before cannot:
    every registration (from an event loop, by a worker thread: a stalled disk never
    stalls the loop). If host and sidecar both died, the next start's
    :meth:`~ProcessTracker.sweep_ledger` kills what the dead host left behind.
+
+Daemons. A server may leave a daemon behind in a session of its own and exit: the kill at
+its connection's close (a restart too) runs even for a server that already exited, and
+finds the daemon by its tag. A daemon that also empties its environment carries no tag:
+only a cgroup holds it. Where this host may create cgroups v2 (:mod:`mcp_actors._process.cgroup`:
+Linux 5.14+, root or a delegated subtree, not ``MCP_ACTORS_CGROUPS=off``), every server is
+moved into one of its own right after its exec (:meth:`~ProcessTracker.placement`, in the
+spawn's thread); its members are then its tree exactly, ``cgroup.kill`` ends them, and the
+exit hook, the sidecar and the next start's sweep kill the host's whole cgroup. Limits:
+what a server forks before the move (microseconds; ~10 ms for the first move after an idle
+spell) is found by tag, group and descendants only; without cgroups an environment-less
+daemon escapes. A child subreaper on the host was considered and not used: orphans would
+be the host's children with nothing that ties them to a server, lost again when the host
+dies, and a library host would have to reap every orphan of its application's own
+children without stealing the application's exit statuses.
 """
 
 from __future__ import annotations
@@ -63,6 +78,7 @@ import psutil
 import trio
 
 from mcp_actors._config.paths import state_dir
+from mcp_actors._process import cgroup as _cgroup
 from mcp_actors._process import kill as _kill
 from mcp_actors._process import ledger as _ledger
 from mcp_actors._process import reaper as _reaper
@@ -261,12 +277,16 @@ async def stop_process(
     if process.returncode is None:
         with trio.move_on_after(close_grace):
             await process.wait()
-    elif not _kill.group_alive(target.pgid):
-        # The server had already exited (a crash) and left nothing in its group: return at
-        # once, so the connection's restart is not held up by a scan of the process table.
-        # A grandchild that escaped its group still carries the host's marker: the exit
-        # hook, the sidecar or the next start's sweep kills it.
+    elif target.cgroup is not None and not _kill.cgroup_populated(target.cgroup):
+        # The server had already exited (a crash) and nothing is left in its cgroup, so
+        # nothing of its tree anywhere: return at once (the restart waits for no scan).
+        _kill.remove_cgroup(target.cgroup)  # an rmdir or two
         return
+    elif target.cgroup is None and target.tag is None and not _kill.group_alive(target.pgid):
+        # Exited and nothing left in its group; without a tag there is nothing else to look for.
+        return
+    # Otherwise the kill runs even for a server that exited: a daemon it left in a session
+    # of its own is found by its cgroup or its tag (a walk of the process table, 1-5 ms).
     # reap=False: the server is trio's child and trio reaps it (its exit status intact).
     await trio.to_thread.run_sync(partial(kill_trees, [target], term_grace=term_grace, reap=False))
     if process.returncode is None:
@@ -337,10 +357,14 @@ _SHELL = "/bin/sh"
 """The POSIX shell that fronts the reaper sidecar (see :data:`mcp_actors._process.reaper.SHELL_FRONT`)."""
 
 
-def _sidecar_argv(ledger: Path, term_grace: float, *, marker: str | None = None) -> list[str]:
+def _sidecar_argv(
+    ledger: Path, term_grace: float, *, marker: str | None = None, cgroup: str | None = None
+) -> list[str]:
     script = _reaper.__file__
     psutil_home = os.path.dirname(os.path.dirname(os.path.abspath(psutil.__file__)))
     options = ["--site", psutil_home, "--ledger", str(ledger), "--term-grace", repr(term_grace)]
+    if cgroup is not None:
+        options += ["--cgroup", cgroup]
     if marker is not None:
         options += ["--marker", marker]
         command = _kill.command_digest()
@@ -413,6 +437,10 @@ class ProcessTracker:
         self._lock = threading.Lock()
         self._identities: dict[tuple[int, float], ProcessIdentity] = {}
         self._tags: dict[tuple[int, float], str | None] = {}
+        self._cgroups: dict[tuple[int, float], str] = {}
+        self._host_cgroups: _cgroup.HostCgroups | None = None
+        self._cgroups_tried = False
+        self._cgroups_lock = threading.Lock()
         self._connections: dict[int, TrackedConnection] = {}
         self._sidecar: subprocess.Popen[bytes] | None = None
         self._sidecar_fd = -1
@@ -488,10 +516,33 @@ class ProcessTracker:
             self._atexit_armed = True
 
     def target_of(self, identity: ProcessIdentity) -> Target:
-        """The kill ladder's view of a tracked process: its identity and its tag."""
+        """The kill ladder's view of a tracked process: its identity, its tag and its cgroup."""
+        key = (identity.pid, identity.create_time)
         with self._lock:
-            tag = self._tags.get((identity.pid, identity.create_time))
-        return Target(identity.pid, identity.create_time, identity.pgid, tag)
+            tag = self._tags.get(key)
+            cgroup = self._cgroups.get(key)
+        return Target(identity.pid, identity.create_time, identity.pgid, tag, cgroup)
+
+    def placement(self, tag: str) -> _cgroup.Placement | None:
+        """What puts the server with this tag (from :meth:`child_env`) into a cgroup of its own.
+
+        ``None`` where there are no cgroups for this host (see :mod:`mcp_actors._process.cgroup`).
+        Call the placement with the server's PID right after its spawn (in the spawning
+        thread), and pass its ``path`` to :meth:`register`. The host's cgroup is made as the
+        safety net starts, so this does no system call.
+        """
+        host = self._host_cgroups
+        return None if host is None else host.placement(tag)
+
+    def _cgroups_dir(self) -> str | None:
+        """This host's cgroup directory, made on first use (``None`` where there is none)."""
+        if not self._cgroups_tried:
+            with self._cgroups_lock:
+                if not self._cgroups_tried:
+                    self._host_cgroups = _cgroup.HostCgroups.create(self._marker)
+                    self._cgroups_tried = True
+        host = self._host_cgroups
+        return None if host is None else host.path
 
     # ------------------------------------------------------------------ safety net
 
@@ -596,7 +647,7 @@ class ProcessTracker:
 
     # ------------------------------------------------------------------ registration
 
-    def register(self, identity: ProcessIdentity, *, tag: str | None = None) -> None:
+    def register(self, identity: ProcessIdentity, *, tag: str | None = None, cgroup: str | None = None) -> None:
         """Track a process: kill its tree on close, on exit, and if this host crashes.
 
         Cheap and synchronous — call it right after the spawn, before anything can fail.
@@ -615,6 +666,8 @@ class ProcessTracker:
             tag: The tag it was started with (its :meth:`child_env` value), when the caller
                 knows it; otherwise it is read from the process's environment (a /proc read
                 of ~40 µs, on the event loop in the middle of a server's start).
+            cgroup: The cgroup it was placed in (:meth:`placement`), if any: its tree is
+                then every member, and the cgroup is removed when the tree is killed.
 
         Raises:
             TypeError: ``identity`` is not a :class:`ProcessIdentity`.
@@ -633,12 +686,14 @@ class ProcessTracker:
                 known = key in self._identities
                 self._identities[key] = identity
                 self._tags[key] = tag
+                if cgroup is not None:
+                    self._cgroups[key] = cgroup
                 self._arm_locked()
                 self._write_ledger_locked()
                 if not known:
                     self._send_locked(_track_line(identity, tag))
         if closing:
-            target = Target(identity.pid, identity.create_time, identity.pgid, tag)
+            target = Target(identity.pid, identity.create_time, identity.pgid, tag, cgroup)
             kill_trees([target], term_grace=0.0, reap=False)
             name = identity.label or f"pid {identity.pid}"
             raise ServerStartFailed(
@@ -654,6 +709,7 @@ class ProcessTracker:
             if self._identities.pop(key, None) is None:
                 return
             self._tags.pop(key, None)
+            self._cgroups.pop(key, None)
             self._write_ledger_locked()
             self._send_locked(f"untrack {identity.pid} {identity.create_time!r}\n")
 
@@ -760,21 +816,29 @@ class ProcessTracker:
             return
         with self._lock:
             identities = list(self._identities.values())
-            targets = [Target(i.pid, i.create_time, i.pgid, self._tags.get((i.pid, i.create_time))) for i in identities]
-        kill_trees(targets, term_grace=self._term_grace, marker=self._marker)
+            keys = [(i.pid, i.create_time) for i in identities]
+            targets = [
+                Target(i.pid, i.create_time, i.pgid, self._tags.get(key), self._cgroups.get(key))
+                for i, key in zip(identities, keys, strict=True)
+            ]
+        host_cgroup = self._host_cgroups.path if self._host_cgroups is not None else None
+        kill_trees(targets, term_grace=self._term_grace, marker=self._marker, cgroup=host_cgroup)
         left = [identity for identity in identities if identity.is_alive()]
-        escaped = _kill.marker_carriers(self._marker)
+        escaped = {proc.pid for proc in _kill.marker_carriers(self._marker)}
+        if host_cgroup is not None:
+            escaped.update(_kill.cgroup_members(host_cgroup))  # live ones only: a zombie leaves its cgroup
         with self._lock:
             for identity in identities:
                 if identity not in left:
                     key = (identity.pid, identity.create_time)
                     self._identities.pop(key, None)
                     self._tags.pop(key, None)
+                    self._cgroups.pop(key, None)
             for ref, connection in list(self._connections.items()):
                 process = connection.process
                 if process is not None and (process.pid, process.create_time) not in self._identities:
                     del self._connections[ref]
-            survivors = sorted({i.pid for i in left} | {p.pid for p in escaped})
+            survivors = sorted({i.pid for i in left} | escaped)
             if survivors:
                 logger.error(
                     "%d process(es) of this host survived SIGKILL (pids %s); the reaper and the ledger keep them",
@@ -822,6 +886,7 @@ class ProcessTracker:
             The recorded processes whose trees had something alive to kill.
         """
         entries = _ledger.sweep(self._ledger.path.parent, own=self._ledger.path, term_grace=self._term_grace)
+        _cgroup.sweep()  # the cgroups of dead hosts beside this one (nothing where there are none)
         killed = [
             ProcessIdentity(pid=e.target.pid, create_time=e.target.create_time, pgid=e.target.pgid, label=e.label)
             for e in entries
@@ -854,8 +919,9 @@ class ProcessTracker:
         """Start a sidecar; return it and the write end of its pipe (``None``, logged, on failure)."""
         read_end, write_end = os.pipe()  # both non-inheritable: no server ever holds them
         try:
+            argv = _sidecar_argv(self._ledger.path, self._term_grace, marker=self._marker, cgroup=self._cgroups_dir())
             sidecar = subprocess.Popen(
-                _sidecar_argv(self._ledger.path, self._term_grace, marker=self._marker),
+                argv,
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,

@@ -98,11 +98,14 @@ async def spawn_process(
     *,
     env: Mapping[str, str] | Mapping[bytes, bytes] | None,
     cwd: str | None,
+    after_spawn: Callable[[int], object] | None = None,
 ) -> SpawnedProcess:
     """Start ``argv`` in a new session with three pipes; return once it has exec'd.
 
     The command is looked up as ``subprocess`` does: a bare name on ``env``'s ``PATH``, a
-    relative path in ``cwd``.
+    relative path in ``cwd``. ``after_spawn`` is called with the child's PID in the spawn's
+    thread as soon as the child has exec'd (the tracker's cgroup placement); it must not
+    raise.
 
     Raises:
         OSError: The spawn failed (the command is missing, not executable, ...); no pipe is
@@ -118,7 +121,7 @@ async def spawn_process(
             parent_ends.append(trio.lowlevel.FdStream(write_end if to_child else read_end))
 
         def popen() -> subprocess.Popen[bytes]:  # in the spawn's own thread
-            return subprocess.Popen(
+            process = subprocess.Popen(
                 list(argv),
                 stdin=child_ends[0],
                 stdout=child_ends[1],
@@ -127,6 +130,9 @@ async def spawn_process(
                 cwd=cwd,
                 start_new_session=True,
             )
+            if after_spawn is not None:
+                after_spawn(process.pid)
+            return process
 
         process = await _in_own_thread(popen)
     except BaseException:

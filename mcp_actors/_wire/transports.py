@@ -768,6 +768,8 @@ async def open_stdio_transport(
     check_cwd(params.cwd, server=label)
     # No server may exist before the reaper sidecar does (the runtime started it long ago).
     await tracker.wait_safety_net()
+    # A cgroup of its own where the host may make one: the server's whole tree, daemons too.
+    placement = tracker.placement(marker[MARKER_ENV])
     # A spawn runs in a thread of its own, which waits until the child has run as far as its exec:
     # on a busy machine a scheduler period each (~20 ms with twenty servers starting on two
     # cores). Twenty at once hide that wait for a usual config, and cost the client less CPU
@@ -784,7 +786,7 @@ async def open_stdio_transport(
         # it would not be armed anyway (see pdeathsig_preexec), and a preexec_fn costs a full
         # fork of the host (tens of ms, under the GIL) instead of a vfork.
         # The command as written: the spawn resolves it (check_command), in the child.
-        process = await spawn_process([params.command, *params.args], env=env, cwd=params.cwd)
+        process = await spawn_process([params.command, *params.args], env=env, cwd=params.cwd, after_spawn=placement)
     except OSError as exc:
         raise spawn_failure(exc, params.command, env, params.cwd, server=label) from exc
     finally:
@@ -797,7 +799,8 @@ async def open_stdio_transport(
     except psutil.Error:
         create_time = 0.0
     identity = ProcessIdentity(pid=process.pid, create_time=create_time, pgid=process.pid, label=label)
-    tracker.register(identity, tag=marker[MARKER_ENV])  # the tag we set: no /proc read
+    cgroup = placement.path if placement is not None else None
+    tracker.register(identity, tag=marker[MARKER_ENV], cgroup=cgroup)  # the tag we set: no /proc read
     secrets = params.secret_values()
     tail = StderrTail(secrets=secrets)
     link = TransportLink(secrets=secrets, label=label, process=identity, stderr=tail)

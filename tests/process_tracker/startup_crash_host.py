@@ -31,9 +31,9 @@ from mcp_actors.service import McpService
 def die_at_first_registration(tracker: ProcessTracker, *, after: bool) -> None:
     register = tracker.register
 
-    def register_then_die(identity: ProcessIdentity, *, tag: str | None = None) -> None:
+    def register_then_die(identity: ProcessIdentity, *, tag: str | None = None, cgroup: str | None = None) -> None:
         if after:
-            register(identity, tag=tag)
+            register(identity, tag=tag, cgroup=cgroup)
         report = {"marker": tracker.marker, "spawned": [identity.pid, identity.create_time]}
         print(json.dumps(report), flush=True)
         os.kill(os.getpid(), signal.SIGKILL)
