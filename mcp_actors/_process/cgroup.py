@@ -19,7 +19,7 @@ tag in the environment, the process group and the descendants are the net, as be
 
 Limits: the server is moved after its exec (``subprocess`` has no way to spawn into a
 cgroup), so whatever it forks before the move — microseconds, but the first move after an
-idle spell waits for an RCU grace period, ~10 ms — stays in the host's cgroup, found by
+idle spell waits for an RCU grace period, 10-35 ms — stays in the host's cgroup, found by
 tag, group and descendants only. A daemon that escapes within that window *and* clears its
 environment is not caught. Nor is one a crashed host left behind once its sidecar died too:
 the next start's :func:`sweep` removes the dead hosts' directories, killing what is in them.

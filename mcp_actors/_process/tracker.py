@@ -46,8 +46,8 @@ Linux 5.14+, root or a delegated subtree, not ``MCP_ACTORS_CGROUPS=off``), every
 moved into one of its own right after its exec (:meth:`~ProcessTracker.placement`, in the
 spawn's thread); its members are then its tree exactly, ``cgroup.kill`` ends them, and the
 exit hook, the sidecar and the next start's sweep kill the host's whole cgroup. Limits:
-what a server forks before the move (microseconds; ~10 ms for the first move after an idle
-spell) is found by tag, group and descendants only; without cgroups an environment-less
+what a server forks before the move (microseconds; 10-35 ms for the first move after an
+idle spell) is found by tag, group and descendants only; without cgroups an environment-less
 daemon escapes. A child subreaper on the host was considered and not used: orphans would
 be the host's children with nothing that ties them to a server, lost again when the host
 dies, and a library host would have to reap every orphan of its application's own
