@@ -58,9 +58,9 @@ def cgroup2_writable() -> bool:
     return False
 
 
-needs_cgroups = pytest.mark.skipif(
-    not cgroup2_writable(), reason="a daemon without marker is only caught by its cgroup (cgroup v2 not writable)"
-)
+def require_cgroups() -> None:
+    """The project's machines (and CI) have a writable cgroup v2; a daemon without marker needs it."""
+    assert cgroup2_writable(), "cgroup v2 is not writable here: a daemon without marker is only caught by its cgroup"
 
 
 def daemons(pidfile: Path) -> list[ProcessIdentity]:
@@ -112,8 +112,8 @@ def own_tracker(
     request: pytest.FixtureRequest, state_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[ProcessTracker]:
     """The process's tracker for the test: with cgroups where this machine has them, and without."""
-    if request.param == "cgroups" and not cgroup2_writable():
-        pytest.skip("cgroup v2 not writable here")
+    if request.param == "cgroups":
+        require_cgroups()
     monkeypatch.setenv("MCP_ACTORS_CGROUPS", "on" if request.param == "cgroups" else "off")
     tracker = ProcessTracker(state_dir=state_dir, term_grace=0.3)
     monkeypatch.setattr(ProcessTracker, "_instance", tracker)
@@ -142,13 +142,19 @@ def daemon_settings(pidfile: Path, *flags: str, env: dict[str, str] | None = Non
     )
 
 
-@pytest.mark.parametrize("clear_env", [False, True], ids=["marked", "env-cleared"])
+@pytest.mark.parametrize(
+    ("own_tracker", "clear_env"),
+    [("cgroups", False), ("cgroups", True), ("no-cgroups", False)],
+    ids=["cgroups-marked", "cgroups-env-cleared", "no-cgroups-marked"],
+    indirect=["own_tracker"],
+)
 async def test_a_crashing_servers_daemon_dies_at_each_restart(
     own_tracker: ProcessTracker, tmp_path: Path, clear_env: bool
 ) -> None:
-    """A server that leaves a setsid daemon and exits, restarted by its slot: each restart ends its daemon."""
-    if clear_env and os.environ.get("MCP_ACTORS_CGROUPS") == "off":
-        pytest.skip("a daemon without marker is only caught by its cgroup")
+    """A server that leaves a setsid daemon and exits, restarted by its slot: each restart ends its daemon.
+
+    Without cgroups only a daemon that keeps its environment (the host's marker) can be found.
+    """
     pidfile = tmp_path / "daemons.txt"
     env = {"SETSID_SERVER_CLEAR_ENV": "1"} if clear_env else None
     with killed_after(pidfile):
@@ -166,9 +172,9 @@ async def test_a_crashing_servers_daemon_dies_at_each_restart(
         assert len(daemons(pidfile)) == RESTARTS + 1
 
 
-@needs_cgroups
 async def test_an_env_cleared_daemon_dies_when_its_connection_closes(tracker: ProcessTracker, tmp_path: Path) -> None:
     """Closing the transport kills its server's daemon that carries no marker; another server's lives on."""
+    require_cgroups()
     pidfiles = [tmp_path / "a.txt", tmp_path / "b.txt"]
     params = [
         StdioParams(
@@ -201,10 +207,10 @@ def _wait_all_gone(pairs: list[list[float]], timeout: float) -> list[int]:
     return left
 
 
-@needs_cgroups
 @pytest.mark.parametrize("mode", ["exit", "sigkill"])
 def test_an_env_cleared_daemon_dies_with_its_host(tmp_path: Path, mode: str) -> None:
     """A host running the real runtime exits or is SIGKILLed: the daemon without marker is gone in 5 s too."""
+    require_cgroups()
     host = subprocess.Popen(
         [sys.executable, str(HOST), str(tmp_path / "cfg.json"), "wait" if mode == "sigkill" else mode, "cleared"],
         stdin=subprocess.PIPE,
