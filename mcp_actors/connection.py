@@ -14,10 +14,10 @@ from mcp_actors._connection.status import ConnectionStatus as ConnectionStatus
 from mcp_actors._connection.status import ProgressCallback as ProgressCallback
 
 __all__ = [
-    "RESOURCE_CACHE_TTL",
     "ConnectionHandle",
     "ConnectionSettings",
     "ConnectionState",
     "ConnectionStatus",
     "ProgressCallback",
+    "RESOURCE_CACHE_TTL",
 ]
