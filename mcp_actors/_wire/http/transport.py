@@ -51,6 +51,7 @@ from mcp_actors._config.redact import install_log_filter, redact_text, redact_ur
 from mcp_actors._config.variables import expand
 from mcp_actors._wire.base import WireClosed
 from mcp_actors._wire.http.http11 import (
+    BodyTooLarge,
     DecodingError,
     HttpClient,
     HttpError,
@@ -78,6 +79,8 @@ if TYPE_CHECKING:
 __all__ = ["HttpParams", "open_http_transport"]
 
 _SESSION_HEADER: Final = "mcp-session-id"
+_CHALLENGE_BYTES: Final = 64 * 1024
+"""Largest body of a 401/403 challenge read (to reuse its connection, and for the OAuth flow)."""
 _SDK_GENERIC_ERRORS: Final = frozenset({"Server returned an error response", "Session terminated", "Not Found"})
 
 
@@ -408,7 +411,8 @@ class _WatchedHttp:
         which sends the request again (a challenged request was not processed).
         """
         try:
-            await response.aread()  # small: the connection goes back to the pool
+            with contextlib.suppress(BodyTooLarge):  # a large one costs its connection only
+                await response.aread(_CHALLENGE_BYTES)  # small: the connection goes back to the pool
         finally:
             response.close()
         return await self._send_authorized(method, url, headers, body)
@@ -428,7 +432,8 @@ class _WatchedHttp:
                 response = await self.http.send(outgoing.method, Url.parse(str(outgoing.url)), sent, outgoing.content)
                 content = b""
                 if response.status in (401, 403):
-                    content = await response.aread()  # small: lets the connection be reused
+                    with contextlib.suppress(BodyTooLarge):  # a large one costs its connection only
+                        content = await response.aread(_CHALLENGE_BYTES)  # small: lets the connection be reused
                 answer = httpx2.Response(
                     response.status, headers=response.headers.items, content=content, request=outgoing
                 )
