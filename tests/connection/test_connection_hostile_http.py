@@ -7,6 +7,9 @@ exception chain included, for connect failures over SSE and streamable HTTP.
 
 from __future__ import annotations
 
+import socket
+import ssl
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +21,7 @@ from mcp_actors._connection.handle import ConnectionHandle, open_connection
 from mcp_actors._connection.status import ConnectionSettings
 from mcp_actors._wire.transports import HttpParams
 from mcp_actors.errors import ConnectionFailed, ServerMessageTooLarge
-from mcp_actors.testing.hostile import Bomb, serve_bomb, serve_legacy_sse
+from mcp_actors.testing.hostile import Bomb, serve_bomb, serve_legacy_sse, serve_status
 from supervisors import Backoff, Intensity
 
 BOUND = 30
@@ -112,3 +115,82 @@ async def test_an_sse_endpoint_on_another_origin_is_refused_at_once() -> None:
     message = str(info.value)
     assert "origin" in message and decoy.origin in message, message
     assert decoy.requests == []
+    _assert_no_secret(info.value)
+
+
+# ---------------------------------------------------------------------- secrets in exception chains
+
+
+def _reachable(root: BaseException) -> Iterator[tuple[str, object]]:
+    """Every object an error reporter could reach from ``root``: its chain (``__cause__``,
+    ``__context__``, a group's ``.exceptions``, recursively), and each exception's args, vars()
+    and ``.request``/``.response``/``.url`` (with their own url and headers)."""
+    seen: set[int] = set()
+    todo: list[tuple[str, object]] = [("error", root)]
+    while todo:
+        path, obj = todo.pop()
+        if id(obj) in seen or obj is None:
+            continue
+        seen.add(id(obj))
+        yield path, obj
+        if isinstance(obj, BaseException):
+            todo += [(f"{path}.__cause__", obj.__cause__), (f"{path}.__context__", obj.__context__)]
+            todo += [(f"{path}.args[{i}]", arg) for i, arg in enumerate(obj.args)]
+            todo += [(f"{path}.{key}", value) for key, value in vars(obj).items()]
+            if isinstance(obj, BaseExceptionGroup):
+                todo += [(f"{path}.exceptions[{i}]", e) for i, e in enumerate(obj.exceptions)]
+        for name in ("request", "response", "url", "headers"):
+            try:
+                value = getattr(obj, name, None)
+            except Exception:  # httpx raises for a request it was not given
+                continue
+            if value is not None and not isinstance(value, str | bytes | int):
+                todo.append((f"{path}.{name}", value))
+            elif isinstance(value, str | bytes):
+                todo.append((f"{path}.{name}", value))
+        if isinstance(obj, dict | list | tuple):
+            items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+            todo += [(f"{path}[{key!r}]", value) for key, value in items]
+
+
+def _assert_no_secret(error: BaseException) -> None:
+    for path, obj in _reachable(error):
+        texts = [str(obj), repr(obj)]
+        if hasattr(obj, "items") and not isinstance(obj, dict):  # httpx Headers
+            texts += [repr(list(obj.items()))]
+        for text in texts:
+            for secret in SECRETS:
+                assert secret not in text, f"{secret!r} reachable at {path}: {text[:300]}"
+
+
+def _free_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.mark.parametrize("kind", ["http", "sse"])
+@pytest.mark.parametrize("fault", ["refused", "401", "500", "tls"])
+async def test_no_secret_is_reachable_from_a_connect_error(
+    kind: str, fault: str, server_tls: ssl.SSLContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A connect failure (nothing listening, 401, 500, an untrusted certificate) raises an error from
+    which neither the URL's password nor its query token nor a header value is reachable, chain included."""
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    status = {"401": "401 Unauthorized", "500": "500 Internal Server Error"}.get(fault, "200 OK")
+    tls = server_tls if fault == "tls" else None
+    async with serve_status(status, tls=tls) as base, trio.open_nursery() as nursery:
+        if fault == "refused":
+            base = f"http://127.0.0.1:{_free_port()}/mcp"
+        scheme, rest = base.split("://")
+        url = f"{scheme}://alice:{PASSWORD}@{rest.replace('/mcp', '/sse' if kind == 'sse' else '/mcp')}?token={TOKEN}"
+        handle = await _start(nursery, settings_for(url, kind, headers={"Authorization": HEADER}))
+        try:
+            with trio.fail_after(BOUND), pytest.raises(ConnectionFailed) as info:
+                await handle.connect()
+        finally:
+            await handle.aclose()
+        nursery.cancel_scope.cancel()
+    _assert_no_secret(info.value)
