@@ -10,11 +10,12 @@ during the request stayed far below what the bomb holds.
 
 from __future__ import annotations
 
+import logging
 import tracemalloc
 
 import pytest
 import trio
-from test_wire_http import BOUND, call, open_wire, version_headers
+from test_wire_http import BOUND, call, handshake, open_wire, version_headers
 
 from mcp_actors.errors import ServerMessageTooLarge
 from mcp_actors.testing.hostile import Bomb, serve_bomb
@@ -48,3 +49,29 @@ async def test_a_hostile_answer_is_refused_at_the_message_limit_before_it_is_hel
     assert not server.capped and server.sent < READ, server.sent
     assert peak < HELD, f"{peak} bytes allocated at the peak"
     assert not inbox.messages
+
+
+@pytest.mark.parametrize("bomb", [Bomb.GZIP_SSE, Bomb.ENDLESS_SSE_EVENT])
+async def test_a_hostile_get_stream_is_dropped_at_the_message_limit_before_it_is_held(
+    bomb: Bomb, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A GET stream whose event outgrows max_message_bytes (a gzip bomb, a line that never ends) is
+    dropped with a warning as the event crosses the limit; the wire holds far less than the bomb,
+    and the connection lives on."""
+    caplog.set_level(logging.WARNING, logger="mcp_actors._wire.transports")
+    async with (
+        serve_bomb(bomb, session=True) as server,
+        open_wire(server.url, max_message_bytes=LIMIT) as (wire, link, inbox),
+    ):
+        tracemalloc.start()
+        try:
+            with trio.fail_after(BOUND):
+                await handshake(wire, inbox)
+                await server.answered.wait()  # the wire closed the stream (or the cap ended it)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert link.death_reason is None, link.death_reason
+    assert any("GET stream dropped" in record.getMessage() for record in caplog.records), caplog.text
+    assert not server.capped and server.sent < READ, server.sent
+    assert peak < HELD, f"{peak} bytes allocated at the peak"

@@ -1,7 +1,9 @@
 """Streamable-HTTP answers that try to exhaust a client's memory, each bounded on our side.
 
 A bomb answers every POST (a GET gets 405: no stream) with a body a client must refuse at
-its message limit, before holding it. The server counts the body bytes it wrote
+its message limit, before holding it; with ``session=True`` it first plays a well-behaved
+server for the handshake (a session id, 202 for notifications) and then answers the GET
+stream with the bomb (an SSE bomb) as well as every other POST. The server counts the body bytes it wrote
 (:attr:`BombServer.sent`): a client that stops reading leaves that count near its limit
 (plus what the sockets buffer), one that does not runs into the server's cap.
 """
@@ -61,6 +63,7 @@ class BombServer:
     bomb: Bomb
     cap: int
     inflated: int
+    session: bool = False
     sent: int = 0
     capped: bool = False
     answered: trio.Event = attrs.field(factory=trio.Event)
@@ -128,9 +131,34 @@ async def _answer(stream: trio.abc.Stream, server: BombServer, body: bytes) -> N
         await _write_capped(stream, server, _endless(prefix), chunked=True)
 
 
+_SESSION = "hostile-session"
+
+
+def _handshake(body: bytes) -> bytes | None:
+    """A well-behaved answer to ``initialize`` or a notification; None for anything else."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict):
+        return None
+    if "id" not in message:
+        return b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n"
+    if message.get("method") != "initialize":
+        return None
+    result = {
+        "protocolVersion": message.get("params", {}).get("protocolVersion", "2025-11-25"),
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": "hostile-bomb", "version": "0"},
+    }
+    data = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+    head = f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nMcp-Session-Id: {_SESSION}\r\n"
+    return f"{head}Content-Length: {len(data)}\r\n\r\n".encode() + data
+
+
 @contextlib.asynccontextmanager
 async def serve_bomb(
-    bomb: Bomb | str, *, cap: int = 64 * 1024 * 1024, inflated: int = 32 * 1024 * 1024
+    bomb: Bomb | str, *, cap: int = 64 * 1024 * 1024, inflated: int = 32 * 1024 * 1024, session: bool = False
 ) -> AsyncIterator[BombServer]:
     """Serve ``bomb`` to every POST on 127.0.0.1 for the length of the block.
 
@@ -138,14 +166,20 @@ async def serve_bomb(
         bomb: What to answer (a :class:`Bomb` or its value).
         cap: Body bytes written at most per answer (keep it far above the client's limit).
         inflated: What a compressed bomb inflates to.
+        session: Answer the handshake well (with a session id) and the GET stream with the
+            bomb (an SSE one: :attr:`Bomb.GZIP_SSE`, :attr:`Bomb.ENDLESS_SSE_EVENT`).
     """
-    server = BombServer(url="", bomb=Bomb(bomb), cap=cap, inflated=inflated)
+    server = BombServer(url="", bomb=Bomb(bomb), cap=cap, inflated=inflated, session=session)
+    sse = server.bomb in (Bomb.GZIP_SSE, Bomb.ENDLESS_SSE_EVENT)
 
     async def handle(stream: trio.abc.Stream) -> None:
         buffer = bytearray()
         while (request := await read_request(stream, buffer)) is not None:
             method, _, _, body = request
-            if method != "POST":
+            if method == "POST" and session and (answer := _handshake(body)) is not None:
+                await stream.send_all(answer)
+                continue
+            if method != "POST" and not (method == "GET" and session and sse):
                 await stream.send_all(b"HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
                 continue
             try:
