@@ -130,10 +130,9 @@ class LegacySse:
         for item in self._early:
             yield item
         self._early = []
-        async with contextlib.aclosing(self._chunks) as chunks:
-            async for chunk in chunks:
-                for item in self._parser.feed(chunk):
-                    yield item
+        async for chunk in self._chunks:
+            for item in self._parser.feed(chunk):
+                yield item
         for item in self._parser.close():
             yield item
 
@@ -142,8 +141,11 @@ class LegacySse:
         if self._response is not None:
             self.client.broke(self._response, exc)
 
-    def close(self) -> None:
-        """Close the stream (never waits)."""
+    async def aclose(self) -> None:
+        """Close the stream (never waits: the body's reader has nothing to await when it ends)."""
+        chunks, self._chunks = self._chunks, None
+        if chunks is not None:
+            await chunks.aclose()
         if self._response is not None:
             self._response.close()
 

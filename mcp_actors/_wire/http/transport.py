@@ -554,7 +554,7 @@ async def _open_sse(
                 link.die(link.death_reason or "closed by the client")
                 nursery.cancel_scope.cancel()
     finally:
-        sse.close()
+        await sse.aclose()
         http.close()
         for stream in streams:
             stream.close()
