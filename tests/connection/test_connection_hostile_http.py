@@ -20,7 +20,7 @@ from mcp_actors import events
 from mcp_actors._connection.handle import ConnectionHandle, open_connection
 from mcp_actors._connection.status import ConnectionSettings
 from mcp_actors._wire.transports import HttpParams
-from mcp_actors.errors import ConnectionFailed, ServerMessageTooLarge
+from mcp_actors.errors import ConnectionFailed, ServerMessageTooLarge, ToolCallFailed
 from mcp_actors.testing.hostile import Bomb, serve_bomb, serve_legacy_sse, serve_status
 from supervisors import Backoff, Intensity
 
@@ -92,6 +92,21 @@ async def test_a_streamable_http_bomb_at_connect_is_a_typed_error() -> None:
             await handle.aclose()
         nursery.cancel_scope.cancel()
     assert "'hostile'" in str(info.value) and "65536" in str(info.value)
+
+
+async def test_a_legacy_sse_post_refused_with_500_fails_that_call_only() -> None:
+    """A tools/call POST answered HTTP 500 fails that call at once with the status named; the next call works."""
+    async with serve_legacy_sse(fail_call=1) as server, trio.open_nursery() as nursery:
+        handle = await _start(nursery, settings_for(server.url, "sse"))
+        try:
+            with trio.fail_after(5), pytest.raises(ToolCallFailed) as info:
+                await handle.call_tool("big", {})
+            assert "HTTP 500 Internal Server Error" in str(info.value), str(info.value)
+            with trio.fail_after(BOUND):
+                assert len(text_of(await handle.call_tool("big", {}))) == 16
+        finally:
+            await handle.aclose()
+        nursery.cancel_scope.cancel()
 
 
 # ---------------------------------------------------------------------- SSE on another origin

@@ -30,6 +30,9 @@ class LegacySseServer:
         origin: ``http://127.0.0.1:PORT``.
         endpoint: What its ``endpoint`` event says (relative, or absolute on another origin).
         result_bytes: Size of the text a ``tools/call`` answers with.
+        fail_call: The ``tools/call`` (1-based) whose POST is answered with ``fail_status``
+            instead of ``202`` (its answer never comes), or 0 for none.
+        fail_status: That status line (``"500 Internal Server Error"``).
         requests: Every request received: ``(method, target, headers)``.
     """
 
@@ -37,6 +40,9 @@ class LegacySseServer:
     origin: str = ""
     endpoint: str = "/messages"
     result_bytes: int = 16
+    fail_call: int = 0
+    fail_status: str = "500 Internal Server Error"
+    calls: int = 0
     requests: list[tuple[str, str, dict[str, str]]] = attrs.field(factory=list)
     _sessions: dict[str, trio.MemorySendChannel[bytes]] = attrs.field(factory=dict, repr=False)
 
@@ -75,8 +81,14 @@ class LegacySseServer:
             if method != "POST" or session is None:
                 await stream.send_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
                 continue
+            message = json.loads(body)
+            if message.get("method") == "tools/call":
+                self.calls += 1
+                if self.calls == self.fail_call:
+                    await stream.send_all(f"HTTP/1.1 {self.fail_status}\r\nContent-Length: 0\r\n\r\n".encode())
+                    continue
             await stream.send_all(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
-            answer = self.answer(json.loads(body))
+            answer = self.answer(message)
             if answer is not None:
                 data = json.dumps(answer).encode()
                 with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
@@ -100,14 +112,17 @@ class LegacySseServer:
 
 
 @contextlib.asynccontextmanager
-async def serve_legacy_sse(*, endpoint: str = "/messages", result_bytes: int = 16) -> AsyncIterator[LegacySseServer]:
+async def serve_legacy_sse(
+    *, endpoint: str = "/messages", result_bytes: int = 16, fail_call: int = 0
+) -> AsyncIterator[LegacySseServer]:
     """Serve legacy SSE MCP on 127.0.0.1 for the length of the block.
 
     Args:
         endpoint: The ``endpoint`` event's URL (a ``session_id`` query is added).
         result_bytes: Size of the text every ``tools/call`` answers with.
+        fail_call: Answer the POST of this ``tools/call`` (1-based) with HTTP 500; 0 for none.
     """
-    server = LegacySseServer(endpoint=endpoint, result_bytes=result_bytes)
+    server = LegacySseServer(endpoint=endpoint, result_bytes=result_bytes, fail_call=fail_call)
     async with serve_loopback(server.handle) as port:
         server.origin = f"http://127.0.0.1:{port}"
         server.url = f"{server.origin}/sse"
