@@ -42,6 +42,7 @@ __all__ = [
     "ServerCircuitOpen",
     "ServerConnectionLost",
     "ServerInactive",
+    "ServerMessageTooLarge",
     "ServerMisconfigured",
     "ServerNotFound",
     "ServerProtocolError",
@@ -209,6 +210,25 @@ class ConnectTimeout(ServerStartFailed):
 
 class ServerProtocolError(ConnectionFailed):
     """The server sent something that is not MCP (garbage on stdout, a bad reply)."""
+
+
+class ServerMessageTooLarge(ServerProtocolError):
+    """The server sent a message larger than the transport accepts; it was refused before it was held.
+
+    A JSON answer announcing or reaching more bytes than the limit, a compressed one that
+    inflates beyond it, an SSE event that outgrows it: refused at the limit, whatever the
+    transport. Over streamable HTTP only the request it answered fails (the connection
+    lives on); where messages share one stream (stdio, legacy SSE) the connection dies
+    with this reason. If the server's answers are legitimately that large, raise
+    ``max_message_bytes`` in its transport params; otherwise the server is at fault.
+
+    Attributes:
+        limit: The limit, in bytes.
+    """
+
+    def __init__(self, message: str, *, server: str | None = None, limit: int) -> None:
+        super().__init__(message, server=server)
+        self.limit = limit
 
 
 class ServerConnectionLost(ConnectionFailed):

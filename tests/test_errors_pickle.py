@@ -21,6 +21,7 @@ _VALUES = {
     "status": "failed",
     "method": "resources/read",
     "code": -32602,
+    "limit": 1024,
 }
 
 

@@ -29,6 +29,7 @@ PACKAGES = [
     "mcp_actors.store",
     "mcp_actors.stress",
     "mcp_actors.testing",
+    "mcp_actors.testing.hostile",
     "mcp_actors.tools",
     "mcp_actors.transports",
 ]
@@ -90,7 +91,12 @@ def test_every_module_is_documented_public_private_or_a_program() -> None:
         assert name in public, f"mcp_actors.{name} is neither documented (tests/test_exports.py) nor private"
 
 
-PUBLIC_SUBMODULES = {"mcp_actors.testing.fault_server", "mcp_actors.testing.memory", "mcp_actors.testing.servers"}
+PUBLIC_SUBMODULES = {
+    "mcp_actors.testing.fault_server",
+    "mcp_actors.testing.hostile",
+    "mcp_actors.testing.memory",
+    "mcp_actors.testing.servers",
+}
 
 
 @pytest.mark.parametrize("package_name", [name for name in PACKAGES if name.count(".") == 1])

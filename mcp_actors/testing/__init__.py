@@ -5,6 +5,8 @@
 * :func:`demo_server_command` / :func:`fault_server_command` — argv lists for spawners.
 * :func:`serve_http` — run an HTTP server on a free port for the length of a block.
 * :func:`assert_no_children_left` — the "no process left behind" check.
+* :mod:`mcp_actors.testing.hostile` — hostile HTTP servers on loopback (memory bombs, legacy
+  SSE with big messages or a foreign endpoint, fixed error statuses).
 
 This package must stay light to import (standard library, trio, attrs, psutil): the
 stdio fault server imports it on start-up, and its start-up time is paid by every test.

@@ -32,7 +32,7 @@ from mcp_actors._wire.http.http11 import Url
 from mcp_actors._wire.http.transport import HttpParams, open_http_transport
 from mcp_actors._wire.http.wire import HttpWire
 from mcp_actors._wire.link import TransportLink
-from mcp_actors.errors import ServerMisconfigured
+from mcp_actors.errors import ServerMessageTooLarge, ServerMisconfigured
 from mcp_actors.testing import demo_server_command, fault_server_command, serve_http
 
 BOUND = 30  # generous: every wait here takes well under a second on an idle machine
@@ -388,17 +388,17 @@ async def test_an_answer_that_is_no_response_is_an_error_reply(answer: bytes, co
 
 
 async def test_an_sse_message_over_the_limit_fails_its_request_only() -> None:
-    """An SSE message larger than max_message_bytes fails that request with an error naming the limit."""
+    """An SSE message larger than max_message_bytes fails that request with ServerMessageTooLarge naming the limit."""
     big = json.dumps({"jsonrpc": "2.0", "id": 3, "result": {"text": "x" * 500}}).encode()
     answer = http_answer("200 OK", b"data: " + big + b"\n\n", "text/event-stream")
     async with (
         scripted_server(lambda seen: answer) as url,
         open_wire(url, max_message_bytes=200) as (wire, link, inbox),
     ):
-        with trio.fail_after(BOUND):
+        with trio.fail_after(BOUND), pytest.raises(ServerMessageTooLarge) as info:
             await wire.send(request(3, "tools/list"))
-        error = inbox.response(3)["error"]
-        assert "exceeds 200 bytes" in error["message"] and "max_message_bytes" in error["message"], error
+        assert "200 bytes" in str(info.value) and "max_message_bytes" in str(info.value), info.value
+        assert not inbox.messages
         assert link.death_reason is None
 
 

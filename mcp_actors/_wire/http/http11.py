@@ -25,7 +25,10 @@ more, in the caller's own task:
   informational heads skipped; no body for 204, 304 and HEAD; ``transfer-encoding:
   chunked`` (extensions ignored, trailers read and dropped); ``content-length``; otherwise
   the body runs to the end of the connection. Bodies are streamed
-  (:meth:`Response.aiter_bytes`) or read whole (:meth:`Response.aread`).
+  (:meth:`Response.aiter_bytes`) or read whole up to a limit (:meth:`Response.aread`: a
+  larger one, announced or arriving, is refused as it crosses the limit,
+  :class:`BodyTooLarge`). A compressed body is inflated piece by piece, never more than
+  64 KiB at a time, so a gzip bomb is refused at the limit instead of being inflated whole.
 * **Timeouts** are typed (:class:`HttpTimeout`, with the phase): connect, write (both the
   connect timeout) and read (silence on a response, the read timeout). A timeout is not a
   network failure: the caller decides what it means.
@@ -57,7 +60,7 @@ import ssl
 import time
 import urllib.parse
 import zlib
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
 from typing import Final
 
 import attrs
@@ -66,6 +69,7 @@ import trio
 __all__ = [
     "MAX_CONNECTIONS",
     "MAX_HEAD_BYTES",
+    "BodyTooLarge",
     "ConnectFailed",
     "DecodingError",
     "HttpClient",
@@ -128,6 +132,18 @@ class ProtocolError(HttpError):
 
 class DecodingError(ProtocolError):
     """A body in a ``content-encoding`` we do not decode, or one that does not decode."""
+
+
+class BodyTooLarge(HttpError):
+    """A body (decoded) larger than the reader's limit; refused before it was held whole.
+
+    Attributes:
+        limit: The limit, in bytes.
+    """
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 class InvalidRequest(HttpError, ValueError):
@@ -777,17 +793,42 @@ class Response:
             return body
         return None
 
-    async def aread(self) -> bytes:
-        """The whole (decoded) body.
+    async def aread(self, limit: int | None = None) -> bytes:
+        """The whole (decoded) body, refused once it is larger than ``limit`` bytes.
+
+        A ``content-length`` beyond the limit is refused before a byte of the body is read;
+        any other body (chunked, to the end of the connection, compressed) as its decoded
+        size crosses the limit. A refused body closes the connection.
+
+        Args:
+            limit: Largest body accepted, in bytes; None for no limit (small bodies we asked
+                for only: an answer of the server's must have one).
 
         Raises:
+            BodyTooLarge: The body is larger than ``limit``.
             NetworkError, HttpTimeout, ProtocolError, DecodingError: As :meth:`aiter_bytes`.
         """
+        if limit is not None and self._framing == _LENGTH and self._encodings is None and self._remaining > limit:
+            self.close()
+            raise self._too_large(limit)
         body = self.read_now()
         if body is not None:
+            if limit is not None and len(body) > limit:
+                raise self._too_large(limit)
             return body
-        parts = [chunk async for chunk in self.aiter_bytes()]
+        parts = []
+        size = 0
+        async with contextlib.aclosing(self.aiter_bytes()) as chunks:
+            async for chunk in chunks:
+                size += len(chunk)
+                if limit is not None and size > limit:
+                    self.close()
+                    raise self._too_large(limit)
+                parts.append(chunk)
         return b"".join(parts)
+
+    def _too_large(self, limit: int) -> BodyTooLarge:
+        return BodyTooLarge(f"the answer to {self.method} {self.url.shown()} is larger than {limit} bytes", limit=limit)
 
     async def aiter_bytes(self) -> AsyncGenerator[bytes]:
         """The body, decoded, chunk by chunk as it arrives (transfer framing removed).
@@ -803,25 +844,28 @@ class Response:
             if self._encodings is not None:
                 decoders = [_decoder(e, self.method, self.url) for e in reversed(self._encodings)]
             async for raw in self._raw():
-                if decoders is not None:
-                    raw = self._decode(decoders, raw)
-                if raw:
-                    yield raw
+                if decoders is None:
+                    if raw:
+                        yield raw
+                    continue
+                pieces = _inflated(decoders, 0, raw)
+                while (piece := self._decoded(pieces)) is not None:
+                    yield piece
             if decoders is not None:
-                tail = b"".join(d.flush() for d in decoders)
-                if tail:
-                    yield tail
+                for index, decoder in enumerate(decoders):
+                    pieces = _inflated(decoders, index + 1, decoder.flush())
+                    while (piece := self._decoded(pieces)) is not None:
+                        yield piece
         except BaseException:
             self.close()
             raise
 
-    def _decode(self, decoders: list[zlib._Decompress | _Deflate], data: bytes) -> bytes:
+    def _decoded(self, pieces: Iterator[bytes]) -> bytes | None:
+        """The next decoded piece, or None at the end; a body that does not decode raises DecodingError."""
         try:
-            for decoder in decoders:
-                data = decoder.decompress(data)
+            return next(pieces, None)
         except zlib.error as exc:
             raise DecodingError(f"the answer to {self.method} {self.url.shown()} does not decode: {exc}") from None
-        return data
 
     async def _raw(self) -> AsyncIterator[bytes]:
         connection = self._connection
@@ -916,17 +960,42 @@ class _Deflate:
         self._inner = zlib.decompressobj()
         self._first = True
 
-    def decompress(self, data: bytes) -> bytes:
+    @property
+    def unconsumed_tail(self) -> bytes:
+        return self._inner.unconsumed_tail
+
+    def decompress(self, data: bytes, max_length: int = 0) -> bytes:
         if self._first:
             self._first = False
             try:
-                return self._inner.decompress(data)
+                return self._inner.decompress(data, max_length)
             except zlib.error:
                 self._inner = zlib.decompressobj(-zlib.MAX_WBITS)
-        return self._inner.decompress(data)
+        return self._inner.decompress(data, max_length)
 
     def flush(self) -> bytes:
         return self._inner.flush()
+
+
+def _inflated(decoders: list[zlib._Decompress | _Deflate], index: int, data: bytes) -> Iterator[bytes]:
+    """``data`` through ``decoders[index:]``, in pieces of at most :data:`_CHUNK` bytes each.
+
+    Each decoder is asked for at most a piece at a time (``max_length``), what it has not
+    consumed yet kept for the next ask: a bomb's few KiB that inflate to gigabytes come out
+    a piece at a time, and the reader stops when it has had enough.
+    """
+    if index == len(decoders):
+        if data:
+            yield data
+        return
+    decoder = decoders[index]
+    while True:
+        out = decoder.decompress(data, _CHUNK)
+        data = decoder.unconsumed_tail
+        if out:
+            yield from _inflated(decoders, index + 1, out)
+        if not data and len(out) < _CHUNK:
+            return
 
 
 def _decoder(encoding: str, method: str, url: Url) -> zlib._Decompress | _Deflate:

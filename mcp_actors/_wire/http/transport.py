@@ -12,8 +12,8 @@ response-body failure to one watch (:class:`_HttpWatch`), which:
   handshake refused), when the server wants authorization (401/403), when it redirects
   somewhere we do not follow, when it forgot our session (404 with a session id), and
   when it answers the handshake with any error status;
-* names the HTTP status in the JSON-RPC error a later failing request gets (500 on one
-  call), instead of the SDK's generic text.
+* leaves a request's other error statuses (500 on one call) to the transport, which names
+  the status in that request's JSON-RPC error instead of the SDK's generic text.
 
 Read timeouts are not deaths: a quiet GET stream times out and is reopened.
 
@@ -23,8 +23,11 @@ HTTP/1.1 client (:mod:`mcp_actors._wire.http.http11`) wrapped by :class:`_Watche
 the record's headers, and the OAuth flow of :class:`~mcp_actors._auth.oauth.ServerAuth` driven
 request by request when the server has OAuth). The link's SDK streams are served over that
 wire too (an idle bridge that takes the wire only when a message is written to them).
-**SSE** (legacy) keeps the SDK's transport on an httpx client of ours
-(:class:`_WatchedClient`) that reports to the same watch.
+**SSE** (legacy) runs on the same watched client too (:mod:`mcp_actors._wire.http.sse`: the
+GET stream, bounded by ``max_message_bytes``; POSTs only to an endpoint on the URL's origin),
+its messages on the link's SDK streams. Only the OAuth side requests to the authorization
+server use httpx. An error raised here is built outside the handler of the HTTP failure it
+reports: no exception of the HTTP layer (and no URL with its credentials) is chained to it.
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from mcp_actors._config.redact import install_log_filter, redact_text, redact_ur
 from mcp_actors._config.variables import expand
 from mcp_actors._wire.base import WireClosed
 from mcp_actors._wire.http.http11 import (
+    BodyTooLarge,
     DecodingError,
     HttpClient,
     HttpError,
@@ -61,12 +65,15 @@ from mcp_actors._wire.http.http11 import (
     Response,
     Url,
 )
-from mcp_actors._wire.http.wire import HttpWire, _status_text, redirect_within_origin
+from mcp_actors._wire.http.sse import LegacySse, SseRefused
+from mcp_actors._wire.http.wire import HttpWire, SseTooLarge, _status_text, redirect_within_origin
 from mcp_actors._wire.link import STREAM_BUFFER, TransportLink, logger
 from mcp_actors.errors import (
     InvalidServerConfig,
     McpActorsError,
+    ServerMessageTooLarge,
     ServerMisconfigured,
+    ServerProtocolError,
     ServerStartFailed,
     UnresolvedPlaceholder,
 )
@@ -78,7 +85,8 @@ if TYPE_CHECKING:
 __all__ = ["HttpParams", "open_http_transport"]
 
 _SESSION_HEADER: Final = "mcp-session-id"
-_SDK_GENERIC_ERRORS: Final = frozenset({"Server returned an error response", "Session terminated", "Not Found"})
+_CHALLENGE_BYTES: Final = 64 * 1024
+"""Largest body of a 401/403 challenge read (to reuse its connection, and for the OAuth flow)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -93,9 +101,11 @@ class HttpParams:
         headers: Sent with every request (values are secrets).
         connect_timeout: Bound for connecting and for each HTTP write, in seconds.
         read_timeout: Bound for silence on a long-lived stream, in seconds.
-        max_message_bytes: Largest single message (SSE event) accepted from a streamable
-            HTTP server; as for stdio. The SDK's own default (1 MiB) would fail every
-            larger tool result.
+        max_message_bytes: Largest single message accepted from the server, as for stdio:
+            a JSON answer (announced or arriving, decoded), an SSE event (streamable HTTP's
+            streams, legacy SSE's stream). Refused as it crosses the limit, before it is
+            held (:class:`~mcp_actors.errors.ServerMessageTooLarge`). The SDK's own SSE
+            limit (1 MiB) would fail every larger tool result.
         oauth: Who the server is for OAuth (its tokens' key, ``config.oauth``), or None for no
             OAuth; the token store and the login handler come from the runtime
             (:func:`mcp_actors._auth.oauth.current_auth_settings`) when the transport opens.
@@ -197,9 +207,8 @@ def _rpc_of(method: str, content: bytes | None) -> tuple[Any, str | None]:
 class _HttpWatch:
     """What our HTTP client saw, and the link it kills when the server is gone.
 
-    ``statuses`` maps a JSON-RPC request id to the error status its POST got, for the relay
-    to name; ``pending`` is a death reason seen before the link existed (the SSE stream is
-    opened while the SDK's transport starts).
+    ``pending`` is a death reason seen before the link existed (the SSE stream is opened
+    before there is a link).
     """
 
     label: str
@@ -207,10 +216,7 @@ class _HttpWatch:
     # Streamable HTTP's GET stream is optional (a 405 or a redirect just means none);
     # SSE's GET stream is the connection itself.
     optional_get: bool = True
-    # The SDK transport's relay names the status in the SDK's generic error; a wire names it itself.
-    keep_statuses: bool = True
     link: TransportLink | None = None
-    statuses: dict[Any, str] = attrs.field(factory=dict)
     pending: str | None = None
 
     def attach(self, link: TransportLink) -> None:
@@ -230,7 +236,7 @@ class _HttpWatch:
 
         Timeouts are not: silence on a stream is not death (quiet streams are reopened).
         """
-        if isinstance(exc, httpx2.TimeoutException | HttpTimeout):
+        if isinstance(exc, HttpTimeout):
             return
         where = "the HTTP response stream broke" if streaming else "the HTTP connection failed"
         detail = str(exc) or "no detail"
@@ -261,7 +267,7 @@ class _HttpWatch:
             return
         status = f"HTTP {code} {reason}".rstrip()
         request_method = method
-        rpc_id, method_name = _rpc_of(method, content)
+        _, method_name = _rpc_of(method, content)
         if code in (401, 403):
             need = "authorization is needed" if code == 401 else "the credentials were refused"
             self.die(
@@ -284,64 +290,6 @@ class _HttpWatch:
             self.die(f"the server answered {status}: it no longer knows this session (did it restart?)")
         elif method_name == "initialize":
             self.die(f"the server answered the MCP handshake with {status}")
-        elif rpc_id is not None and self.keep_statuses:
-            self.statuses[rpc_id] = status
-
-
-class _WatchedStream(httpx2.AsyncByteStream):
-    """A response body that reports a network failure mid-body to the watch (SSE, on httpx)."""
-
-    def __init__(self, inner: Any, watch: _HttpWatch, request: httpx2.Request) -> None:
-        self._inner = inner
-        self._watch = watch
-        self._request = request
-
-    async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self._inner:
-                yield chunk
-        except httpx2.TransportError as exc:
-            self._watch.failed(self._request.method, str(self._request.url), exc, streaming=True)
-            raise
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-
-class _WatchedClient(httpx2.AsyncClient):
-    """The SDK's httpx client for SSE, watched: every send and every streamed body."""
-
-    def __init__(self, watch: _HttpWatch, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._watch = watch
-
-    async def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
-        """Send as httpx does; report a network failure or an error status to the watch."""
-        try:
-            response = await super().send(request, **kwargs)
-        except httpx2.TransportError as exc:
-            self._watch.failed(request.method, str(request.url), exc, streaming=False)
-            raise
-        self._watch.answered(
-            request.method,
-            request.headers,
-            request.content if isinstance(request.stream, httpx2.ByteStream) else None,
-            response.status_code,
-            response.reason_phrase,
-            location=response.headers.get("location", ""),
-            followed=_httpx_follows(response),
-        )
-        if kwargs.get("stream"):
-            response.stream = _WatchedStream(response.stream, self._watch, request)
-        return response
-
-
-def _httpx_follows(response: httpx2.Response) -> bool:
-    if not response.is_redirect:
-        return False
-    from mcp.shared._httpx_utils import next_request_within_origin
-
-    return next_request_within_origin(response) is not None
 
 
 @attrs.define(eq=False)
@@ -408,7 +356,8 @@ class _WatchedHttp:
         which sends the request again (a challenged request was not processed).
         """
         try:
-            await response.aread()  # small: the connection goes back to the pool
+            with contextlib.suppress(BodyTooLarge):  # a large one costs its connection only
+                await response.aread(_CHALLENGE_BYTES)  # small: the connection goes back to the pool
         finally:
             response.close()
         return await self._send_authorized(method, url, headers, body)
@@ -428,7 +377,8 @@ class _WatchedHttp:
                 response = await self.http.send(outgoing.method, Url.parse(str(outgoing.url)), sent, outgoing.content)
                 content = b""
                 if response.status in (401, 403):
-                    content = await response.aread()  # small: lets the connection be reused
+                    with contextlib.suppress(BodyTooLarge):  # a large one costs its connection only
+                        content = await response.aread(_CHALLENGE_BYTES)  # small: lets the connection be reused
                 answer = httpx2.Response(
                     response.status, headers=response.headers.items, content=content, request=outgoing
                 )
@@ -442,56 +392,6 @@ class _WatchedHttp:
             raise
         finally:
             await flow.aclose()
-
-
-def _client_factory(watch: _HttpWatch) -> Any:
-    """An ``McpHttpClientFactory`` (for ``sse_client``) building watched clients."""
-
-    def factory(
-        headers: dict[str, str] | None = None, timeout: httpx2.Timeout | None = None, auth: httpx2.Auth | None = None
-    ) -> httpx2.AsyncClient:
-        kwargs: dict[str, Any] = {"timeout": timeout or httpx2.Timeout(30.0, read=300.0)}
-        if headers is not None:
-            kwargs["headers"] = headers
-        if auth is not None:
-            kwargs["auth"] = auth
-        return _WatchedClient(watch, **kwargs)
-
-    return factory
-
-
-def _with_status(item: SessionMessage | Exception, watch: _HttpWatch) -> SessionMessage | Exception:
-    """Name the HTTP status in the SDK's generic error reply to a request that got one."""
-    if not isinstance(item, SessionMessage) or not isinstance(item.message, mcp_types.JSONRPCError):
-        return item
-    status = watch.statuses.pop(item.message.id, None)
-    error = item.message.error
-    if status is None or error.message not in _SDK_GENERIC_ERRORS:
-        return item
-    better = error.model_copy(update={"message": f"the server answered {status}"})
-    return SessionMessage(item.message.model_copy(update={"error": better}), metadata=item.metadata)
-
-
-async def _relay_http(
-    source: Any, sink: MemoryObjectSendStream[SessionMessage | Exception], link: TransportLink, watch: _HttpWatch
-) -> None:
-    """Forward the SDK transport's items; a network-level failure means the server is gone."""
-    try:
-        async for item in source:
-            if isinstance(item, Exception):
-                if isinstance(item, httpx2.TransportError | OSError):
-                    watch.die(f"the HTTP connection failed: {type(item).__name__}: {item}")
-                    return
-                logger.warning(
-                    "server %s: transport reported %s: %s",
-                    link.label,
-                    type(item).__name__,
-                    redact_text(str(item), watch.secrets),
-                )
-            await sink.send(_with_status(item, watch))
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-        pass
-    link.die("the HTTP stream closed")
 
 
 def _auth_for(params: HttpParams) -> ServerAuth | None:
@@ -571,12 +471,13 @@ async def _bridge(
         nursery.cancel_scope.cancel()
 
 
-@contextlib.asynccontextmanager
-async def _open_streamable_http(
-    params: HttpParams, *, label: str, auth: ServerAuth | None, secrets: tuple[str, ...]
-) -> AsyncIterator[TransportLink]:
-    """Streamable HTTP on our own wire (see :mod:`mcp_actors._wire.http.wire`): the link carries it as ``link.wire``."""
-    watch = _HttpWatch(label=label, secrets=secrets, optional_get=True, keep_statuses=False)
+def _http_client(params: HttpParams, *, label: str, secrets: tuple[str, ...]) -> tuple[Url, HttpClient]:
+    """The endpoint and the HTTP/1.1 client of one connection (the record's headers; URL credentials as Basic).
+
+    Raises:
+        ServerMisconfigured: The URL, a header or the environment's proxy cannot be used.
+    """
+    problem = None
     try:
         url = Url.parse(params.url)
         headers = dict(params.headers)
@@ -587,9 +488,19 @@ async def _open_streamable_http(
         http = HttpClient(headers=headers, connect_timeout=params.connect_timeout, read_timeout=params.read_timeout)
         http.prepare(url)
     except InvalidRequest as exc:
-        raise ServerMisconfigured(
-            f"server {label!r}: {redact_text(str(exc), secrets)}; fix config.url or config.headers", server=label
-        ) from None
+        problem = redact_text(str(exc), secrets)
+    if problem is not None:
+        raise ServerMisconfigured(f"server {label!r}: {problem}; fix config.url or config.headers", server=label)
+    return url, http
+
+
+@contextlib.asynccontextmanager
+async def _open_streamable_http(
+    params: HttpParams, *, label: str, auth: ServerAuth | None, secrets: tuple[str, ...]
+) -> AsyncIterator[TransportLink]:
+    """Streamable HTTP on our own wire (see :mod:`mcp_actors._wire.http.wire`): the link carries it as ``link.wire``."""
+    watch = _HttpWatch(label=label, secrets=secrets, optional_get=True)
+    url, http = _http_client(params, label=label, secrets=secrets)
     client = _WatchedHttp(http, watch, auth)
     # Unbounded: a wire delivers synchronously; what it delivers is bounded by what was asked.
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
@@ -619,44 +530,144 @@ async def _open_streamable_http(
 async def _open_sse(
     params: HttpParams, *, label: str, auth: ServerAuth | None, secrets: tuple[str, ...]
 ) -> AsyncIterator[TransportLink]:
-    """SSE through the SDK's transport, its items relayed to the link's read stream."""
-    from mcp.client.sse import sse_client
-
+    """Legacy SSE on our own client (:mod:`mcp_actors._wire.http.sse`): the stream's messages go to
+    the link's read stream, the messages written to the link are POSTed to the endpoint."""
     watch = _HttpWatch(label=label, secrets=secrets, optional_get=False)
+    url, http = _http_client(params, label=label, secrets=secrets)
+    sse = LegacySse(_WatchedHttp(http, watch, auth), url, params.max_message_bytes, post_timeout=params.connect_timeout)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
+    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
+    streams = (read_writer, read_stream, write_stream, write_reader)
     try:
-        async with contextlib.AsyncExitStack() as stack:
+        failure = await _sse_connect(sse, watch, params, label=label, auth=auth)
+        if failure is not None:
+            raise failure  # out of every handler: nothing of the HTTP layer is chained to it
+        link = TransportLink(read_stream=read_stream, write_stream=write_stream, label=label, secrets=secrets)
+        link._closers.append(read_writer)
+        watch.attach(link)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_sse_reader, sse, read_writer, link, params)
+            nursery.start_soon(_sse_writer, sse, write_reader, read_writer, link)
             try:
-                sdk_read, sdk_write = await stack.enter_async_context(
-                    sse_client(
-                        params.url,
-                        headers=dict(params.headers),
-                        timeout=params.connect_timeout,
-                        sse_read_timeout=params.read_timeout,
-                        httpx_client_factory=_client_factory(watch),
-                        auth=auth,
-                    )
-                )
-            except Exception as exc:
-                if auth is not None and auth.failure is not None:
-                    raise auth.failure from None
-                # The SSE stream is opened before there is a link: say what our client saw.
-                if watch.pending is None:
-                    raise
-                raise ServerStartFailed(f"server {label!r} failed to connect: {watch.pending}", server=label) from exc
-            link = TransportLink(read_stream=read_stream, write_stream=sdk_write, label=label, secrets=secrets)
-            link._closers.append(read_writer)
-            watch.attach(link)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_relay_http, sdk_read, read_writer, link, watch)
-                try:
-                    yield link
-                finally:
-                    link.die(link.death_reason or "closed by the client")
-                    nursery.cancel_scope.cancel()
+                yield link
+            finally:
+                link.die(link.death_reason or "closed by the client")
+                nursery.cancel_scope.cancel()
     finally:
-        read_writer.close()
-        read_stream.close()
+        await sse.aclose()
+        http.close()
+        for stream in streams:
+            stream.close()
+
+
+async def _sse_connect(
+    sse: LegacySse, watch: _HttpWatch, params: HttpParams, *, label: str, auth: ServerAuth | None
+) -> McpActorsError | None:
+    """Open the SSE stream up to its endpoint; the typed error to raise when that failed, else None.
+
+    Returned, not raised, so the caller raises it outside this handler: no exception of the
+    HTTP layer is chained to it.
+    """
+    try:
+        await sse.connect()
+    except SseRefused as exc:
+        # The watch's reason first (a 401, a redirect off the origin, an error status): it says more.
+        if watch.pending is not None:
+            return ServerStartFailed(f"server {label!r} failed to connect: {watch.pending}", server=label)
+        return ServerProtocolError(f"server {label!r} failed to connect: {exc}", server=label)
+    except SseTooLarge:
+        return _sse_too_large(label, params.max_message_bytes)
+    except HttpError as exc:
+        if auth is not None and auth.failure is not None:
+            return auth.failure
+        reason = watch.pending or redact_text(str(exc), watch.secrets)
+        return ServerStartFailed(f"server {label!r} failed to connect: {reason}", server=label)
+    return None
+
+
+def _sse_too_large(label: str, limit: int) -> ServerMessageTooLarge:
+    return ServerMessageTooLarge(
+        f"server {label!r} sent an SSE event larger than the message limit of {limit} bytes"
+        " (max_message_bytes); the connection is closed, as its stream cannot go on. If its messages"
+        " are legitimately that large, raise max_message_bytes; otherwise the server is at fault",
+        server=label,
+        limit=limit,
+    )
+
+
+async def _sse_reader(
+    sse: LegacySse,
+    read_writer: MemoryObjectSendStream[SessionMessage | Exception],
+    link: TransportLink,
+    params: HttpParams,
+) -> None:
+    """Hand every message of the SSE stream to the link's read stream; its end, however it comes, kills the link."""
+    from mcp_types import jsonrpc_message_adapter
+    from pydantic import ValidationError
+
+    reason = "the server ended the SSE stream"
+    try:
+        async with contextlib.aclosing(sse.events()) as events:
+            async for event, data in events:
+                if event != "message" or not data:
+                    continue  # keep-alives, a repeated endpoint, events MCP does not define
+                item: SessionMessage | Exception
+                try:
+                    item = SessionMessage(jsonrpc_message_adapter.validate_json(data, by_name=False))
+                except ValidationError as exc:
+                    item = exc
+                await read_writer.send(item)
+    except SseTooLarge:
+        reason = str(_sse_too_large(link.label, params.max_message_bytes))
+    except HttpTimeout:
+        reason = f"the server sent nothing on the SSE stream for {params.read_timeout:g} s"
+    except HttpError as exc:
+        sse.broke(exc)  # the watch names the failure (a death)
+        reason = f"the SSE stream broke: {type(exc).__name__}"
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+        pass
+    link.die(reason)
+
+
+async def _sse_writer(
+    sse: LegacySse,
+    write_reader: MemoryObjectReceiveStream[SessionMessage],
+    read_writer: MemoryObjectSendStream[SessionMessage | Exception],
+    link: TransportLink,
+) -> None:
+    """POST every message written to the link: requests each in a task of its own, the others in order.
+
+    A request the server refused (an error status, a timeout) gets an error reply at once
+    naming why; a network failure or a typed authorization failure ends the link.
+    """
+
+    async def post(item: SessionMessage) -> None:
+        message = item.message
+        try:
+            problem = await sse.post(message.model_dump(by_alias=True, mode="json", exclude_unset=True))
+        except McpActorsError as exc:  # an OAuth failure, typed: its message is the reason
+            link.die(str(exc))
+            return
+        except HttpError as exc:  # the watch has named the failure already, usually
+            link.die(f"the HTTP connection failed: {type(exc).__name__}")
+            return
+        if problem is None or link.death_reason is not None:
+            return
+        if isinstance(message, mcp_types.JSONRPCRequest):
+            error = mcp_types.ErrorData(code=mcp_types.INTERNAL_ERROR, message=problem)
+            reply = mcp_types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+            with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+                await read_writer.send(SessionMessage(reply))
+        else:
+            logger.debug("server %s: a message was refused: %s", link.label, problem)
+
+    async with trio.open_nursery() as nursery:
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.EndOfStream):
+            async for item in write_reader:
+                if isinstance(item.message, mcp_types.JSONRPCRequest):
+                    nursery.start_soon(post, item)
+                else:
+                    await post(item)
 
 
 @contextlib.asynccontextmanager

@@ -25,6 +25,12 @@ The rules are the SDK's (``mcp/client/streamable_http.py``), status by status:
   :meth:`HttpSender.broke`), 401/403, a redirect off the endpoint's origin, 404 for a
   known session, any error status on the handshake. Timeouts are not deaths: a request
   whose answer times out gets an error reply; a quiet GET stream is reopened.
+* Every message from the server is bounded by ``max_message_bytes``: a JSON answer (its
+  ``content-length``, or its bytes as they come, decoded), an error status's body, an SSE
+  event on a POST's or the GET stream. A request whose answer crosses it fails with
+  :class:`~mcp_actors.errors.ServerMessageTooLarge` (raised by :meth:`HttpWire.send`, in
+  the caller's task) as it crosses, before it is held; the connection lives on. A GET
+  stream's event over it drops that stream (reopened later).
 * Redirects are followed only within the endpoint's origin (:func:`redirect_within_origin`,
   the SDK's rule), at most five times. The link dies with
   the reason and :meth:`HttpWire.send` raises :class:`~mcp_actors._wire.base.WireClosed`.
@@ -55,7 +61,16 @@ import orjson
 import trio
 
 from mcp_actors._wire.base import Deliver, WireClosed
-from mcp_actors._wire.http.http11 import DecodingError, HttpError, HttpTimeout, InvalidRequest, Response, Url
+from mcp_actors._wire.http.http11 import (
+    BodyTooLarge,
+    DecodingError,
+    HttpError,
+    HttpTimeout,
+    InvalidRequest,
+    Response,
+    Url,
+)
+from mcp_actors.errors import ServerMessageTooLarge
 
 if TYPE_CHECKING:
     from mcp_actors._wire.link import TransportLink
@@ -413,7 +428,7 @@ class HttpWire:
             if following is None:
                 return response  # the watch saw it: the link is dead with the location named
             try:
-                await response.aread()
+                await response.aread(self.max_message_bytes)
             finally:
                 response.close()
             url = following
@@ -422,6 +437,16 @@ class HttpWire:
 
     def _closed(self, fallback: str) -> WireClosed:
         return WireClosed(self.link.death_reason or fallback)
+
+    def _too_large(self, what: str) -> ServerMessageTooLarge:
+        label, limit = self.link.label, self.max_message_bytes
+        return ServerMessageTooLarge(
+            f"server {label!r} sent {what} larger than the message limit of {limit} bytes; it was refused"
+            " before it was read whole (the connection lives on). If its answers are legitimately that"
+            " large, raise max_message_bytes (the transport's message limit); otherwise the server is at fault",
+            server=label,
+            limit=limit,
+        )
 
     async def _exchange(
         self,
@@ -450,8 +475,12 @@ class HttpWire:
             return
         except HttpError as exc:  # the network or an unreadable head: the watch killed the link
             raise self._closed(f"the HTTP connection failed: {type(exc).__name__}") from exc
+        too_large = None
         try:
             await self._answer(response, method, rpc_id, deliver)
+        except (BodyTooLarge, SseTooLarge) as exc:
+            what = "an SSE event" if isinstance(exc, SseTooLarge) else "an answer"
+            too_large = self._too_large(f"{what} to {method}")
         except HttpTimeout:
             if rpc_id is not None:
                 deliver(_error(rpc_id, _INTERNAL_ERROR, "the server sent nothing on the response stream for too long"))
@@ -463,6 +492,8 @@ class HttpWire:
             raise self._closed(f"the HTTP response stream broke: {type(exc).__name__}") from exc
         finally:
             response.close()
+        if too_large is not None:
+            raise too_large  # out of the handler: nothing of the HTTP layer is chained to it
 
     async def _answer(self, response: Response, method: Any, rpc_id: Any, deliver: Deliver) -> None:
         status = response.status
@@ -487,7 +518,9 @@ class HttpWire:
         if kind == "application/json":
             body = response.read_now()
             if body is None:
-                body = await response.aread()
+                body = await response.aread(self.max_message_bytes)
+            elif len(body) > self.max_message_bytes:
+                raise BodyTooLarge("the answer is too large", limit=self.max_message_bytes)
             self._deliver_json(body, method, rpc_id, deliver)
         elif kind == "text/event-stream":
             await self._read_sse_answer(response, method, rpc_id, deliver)
@@ -498,7 +531,7 @@ class HttpWire:
         """The JSON-RPC error a request's error status stands for (the body's own, when it carries one)."""
         if response.headers.get("content-type").lower().startswith("application/json"):
             try:
-                body = _decode(await response.aread())
+                body = _decode(await response.aread(self.max_message_bytes))
             except ValueError:
                 body = None
             if isinstance(body, dict) and isinstance(body.get("error"), dict):
@@ -544,20 +577,16 @@ class HttpWire:
     ) -> None:
         parser = SseParser(self.max_message_bytes)
         answered = False
-        try:
-            async for chunk in chunks:
-                for event, data in parser.feed(chunk):
-                    answered = self._sse_message(event, data, method, rpc_id, deliver) or answered
-                if answered:
-                    break
-            else:
-                for event, data in parser.close():
-                    answered = self._sse_message(event, data, method, rpc_id, deliver) or answered
-                if answered:
-                    return
-        except SseTooLarge as exc:
-            deliver(_error(rpc_id, _INTERNAL_ERROR, f"{exc} (the limit is max_message_bytes)"))
-            return
+        async for chunk in chunks:  # an event over the limit raises SseTooLarge: the request fails with it
+            for event, data in parser.feed(chunk):
+                answered = self._sse_message(event, data, method, rpc_id, deliver) or answered
+            if answered:
+                break
+        else:
+            for event, data in parser.close():
+                answered = self._sse_message(event, data, method, rpc_id, deliver) or answered
+            if answered:
+                return
         if answered:
             # The server ends the stream right after the answer: reading that end (usually
             # already received) lets the keep-alive connection go back to the pool instead of
