@@ -767,6 +767,27 @@ class AsyncioMcpService(_Reads):
         loop = asyncio.get_running_loop()
         return await asyncio.wrap_future(portal.submit(call), loop=loop)
 
+    async def run_in_runtime(self, fn: Callable[[McpService], Awaitable[T]], /) -> T:
+        """Run trio code on the runtime's loop and await its result here, on asyncio.
+
+        ``fn`` gets the runtime's :class:`~mcp_actors.service.McpService`. The helpers
+        that take a service (``fetch_mcp_tools``, ``setup_mcp_tools``, ``load_mcp_tools``,
+        the registry tool adapters) call this themselves when given this facade; call it
+        for trio code of your own. Cancelling the awaiting task cancels ``fn``.
+
+        Raises:
+            ActorStopped: The portal is closed, or closed while ``fn`` ran.
+        """
+        return await self._run(fn)
+
+    def relay_progress(self, callback: AsyncioProgressCallback, /) -> Callable[[float, float | None, str | None], None]:
+        """``callback`` (a function or coroutine function) as a progress callback for the runtime's side.
+
+        Each call from the runtime's thread runs ``callback`` on the asyncio loop running
+        now. Call it on that loop.
+        """
+        return _on_loop(asyncio.get_running_loop(), callback)
+
     async def list(self) -> builtins.list[McpServerRecord]:
         """Every configured server's record, current with the file (see :meth:`McpService.list`)."""
         return await self._run(lambda s: s.list())

@@ -62,6 +62,7 @@ from pydantic import ValidationError
 
 from mcp_actors._auth.token_store import FileTokenStore, TokenStore
 from mcp_actors._config.record import McpServerRecord, OAuthConfig, OAuthGrant, redact_url
+from mcp_actors._config.sdk_logs import sdk_logs_owned
 from mcp_actors.errors import (
     AuthorizationFailed,
     AuthorizationRequired,
@@ -112,7 +113,9 @@ class _ExpectedAuthFailures(logging.Filter):
 def _install_log_filter() -> None:
     sdk_logger = logging.getLogger("mcp.client.auth.oauth2")
     if not any(isinstance(f, _ExpectedAuthFailures) for f in sdk_logger.filters):
-        sdk_logger.addFilter(_ExpectedAuthFailures())
+        # First, before the routing filter (mcp_actors._config.sdk_logs): an expected
+        # failure is dropped, not logged again under our name.
+        sdk_logger.filters.insert(0, _ExpectedAuthFailures())
 
 
 _install_log_filter()
@@ -654,7 +657,8 @@ async def _relay(
     """
     inner = auth.provider.async_auth_flow(request)
     try:
-        outgoing = await inner.__anext__()
+        with sdk_logs_owned():  # each step of the SDK's flow runs here, between our yields
+            outgoing = await inner.__anext__()
         while True:
             if outgoing is request and cached is not None:
                 response, cached = cached, None
@@ -663,11 +667,13 @@ async def _relay(
             else:
                 response = await auth._side_send(outgoing)
             try:
-                outgoing = await inner.asend(response)
+                with sdk_logs_owned():
+                    outgoing = await inner.asend(response)
             except StopAsyncIteration:
                 return
     finally:
-        await inner.aclose()
+        with sdk_logs_owned():
+            await inner.aclose()
 
 
 def oauth_target_for(record: McpServerRecord) -> OAuthTarget | None:
@@ -732,6 +738,7 @@ async def open_authorized_session(
 
     try:
         async with contextlib.AsyncExitStack() as stack:
+            stack.enter_context(sdk_logs_owned())
             if kind == "sse":
                 read, write = await stack.enter_async_context(sse_client(target.url, timeout=timeout, auth=auth))
             else:

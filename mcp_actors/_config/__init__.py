@@ -1,5 +1,6 @@
 """Configuration: server records and their JSON codec, the config file store, host-config import,
-``${env:X}`` variables, the state directory and secret redaction.
+``${env:X}`` variables, the state directory, secret redaction and the routing of the SDK's log
+records about our connections.
 
 Public faces: :mod:`mcp_actors.records`, :mod:`mcp_actors.store`, :mod:`mcp_actors.config_import`.
 """

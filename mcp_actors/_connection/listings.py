@@ -164,9 +164,10 @@ async def fetch_listing(
     """Every page of a listing (empty when the server lacks the kind's capability).
 
     A tool the SDK's types refuse (an ``inputSchema`` with no root ``"type": "object"``, as
-    some real servers ship) is left out with a warning naming the server (``label``) and
-    the tool; the rest of the listing stands. That needs ``send_raw`` (the page is asked for
-    again, raw); without it such a listing fails whole.
+    some real servers ship, or one nested deeper than pydantic serializes) is left out with
+    a warning naming the server (``label``), the tool and the reason; the rest of the
+    listing stands. That needs ``send_raw`` (the page is asked for again, raw); without it
+    such a listing fails whole.
     """
     capability = _CAPABILITY.get(kind)
     caps = session.server_capabilities
@@ -179,10 +180,12 @@ async def fetch_listing(
             async def page(params: mcp_types.PaginatedRequestParams | None) -> tuple[list[Any], str | None]:
                 try:
                     result = await session.list_tools(params=params)
-                except pydantic.ValidationError as exc:
+                except ValueError as exc:
+                    # pydantic's ValidationError (a tool against the spec), or its "Maximum
+                    # serialization depth exceeded" (a schema nested too deep for the SDK's
+                    # check of the whole page): either must cost at most that tool, not its siblings.
                     if send_raw is None:
                         raise
-                    # A tool against the spec must cost at most that tool, not its siblings.
                     result = await _list_tools_leniently(session, params, label, send_raw, exc)
                 return list(result.tools), result.next_cursor
 
@@ -229,33 +232,52 @@ async def _list_tools_leniently(
     params: mcp_types.PaginatedRequestParams | None,
     label: str,
     send_raw: SendRaw,
-    refused: pydantic.ValidationError,
+    refused: ValueError,
 ) -> mcp_types.ListToolsResult:
     """The page again, raw, each tool checked on its own by the SDK's ``Tool`` type.
 
     ``refused`` is the negotiated revision's check of the whole page, which failed: its
-    complaints are logged once, naming the tools. A tool the ``Tool`` type takes is kept
-    (a root ``anyOf`` with no ``"type": "object"`` is; the provider formats repair it); one
-    it refuses is logged and left out.
+    complaints are logged once, naming the tools. A tool the ``Tool`` type takes, and
+    pydantic can serialize, is kept (a root ``anyOf`` with no ``"type": "object"`` is; the
+    provider formats repair it); one it refuses, or one nested too deep to serialize, is
+    logged with the reason and left out.
     """
     raw = await send_raw("tools/list", params.model_dump(by_alias=True, exclude_none=True) if params else {})
     items = raw.get("tools")
     if not isinstance(items, list):
         raise TypeError(f"tools/list result has no list of tools: {type(items).__name__}")
     cursor = raw.get("nextCursor")
-    _log.warning(
-        "server %r: its tools/list breaks the MCP spec (%s); each tool was checked on its own instead,"
-        " so one bad tool does not hide the others; tell the server's author",
-        label,
-        _complaints(refused, items),
-    )
+    if isinstance(refused, pydantic.ValidationError):
+        _log.warning(
+            "server %r: its tools/list breaks the MCP spec (%s); each tool was checked on its own instead,"
+            " so one bad tool does not hide the others; tell the server's author",
+            label,
+            _complaints(refused, items),
+        )
+    else:
+        _log.info("server %r: its tools/list was refused whole (%s); each tool was checked on its own", label, refused)
     kept: list[mcp_types.Tool] = []
     for item in items:
+        name = item.get("name", "?") if isinstance(item, dict) else "?"
         try:
-            kept.append(mcp_types.Tool.model_validate(item))
+            tool = mcp_types.Tool.model_validate(item)
         except pydantic.ValidationError as exc:
-            name = item.get("name", "?") if isinstance(item, dict) else "?"
             _log.warning("server %r: tool %r left out of the listing: %s", label, name, _complaints(exc, items))
+            continue
+        try:
+            # What the SDK, the registry and the formats do with a tool: serialize it.
+            tool.model_dump(by_alias=True, mode="json", exclude_none=True)
+        except ValueError as exc:
+            _log.warning(
+                "server %r: tool %r left out of the listing: its inputSchema is nested too deep"
+                " (%d levels of JSON objects and arrays) for the SDK's JSON model (%s); tell the server's author",
+                label,
+                name,
+                _json_depth(item.get("inputSchema")),
+                exc,
+            )
+            continue
+        kept.append(tool)
     result = mcp_types.ListToolsResult(tools=kept, next_cursor=cursor if isinstance(cursor, str) else None)
     # What the SDK's list_tools does with a listing (2026-07-28 header maps): for the kept tools.
     absorb = getattr(session, "_absorb_tool_listing", None)
@@ -263,6 +285,20 @@ async def _list_tools_leniently(
         complete = (params is None or params.cursor is None) and result.next_cursor is None
         result = absorb(result, complete=complete)
     return result
+
+
+def _json_depth(value: Any) -> int:
+    """How deep ``value`` nests JSON objects and arrays (0 for a scalar); iterative, for hostile input."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+        if children is None:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _complaints(exc: pydantic.ValidationError, items: list[Any]) -> str:

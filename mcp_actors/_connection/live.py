@@ -50,6 +50,7 @@ from mcp_types import (
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, TypeAdapter, ValidationError
 
+from mcp_actors._config.sdk_logs import SDK_LOGS_OWNED
 from mcp_actors._wire.dispatch import MalformedReply, WireDispatcher
 from mcp_actors._wire.transports import TransportLink
 from mcp_actors.errors import (
@@ -470,6 +471,7 @@ class LiveSession:
         requests.add(scope)
         if progress is not None:
             progress.arm(scope, timeout)
+        owned = SDK_LOGS_OWNED.set(True)  # the SDK's records in this request are about our connection
         try:
             with scope:
                 try:
@@ -509,6 +511,7 @@ class LiveSession:
                 server=self.label,
             ) from exc
         finally:
+            SDK_LOGS_OWNED.reset(owned)
             requests.discard(scope)
         # Only two things cancel the scope: the session's end (which replaced the set the
         # request was registered in) and the deadline.

@@ -708,6 +708,30 @@ async def _contained_notify(
         logger.exception("notification handler for %r raised", method)
 
 
+_PAYLOADS: Final = frozenset({"result", "params", "error"})
+
+
+def _plain_message(message: Any) -> dict[str, Any]:
+    """A received envelope as the JSON dict the dispatcher takes.
+
+    A payload nested past pydantic's serialization depth (a server may send a tool schema
+    hundreds of levels deep) cannot be dumped whole; it is already plain JSON data (the
+    transport parsed it), so it is passed on as it is, and whoever reads it (the listing)
+    decides what it costs: never the wire, whose end would be the connection's.
+    """
+    try:
+        return message.model_dump(by_alias=True, mode="json", exclude_unset=True)  # type: ignore[no-any-return]
+    except ValueError:
+        data: dict[str, Any] = message.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude=_PAYLOADS)
+        for name in _PAYLOADS & message.model_fields_set:
+            data[name] = getattr(message, name)
+        if isinstance(error := data.get("error"), ErrorData):
+            data["error"] = error.model_dump(by_alias=True, mode="json", exclude_unset=True, exclude={"data"})
+            if "data" in error.model_fields_set:
+                data["error"]["data"] = error.data
+        return data
+
+
 @attrs.define(eq=False)
 class StreamWire:
     """A :class:`~mcp_actors._wire.base.Wire` over an SDK stream pair (``SessionMessage`` in, out).
@@ -747,7 +771,7 @@ class StreamWire:
                 if isinstance(item, Exception):
                     logger.warning("transport reported %s: %s", type(item).__name__, item)
                     continue
-                deliver(item.message.model_dump(by_alias=True, mode="json", exclude_unset=True))
+                deliver(_plain_message(item.message))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass
         finally:

@@ -44,6 +44,7 @@ import trio
 from mcp_actors._config import variables as _variables
 from mcp_actors._config.record import McpServerRecord, ServerType
 from mcp_actors._config.redact import install_log_filter, registered_secrets
+from mcp_actors._config.sdk_logs import sdk_logs_owned
 from mcp_actors._process.kill import MARKER_ENV, create_time_of
 from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker, stop_process
 from mcp_actors._wire.base import Deliver, WireClosed
@@ -835,10 +836,12 @@ async def open_transport(params: TransportParams, *, label: str) -> AsyncIterato
     """Open whichever transport ``params`` describes (each kind knows how to open itself).
 
     While it is open, the params' secrets are redacted from the log records of the SDK,
-    the HTTP stack and our own loggers (see :mod:`mcp_actors._config.redact`).
+    the HTTP stack and our own loggers (see :mod:`mcp_actors._config.redact`), and the
+    SDK's records logged for it (by this task and the tasks it starts) go to our loggers
+    (see :mod:`mcp_actors._config.sdk_logs`).
     """
     install_log_filter()
-    with registered_secrets(params.secret_values()):
+    with registered_secrets(params.secret_values()), sdk_logs_owned():
         async with params.open(label=label) as link:
             yield link
 

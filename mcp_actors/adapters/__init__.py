@@ -40,13 +40,14 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Awaitable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import mcp.types as mcp_types
 import trio
 
 from mcp_actors._connection.status import ProgressCallback
+from mcp_actors._loops import RuntimeHop, hop_for
 from mcp_actors.adapters._base import DEFAULT_TOOL_TIMEOUT as DEFAULT_TOOL_TIMEOUT
 from mcp_actors.adapters._base import ERROR_PREFIX as ERROR_PREFIX
 from mcp_actors.adapters._base import LoadedTools as LoadedTools
@@ -95,17 +96,20 @@ class McpToolAdapter:
 
     Args:
         mcp_tool: The tool, from :meth:`McpService.list_server_tools` and friends.
-        service: The service to call through.
+        service: The service to call through: the runtime's ``McpService``, or (for an
+            asyncio host) the portal's asyncio facade, which runs each call on the
+            runtime's loop.
         timeout: Bound for one :meth:`execute`, connecting included (seconds, > 0).
         on_progress: Called with ``(progress, total, message)`` for every progress
-            notification of this tool's calls (an agent UI's progress bar).
+            notification of this tool's calls (an agent UI's progress bar); with the
+            asyncio facade, on the caller's loop (a function or coroutine function).
 
     Raises:
         ValueError: ``timeout`` is not a finite positive number.
     """
 
     mcp_tool: McpTool
-    service: McpService
+    service: McpService | RuntimeHop
     timeout: float = attrs.field(default=DEFAULT_TOOL_TIMEOUT, kw_only=True, validator=_check_timeout)
     on_progress: ProgressCallback | None = attrs.field(default=None, kw_only=True)
 
@@ -124,13 +128,11 @@ class McpToolAdapter:
         """The tool's input schema, as the server sent it (a copy; change it freely)."""
         return copy.deepcopy(dict(self.mcp_tool.input_schema))
 
-    def _target(self) -> _Target:
-        tool, service, server_id = self.mcp_tool, self.service, self.mcp_tool.server_id
+    def _target(self, service: McpService, on_progress: ProgressCallback | None) -> _Target:
+        tool, server_id = self.mcp_tool, self.mcp_tool.server_id
 
         def call(arguments: dict[str, Any], timeout: float, call_id: str) -> Awaitable[mcp_types.CallToolResult]:
-            return service.call_tool(
-                server_id, tool.name, arguments, call_id, timeout=timeout, on_progress=self.on_progress
-            )
+            return service.call_tool(server_id, tool.name, arguments, call_id, timeout=timeout, on_progress=on_progress)
 
         return _Target(
             name=self.name,
@@ -148,7 +150,11 @@ class McpToolAdapter:
         Bounded and raising exactly like :meth:`execute`; a tool-level error is the
         result's ``is_error``.
         """
-        return await _call(self._target(), params)
+        hop = hop_for(self.service, f"tool {self.name!r}")
+        if hop is None:
+            return await _call(self._target(cast(McpService, self.service), self.on_progress), params)
+        relay = hop.relay_progress(self.on_progress) if self.on_progress is not None else None
+        return await hop.run_in_runtime(lambda runtime_service: _call(self._target(runtime_service, relay), params))
 
     async def execute(self, params: Mapping[str, Any] | None = None) -> str:
         """Call the tool with the model's arguments; return the result as text.
@@ -173,7 +179,7 @@ class McpToolAdapter:
 
 
 async def load_mcp_tools(
-    service: McpService,
+    service: McpService | RuntimeHop,
     server_ids: Iterable[str] | None = None,
     *,
     timeout: float = DEFAULT_TOOL_TIMEOUT,
@@ -185,7 +191,9 @@ async def load_mcp_tools(
     server's ``disabledTools`` are left out (the registry filters them).
 
     Args:
-        service: The registry facade.
+        service: The registry facade. Awaited on asyncio, the portal's asyncio facade
+            (``portal.asyncio_service()``): the servers are listed on the runtime's loop
+            and the adapters call through the facade.
         server_ids: Servers by id or name, in the order the tools should come in;
             repeats are ignored. ``None`` means every active server.
         timeout: Each adapter's :attr:`~McpToolAdapter.timeout`.
@@ -195,13 +203,20 @@ async def load_mcp_tools(
 
     Raises:
         ValueError: ``timeout`` is not a finite positive number.
+        RuntimeError: Awaited off trio with a service that is not the asyncio facade.
     """
     _check_timeout(None, None, timeout)
+    if isinstance(server_ids, str):
+        raise TypeError("server_ids must be a collection of server ids or names, not one string")
+    hop = hop_for(service, "load_mcp_tools")
+    if hop is not None:
+        ids = None if server_ids is None else list(server_ids)
+        loaded = await hop.run_in_runtime(lambda runtime_service: load_mcp_tools(runtime_service, ids, timeout=timeout))
+        return attrs.evolve(loaded, tools=tuple(attrs.evolve(tool, service=hop) for tool in loaded.tools))
+    service = cast(McpService, service)
     if server_ids is None:
         servers = [record.id for record in await service.list() if record.is_active]
     else:
-        if isinstance(server_ids, str):
-            raise TypeError("server_ids must be a collection of server ids or names, not one string")
         servers = list(dict.fromkeys(server_ids))
     listed: dict[str, list[McpTool]] = {}
     failures: dict[str, McpActorsError] = {}

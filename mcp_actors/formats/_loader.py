@@ -10,6 +10,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from mcp_actors._loops import hop_for
 from mcp_actors.errors import ConfigError, McpActorsError
 from mcp_actors.tools import McpTool
 
@@ -123,7 +124,9 @@ async def fetch_mcp_tools(
     A server named twice (by id and by name) contributes its tools once.
 
     Args:
-        service: The registry (anything with the two listing calls).
+        service: The registry (anything with the two listing calls). Awaited on asyncio,
+            the portal's asyncio facade (``portal.asyncio_service()``): the body runs on
+            the runtime's trio loop.
         config: ``{"enabled", "mode", "selectedServers"}`` or a :class:`McpToolsConfig`.
 
     Returns:
@@ -131,10 +134,14 @@ async def fetch_mcp_tools(
 
     Raises:
         ConfigError: The config has an unknown key or a wrongly typed value.
+        RuntimeError: Awaited off trio with a service that is not the asyncio facade.
     """
     cfg = _config(config)
     if not cfg.enabled:
         return []
+    hop = hop_for(service, "fetch_mcp_tools")
+    if hop is not None:
+        return await hop.run_in_runtime(lambda runtime_service: fetch_mcp_tools(runtime_service, cfg))
     if cfg.mode is ToolsMode.AUTO:
         return list(await service.list_all_active_server_tools())
     servers = list(dict.fromkeys(cfg.selected_servers))
@@ -178,7 +185,9 @@ async def setup_mcp_tools(
     task with a checkpoint every 2 ms (see :func:`convert_tools_async`).
 
     Args:
-        service: The registry (anything with the two listing calls).
+        service: The registry (anything with the two listing calls). Awaited on asyncio,
+            the portal's asyncio facade (``portal.asyncio_service()``): the body runs on
+            the runtime's trio loop.
         config: ``{"enabled", "mode", "selectedServers"}`` or a :class:`McpToolsConfig`;
             unset means disabled, as in the reference design.
         api_format: ``"openai"``, ``"anthropic"``, ``"google"`` (or ``"gemini"``).
@@ -194,8 +203,16 @@ async def setup_mcp_tools(
         ConfigError: The config is invalid.
         InvalidToolName: A tool id breaks the providers' name rule or is repeated.
         ValueError: An unknown ``api_format`` or an option that does not apply to it.
+        RuntimeError: Awaited off trio with a service that is not the asyncio facade.
     """
     _profile(api_format, strict=strict, api=api, json_schema=json_schema)  # fail early, not only with tools
+    hop = hop_for(service, "setup_mcp_tools")
+    if hop is not None:
+        return await hop.run_in_runtime(
+            lambda runtime_service: setup_mcp_tools(
+                runtime_service, config, api_format, strict=strict, api=api, json_schema=json_schema
+            )
+        )
     tools = await fetch_mcp_tools(service, config)
     if not tools:
         return None
