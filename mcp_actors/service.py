@@ -662,7 +662,11 @@ class McpService:
         this asks on demand, e.g. before handing a server's tools to a model. As for the
         periodic ping, a ping unanswered within ``timeout`` means the server is dead: it is
         declared so (state ``error``, its calls in flight fail, it restarts on next use).
-        A server answers a ping while its tools run, so pick a bound it can always meet.
+        Unless calls sent before the ping are still within their timeouts: a server
+        blocked in a synchronous tool answers nothing until it returns, so the ping fails
+        (``ConnectionFailed``, saying it is busy) and the server is left alone. A server
+        whose tools do not block its loop answers a ping while they run, so pick a bound it
+        can always meet.
 
         Raises:
             ServerNotFound, ServerInactive: The server does not exist or is disabled.

@@ -638,6 +638,9 @@ class ServerConfig:
         connect_timeout: Seconds for spawning/connecting plus the MCP handshake (> 0).
         call_timeout: Default seconds for one tool call (> 0); a call may override it.
         ping_interval: Seconds between health pings while connected; ``0`` disables them.
+            An unanswered ping declares the server dead, unless calls sent before it are
+            still within their timeouts (a server blocked in a synchronous tool answers
+            nothing until it returns): then the calls' own timeouts bound the wait.
         oauth: OAuth settings of an sse/http server (:class:`OAuthConfig`); ``None`` means the
             spec's defaults when the server asks for authorization.
         allow_sampling: Let this server sample the host's model when the host offers a

@@ -14,7 +14,8 @@ Semantics (DESIGN §5):
   sends :class:`~mcp_actors._connection.messages.Connect` (which waits through a connect attempt or a
   restart). The request registers itself with the session for its duration.
 * Death is observed directly (stdout EOF, process exit, broken stdin, HTTP stream error,
-  unanswered ping). The actor then, in one step with no checkpoint: records the failure,
+  an unanswered ping while the server owes no request within its timeout: see
+  :meth:`_ConnectionActor._ping`). The actor then, in one step with no checkpoint: records the failure,
   stops reading its mailbox, sets the state to ``error`` (emitting the event), and ends
   the session, which fails every registered request with
   :class:`~mcp_actors.errors.ServerConnectionLost` carrying the last stderr lines. So the
@@ -569,22 +570,50 @@ class _ConnectionActor:
             self._die(self._lost_error(live), live)  # at once: no checkpoint since the death was seen
 
     async def _ping(self, live: LiveSession) -> None:
-        """One health ping, bounded by ``ping_timeout``; silence marks the transport dead.
+        """One health probe, and the rule that decides when its silence is a death.
+
+        A server that blocks its own loop (a synchronous tool in Node or Python) reads
+        nothing until the tool returns: a ping sent meanwhile waits behind the call, while
+        the process lives (a stdio server's pidfd reports no exit; its exit would have been
+        seen at once). A hung server looks the same from outside. What tells them apart is
+        what the server owes:
+
+        * a ping unanswered within ``ping_timeout`` is a death, unless a request that was
+          already in flight when the first ping was sent was still within its own timeout
+          when this one was: the server may be busy with it. The probe is then sent again,
+          each bounded by ``ping_timeout``, until one is answered or one sent with none of
+          those requests left in flight within its timeout goes unanswered. So the wait
+          is bounded by those requests' own timeouts plus a ``ping_timeout`` or two;
+          requests sent after the first ping never extend it, so a hung server under
+          steady load still dies.
+        * with nothing owed, silence for ``ping_timeout`` is a death, as it always was.
 
         A death during the ping ends it at once (the dispatcher answers every waiter when
         its wire dies), and the watch then declares that death.
         """
         timeout = self.settings.ping_timeout
-        with trio.move_on_after(timeout) as scope:
-            try:
-                await _probe(live.session)
-            except MCPError as exc:
-                logger.debug("server %s: ping failed: %s", self.label, exc)
-            except Exception:
-                if not live.link.dead.is_set():
-                    raise
-        if scope.cancelled_caught:
-            live.link.die(f"the server did not answer a ping within {timeout:g}s")
+        owed = live.owed()
+        while True:
+            busy = live.still_owes(owed)
+            with trio.move_on_after(timeout) as scope:
+                try:
+                    await _probe(live.session)
+                except MCPError as exc:
+                    logger.debug("server %s: ping failed: %s", self.label, exc)
+                except Exception:
+                    if not live.link.dead.is_set():
+                        raise
+            if not scope.cancelled_caught:
+                return
+            if not busy:
+                break
+            logger.debug(
+                "server %s: no answer to a ping within %gs, but requests sent before it are within their"
+                " timeouts: busy, not dead; probing again",
+                self.label,
+                timeout,
+            )
+        live.link.die(f"the server did not answer a ping within {timeout:g}s")
 
     def _end_closed(self, run: _SessionRun, live: LiveSession) -> None:
         """A requested close (or the actor stopping): fail what still runs on the session, not a death."""

@@ -694,7 +694,11 @@ class ConnectionHandle:
     async def health(self, *, timeout: float = 10.0) -> float:
         """Ping now; returns the round-trip time in seconds. An unanswered ping means the server is dead.
 
-        At 2026-07-28, which has no ``ping``, the probe is a ``server/discover``.
+        Unless it is busy: when a request sent before the ping is still within its own
+        timeout, the server may be blocked in it, and the unanswered ping fails with
+        :class:`~mcp_actors.errors.ConnectionFailed` (not ``ServerConnectionLost``) and
+        leaves the server alone. At 2026-07-28, which has no ``ping``, the probe is a
+        ``server/discover``.
         """
 
         async def op(session: ClientSession) -> float:

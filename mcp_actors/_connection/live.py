@@ -414,6 +414,21 @@ class LiveSession:
         """How many requests are registered right now."""
         return len(self._requests)
 
+    def owed(self) -> frozenset[trio.CancelScope]:
+        """The requests in flight now that are still within their timeouts: what a busy server owes first.
+
+        Taken as a health probe is sent; :meth:`still_owes` later says whether its silence
+        may be that of a server busy with them (``_ConnectionActor._ping`` has the rule).
+        """
+        now = trio.current_time()
+        return frozenset(scope for scope in self._requests if scope.deadline > now)
+
+    def still_owes(self, owed: frozenset[trio.CancelScope]) -> bool:
+        """Whether one of ``owed`` (from :meth:`owed`) is still in flight and within its timeout."""
+        now = trio.current_time()
+        requests = self._requests
+        return any(scope in requests and scope.deadline > now for scope in owed)
+
     def end(self, error: ConnectionFailed) -> None:
         """End the session: no request registers any more, every registered one fails with ``error``.
 
@@ -450,7 +465,9 @@ class LiveSession:
                 requests, ``tools/call``), without a wrapper frame per call.
             timeout: Seconds from registration to the answer.
             tool: The tool's name, for a ``tools/call``.
-            die_on_timeout: A timeout means the server is dead (pings): mark the transport so.
+            die_on_timeout: A timeout means the server is dead (pings): mark the transport so,
+                unless a request sent before this one is still within its own timeout (the
+                server may be busy with it: ``_ConnectionActor._ping`` has the rule).
             progress: Lets progress notifications push the deadline back (within its bound).
 
         Raises:
@@ -462,10 +479,12 @@ class LiveSession:
             ServerRequestFailed: The server answered another request with a JSON-RPC error.
             ServerProtocolError: The server answered with something that is not MCP (or
                 the dispatcher's own request timeout ran out).
-            ConnectionFailed: Another request got no answer within ``timeout``.
+            ConnectionFailed: Another request got no answer within ``timeout`` (a ping, while
+                the server is busy with requests sent before it: not a death).
         """
         if self.lost is not None:
             raise SessionEnded(self.label)
+        owed = self.owed() if die_on_timeout else frozenset()
         scope = trio.CancelScope(deadline=trio.current_time() + timeout)
         requests = self._requests
         requests.add(scope)
@@ -518,6 +537,12 @@ class LiveSession:
         if requests is not self._requests and self.lost is not None:
             raise self.lost
         if die_on_timeout:
+            if self.still_owes(owed):
+                raise ConnectionFailed(
+                    f"server {self.label!r} did not answer a {what} within {timeout:g}s, but it is busy: requests"
+                    " sent before it are still within their timeouts, so it is not declared dead",
+                    server=self.label,
+                )
             # Silence means death here: let the actor declare it (state first), then report it.
             self.link.die(f"the server did not answer a {what} within {timeout:g}s")
             with trio.move_on_after(_END_GRACE):

@@ -85,7 +85,9 @@ class ConnectionSettings:
         connect_timeout: Bound for spawn/connect + ``initialize``, seconds.
         call_timeout: Default bound for one request (tool call, listing), seconds.
         ping_interval: Seconds between health pings while connected; 0 disables.
-        ping_timeout: Bound for one ping, seconds.
+        ping_timeout: Bound for one ping, seconds. Silence past it is a death only when
+            no request sent before the ping is still within its own timeout (the rule:
+            ``_ConnectionActor._ping``).
         intensity: Restarts allowed per period before the circuit opens.
         backoff: Delay policy between restarts.
         mailbox_capacity: Requests that may queue before senders wait.
