@@ -637,8 +637,9 @@ class ServerConfig:
             secrets: hidden from ``repr``.
         connect_timeout: Seconds for spawning/connecting plus the MCP handshake (> 0).
         call_timeout: Default seconds for one tool call (> 0); a call may override it.
-        ping_interval: Seconds between health pings while connected; ``0`` disables them.
-            An unanswered ping declares the server dead, unless calls sent before it are
+        ping_interval: Seconds between health pings while connected; ``0`` disables them
+            (the periodic ones and the one sent as soon as a call times out). An
+            unanswered ping declares the server dead, unless calls sent before it are
             still within their timeouts (a server blocked in a synchronous tool answers
             nothing until it returns): then the calls' own timeouts bound the wait.
         oauth: OAuth settings of an sse/http server (:class:`OAuthConfig`); ``None`` means the

@@ -50,6 +50,7 @@ connection, and one connect attempt).
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
@@ -167,6 +168,9 @@ class _SessionRun:
             event). A close request sets ``close_why`` first, so a scope not entered yet
             is never waited in.
         done: Set when the session and its transport are closed.
+        probe_due: A request timed out: the watch pings at once (see :meth:`_ConnectionActor._timed_out`).
+        waiting: The watch is waiting for the death or the next ping (its ``watch`` may be cancelled to ping now).
+        probe: The scope of the ping under way, if one is (cancelled to send it afresh).
     """
 
     scope: trio.CancelScope | None = None
@@ -174,6 +178,9 @@ class _SessionRun:
     close_why: str | None = None
     watch: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     done: trio.Event = attrs.field(factory=trio.Event)
+    probe_due: bool = False
+    waiting: bool = False
+    probe: trio.CancelScope | None = None
 
 
 _FillKey = tuple[ListingKind, LiveSession, int]
@@ -547,6 +554,8 @@ class _ConnectionActor:
         """
         interval = self.settings.ping_interval
         dead = live.link.dead
+        if interval > 0:
+            live.on_timeout = functools.partial(self._timed_out, run)
         while run.close_why is None and not dead.is_set():
             # One scope per wait (not a watch scope around a timer scope): its deadline is the
             # next ping, and a close request cancels it (it is the run's ``watch`` meanwhile).
@@ -562,14 +571,33 @@ class _ConnectionActor:
                         del first[0]
                     if interval > 0:
                         run.watch.deadline = trio.current_time() + interval
-                await dead.wait()
+                if not run.probe_due:
+                    run.waiting = True
+                    try:
+                        await dead.wait()
+                    finally:
+                        run.waiting = False
             if run.close_why is None and not dead.is_set():
                 with trio.CancelScope() as run.watch:
-                    await self._ping(live)
+                    await self._ping(run, live)
         if run.close_why is None:
             self._die(self._lost_error(live), live)  # at once: no checkpoint since the death was seen
 
-    async def _ping(self, live: LiveSession) -> None:
+    def _timed_out(self, run: _SessionRun) -> None:
+        """A request on the session timed out: ping the server now, not at the next periodic ping.
+
+        A server that froze lets every call time out while it stays ``connected``; probed
+        at once, it is declared dead within the ping timeout (by :meth:`_ping`'s rule), so
+        the next caller waits for a restarted server instead of its own timeout. Called in
+        the timed-out caller's task: it only flags and cancels.
+        """
+        run.probe_due = True
+        if run.probe is not None:
+            run.probe.cancel()  # the ping under way is sent afresh, after the timeout
+        elif run.waiting:
+            run.watch.cancel()
+
+    async def _ping(self, run: _SessionRun, live: LiveSession) -> None:
         """One health probe, and the rule that decides when its silence is a death.
 
         A server that blocks its own loop (a synchronous tool in Node or Python) reads
@@ -587,6 +615,9 @@ class _ConnectionActor:
           requests sent after the first ping never extend it, so a hung server under
           steady load still dies.
         * with nothing owed, silence for ``ping_timeout`` is a death, as it always was.
+        * a request that times out has the server probed at once (:meth:`_timed_out`); a
+          ping under way is then sent afresh, so the death of a server that let its last
+          owed call time out is declared within one ``ping_timeout`` of that timeout.
 
         A death during the ping ends it at once (the dispatcher answers every waiter when
         its wire dies), and the watch then declares that death.
@@ -595,16 +626,23 @@ class _ConnectionActor:
         owed = live.owed()
         while True:
             busy = live.still_owes(owed)
-            with trio.move_on_after(timeout) as scope:
-                try:
-                    await _probe(live.session)
-                except MCPError as exc:
-                    logger.debug("server %s: ping failed: %s", self.label, exc)
-                except Exception:
-                    if not live.link.dead.is_set():
-                        raise
+            run.probe_due = False  # this ping answers for every timeout so far
+            try:
+                with trio.move_on_after(timeout) as run.probe:
+                    try:
+                        await _probe(live.session)
+                    except MCPError as exc:
+                        logger.debug("server %s: ping failed: %s", self.label, exc)
+                    except Exception:
+                        if not live.link.dead.is_set():
+                            raise
+                scope = run.probe
+            finally:
+                run.probe = None
             if not scope.cancelled_caught:
                 return
+            if run.probe_due:
+                continue  # a request timed out meanwhile: ping afresh, at once
             if not busy:
                 break
             logger.debug(

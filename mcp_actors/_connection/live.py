@@ -288,6 +288,8 @@ class LiveSession:
     """The session's dispatcher: the one way our own requests (``tools/call``) are sent."""
     stamp: RequestStamp | None = None
     """What every request we send ourselves carries (set with :attr:`dispatcher`)."""
+    on_timeout: Callable[[], None] | None = None
+    """Called when a request times out (a ping's own timeout aside): the actor probes the server at once."""
     _requests: set[trio.CancelScope] = attrs.field(factory=set, init=False)
     """The scopes of the requests in flight; :meth:`end` cancels them and starts a new set."""
     _ended: trio.Event = attrs.field(factory=trio.Event, init=False)
@@ -549,6 +551,8 @@ class LiveSession:
                 await self._ended.wait()
             if self.lost is not None:
                 raise self.lost
+        elif self.on_timeout is not None:
+            self.on_timeout()  # a server that let a request time out may be hung: probe it now
         if tool is not None and progress is not None and progress.hit_max_total:
             raise ToolCallTimeout(
                 f"server {self.label!r}: tool {tool!r} did not finish within its hard bound of"

@@ -84,7 +84,8 @@ class ConnectionSettings:
         transport: How to reach it.
         connect_timeout: Bound for spawn/connect + ``initialize``, seconds.
         call_timeout: Default bound for one request (tool call, listing), seconds.
-        ping_interval: Seconds between health pings while connected; 0 disables.
+        ping_interval: Seconds between health pings while connected; 0 disables them, the
+            periodic ones and the one sent as soon as a request times out.
         ping_timeout: Bound for one ping, seconds. Silence past it is a death only when
             no request sent before the ping is still within its own timeout (the rule:
             ``_ConnectionActor._ping``).

@@ -193,6 +193,40 @@ async def test_a_hung_server_with_a_call_in_flight_dies_once_the_call_times_out(
         assert "did not answer a ping within 10s" in event.data["error"]
 
 
+async def test_a_call_timeout_has_the_server_pinged_at_once(autojump_clock: trio.abc.Clock) -> None:
+    """A call that times out on a frozen server: the state is error within the ping timeout, not at the next ping.
+
+    Before, the server stayed ``connected`` until the periodic ping 30 s after connecting
+    (plus its 10 s), and the next caller was sent to it meanwhile.
+    """
+    server = BlockingLoopServer()
+    async with running(liveness_settings(server)) as ([handle], sub):
+        await handle.connect()
+        start = trio.current_time()
+        with pytest.raises(ToolCallTimeout):
+            await handle.call_tool("freeze", {}, timeout=5)
+        timed_out = trio.current_time()
+        assert timed_out - start == pytest.approx(5, abs=0.5)
+        event = await wait_event(sub, state_is("error"), timeout=60)
+        assert trio.current_time() - timed_out <= 10 + 0.5  # the ping bound, well before the ping at 30 s
+        assert "did not answer a ping within 10s" in event.data["error"]
+        await wait_event(sub, state_is("connected"))  # restarted: the next caller gets a live server
+        assert text_of(await handle.call_tool("echo", {"text": "next"})) == "next"
+        assert server.starts == 2
+
+
+async def test_a_call_timeout_on_a_live_server_leaves_it_connected(autojump_clock: trio.abc.Clock) -> None:
+    """The probe after a timeout is answered by a server that is only slow: it stays connected."""
+    server = BlockingLoopServer()
+    async with running(liveness_settings(server)) as ([handle], sub):
+        await handle.connect()
+        with pytest.raises(ToolCallTimeout):
+            await handle.call_tool("block", {"seconds": 6}, timeout=5)
+        await trio.sleep(30)
+        assert handle.status().state is ConnectionState.CONNECTED
+        assert (server.starts, errors_of(sub)) == (1, [])
+
+
 async def test_health_on_a_busy_server_fails_without_declaring_it_dead(autojump_clock: trio.abc.Clock) -> None:
     """health() unanswered while a call is in flight within its timeout: an error for health, the call lives."""
     server = BlockingLoopServer()

@@ -8,15 +8,19 @@ to it times out. The rule itself is tested on virtual time in test_connection_li
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 
 import attrs
+import pytest
 import trio
-from testkit import drain, running, text_of
+from testkit import drain, running, state_is, text_of, wait_event
 
 from mcp_actors import events
 from mcp_actors._connection.status import ConnectionSettings, ConnectionState
 from mcp_actors._wire.transports import StdioParams
+from mcp_actors.errors import ToolCallTimeout
 from supervisors import Backoff
 
 FAST_BACKOFF = Backoff(min_delay=0.05, max_delay=0.2, jitter=0.0, reset_after=60.0)
@@ -56,3 +60,28 @@ async def test_a_server_blocked_in_a_call_survives_its_missed_pings() -> None:
         await trio.sleep(1.0)  # a few more pings, answered
         assert handle.status().state is ConnectionState.CONNECTED
         assert (handle.status().pid, handle.status().restarts, error_states(sub)) == (pid, 0, [])
+
+
+async def test_a_call_timeout_on_a_stopped_server_declares_it_dead_at_once() -> None:
+    """SIGSTOP, then a call times out: error within the ping timeout (pings every 60 s), then restarted."""
+    settings = blocking_loop_settings(ping_interval=60.0, ping_timeout=1.0)
+    async with running(settings) as ([handle], sub):
+        await handle.list_tools()  # the call's own look-up of its tool is not what times out here
+        pid = handle.status().pid
+        assert pid is not None
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(ToolCallTimeout):
+                await handle.call_tool("echo", {"text": "x"}, timeout=1.0)
+            timed_out = trio.current_time()
+            event = await wait_event(sub, state_is("error"), timeout=BOUND)
+            assert trio.current_time() - timed_out < 1.0 + 5.0  # the ping bound (and a loaded machine), not 60 s
+            assert "did not answer a ping within 1s" in event.data["error"]
+            await wait_event(sub, state_is("connected"), timeout=BOUND)
+            assert handle.status().pid not in (None, pid)
+            assert text_of(await handle.call_tool("echo", {"text": "next"})) == "next"
+        finally:
+            try:
+                os.kill(pid, signal.SIGCONT)  # if it outlived the kill ladder somehow; a no-op once reaped
+            except ProcessLookupError:
+                pass
