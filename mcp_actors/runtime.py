@@ -237,7 +237,7 @@ async def open_runtime(
     store: ConfigStore | None = None,
     tool_cache_ttl: float = DEFAULT_TOOL_CACHE_TTL,
     sweep_ledger: bool = True,
-    connect_on_add: bool = True,
+    connect_on_add: bool = False,
     config_poll_interval: float = DEFAULT_CONFIG_POLL_INTERVAL,
     authorization_handler: AuthorizationHandler | None = None,
     token_store: TokenStore | None = None,
@@ -255,7 +255,13 @@ async def open_runtime(
         sweep_ledger: Kill leftovers of crashed earlier runs at start (PID + create_time
             checked), in the background: it never delays the first connections.
         connect_on_add: Start connecting a newly added active server in the background
-            (it never blocks the add). Off, servers connect on first use only.
+            (it never blocks the add). Off by default: a server is connected on its first
+            use, whether it was added now (``add``, ``add_json``, another process's edit of
+            the config file) or read at start-up. Adding is bookkeeping: importing a desktop
+            app's twenty servers must not start twenty processes (package downloads, OAuth
+            logins) for servers the host may never call, and a record behaves the same
+            whichever way it came in. A failing server shows at its first use, or at once
+            with ``service.test(name)``. On, it is a warm-up for hosts that want one.
         config_poll_interval: Seconds between checks (one ``stat``) of the config file for
             changes made by other processes, which are then applied to the running tree;
             0 turns the periodic check off (``list()`` and look-up misses still check).
@@ -277,7 +283,8 @@ async def open_runtime(
             error (an elicitation: ``cancel``); also the bound on the approver of
             ``service.set_approver``, whose silence denies the call.
 
-    Servers connect lazily: nothing is spawned until a server is first used.
+    Servers connect lazily: nothing is spawned until a server is first used (unless
+    ``connect_on_add`` asks for added servers to be connected at once).
     """
     if config_poll_interval < 0:
         raise ValueError(f"config_poll_interval must be >= 0, got {config_poll_interval!r}")

@@ -264,7 +264,10 @@ class McpService:
         return self._registry.tool_list_requests
 
     async def add(self, input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
-        """Add a server and save it; connect it in the background if it is active.
+        """Add a server and save it; it connects on its first use.
+
+        Nothing is spawned by adding it (unless the runtime was opened with
+        ``connect_on_add=True``): use :meth:`test` to try it now.
 
         Args:
             input: A record, or a JSON-style mapping with the config file's camelCase keys
@@ -289,7 +292,7 @@ class McpService:
         """Add every server of a desktop-app / IDE ``mcpServers`` document (or VS Code ``servers``).
 
         Good entries are saved (in one write) even when others are rejected; each entry gets
-        its own result.
+        its own result. As with :meth:`add`, nothing is spawned until a server's first use.
 
         Raises:
             ConfigError: The text is not JSON, or not any known shape (line/column given).

@@ -1059,7 +1059,7 @@ async def run_registry(
     ref: RegistryRef,
     connections: Supervisor,
     *,
-    connect_on_add: bool = True,
+    connect_on_add: bool = False,
     config_poll_interval: float = DEFAULT_CONFIG_POLL_INTERVAL,
     task_status: trio.TaskStatus[RegistryRef] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -1072,7 +1072,8 @@ async def run_registry(
     Args:
         ref: The address that outlives incarnations.
         connections: The connections supervisor (the slots' parent).
-        connect_on_add: Connect a newly added active server in the background.
+        connect_on_add: Connect a newly added active server in the background (off by
+            default: lazy, see :func:`~mcp_actors.runtime.open_runtime`).
         config_poll_interval: Seconds between checks of the config file for other
             processes' changes; 0 turns the periodic check off (list() and look-up
             misses still check).

@@ -178,6 +178,7 @@ def test_close_fails_running_calls_and_leaves_no_process(tmp_path: Path) -> None
     aservice = portal.asyncio_service()
     service.add(fault_input("hangs", "--hang-tool", "sleep"))
     service.add(fault_input("tree", "--spawn-grandchild"))
+    service.connect("hangs")  # adding spawns nothing: its stderr is waited for below
     service.connect("tree")
     [line] = wait_stderr(portal, "tree", "fault: grandchild")
     grandchild = psutil.Process(int(line.rsplit(" ", 1)[1]))

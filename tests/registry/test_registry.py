@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import trio
-from testkit import drain, runtime_at, text_of
+from testkit import drain, runtime_at, state_is, text_of, wait_event
 
 from mcp_actors import events
 from mcp_actors.errors import (
@@ -459,3 +459,31 @@ async def test_a_call_ended_by_a_change_to_its_server_says_which_change(
                 await svc.remove("demo")
         assert len(failures) == 1 and isinstance(failures[0], ConnectionFailed)
         assert words in str(failures[0]) and "removed" not in str(failures[0]).replace(words, "")
+
+
+async def test_an_added_server_spawns_nothing_until_its_first_use(
+    tmp_path: Path, servers_in_memory: InMemoryServers
+) -> None:
+    """add() and add_json() save the server and start its slot, but spawn nothing: lazy, as at start-up.
+
+    With the runtime's defaults: a server is connected on its first use (a call, a listing,
+    ``connect``, ``test``), never by adding it, as a server in the config file is never
+    connected by starting the runtime. ``connect_on_add=True`` asks for the warm-up.
+    """
+    command = {"command": sys.executable, "args": ["-m", "mcp_actors.demo_server"], "pingInterval": 0}
+    async with runtime_at(tmp_path, sweep_ledger=False) as rt:
+        svc = rt.service
+        await svc.add(demo_input("added"))
+        [entry] = await svc.add_json(json.dumps({"mcpServers": {"imported": command}}))
+        assert entry.record is not None
+        await trio.sleep(0.5)  # a background connect would have spawned them by now (in memory: at once)
+        for name in ("added", "imported"):
+            assert servers_in_memory.starts[name] == 0, name
+            assert svc.status(name).state.value == "disconnected"
+        assert text_of(await svc.call_tool("added", "echo", {"text": "first use"})) == "first use"
+        assert (servers_in_memory.starts["added"], servers_in_memory.starts["imported"]) == (1, 0)
+    async with runtime_at(tmp_path, sweep_ledger=False, connect_on_add=True) as rt:
+        sub = rt.service.subscribe()
+        await rt.service.add(demo_input("warm"))
+        await wait_event(sub, state_is("connected", serverName="warm"), timeout=10)  # nobody used it
+        assert servers_in_memory.starts["warm"] == 1
