@@ -68,6 +68,8 @@ T = TypeVar("T")
 
 _END_GRACE = 10.0
 """Seconds a request that found the transport dead waits for the actor to end the session."""
+_NOTHING_OWED: Final[frozenset[trio.CancelScope]] = frozenset()
+"""What a request that is not a ping takes note of as it starts: nothing (no set built per call)."""
 
 
 _PLAIN_RESULT: Final = mcp_types.CallToolResult.__pydantic_validator__
@@ -486,7 +488,7 @@ class LiveSession:
         """
         if self.lost is not None:
             raise SessionEnded(self.label)
-        owed = self.owed() if die_on_timeout else frozenset()
+        owed = self.owed() if die_on_timeout else _NOTHING_OWED
         scope = trio.CancelScope(deadline=trio.current_time() + timeout)
         requests = self._requests
         requests.add(scope)
