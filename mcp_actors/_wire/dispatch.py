@@ -69,6 +69,7 @@ from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
+    PARSE_ERROR,
     REQUEST_TIMEOUT,
     ErrorData,
     ProgressToken,
@@ -81,6 +82,7 @@ from pydantic import BaseModel, ValidationError
 
 from mcp_actors._config.record import DEFAULT_MAX_SERVER_REQUESTS
 from mcp_actors._wire.base import Deliver, Wire, WireClosed
+from mcp_actors._wire.codec import UNREADABLE
 from mcp_actors._wire.lograte import LogThrottle
 
 __all__ = ["BoundNotification", "MalformedReply", "StreamWire", "WireDispatcher"]
@@ -134,7 +136,7 @@ def _error_dict(error: ErrorData) -> dict[str, Any]:
 
 
 class MalformedReply(MCPError):
-    """The server's answer is not JSON-RPC (an ``error`` member that is no error object, a result that is no object).
+    """The server's answer is not JSON-RPC: no JSON, an ``error`` member that is no error object, a result no object.
 
     An ``MCPError`` (``INTERNAL_ERROR``) like the SDK's, so callers that only know ``MCPError``
     see no difference; the call path tells it from a real error answer: the server broke the
@@ -450,6 +452,8 @@ class WireDispatcher:
             raise MalformedReply(
                 code=INTERNAL_ERROR, message=f"malformed response from the server: result {result!r:.200}"
             )
+        if UNREADABLE in outcome:  # the wire's stand-in for an answer that was no JSON
+            raise MalformedReply(code=PARSE_ERROR, message=outcome["error"]["message"])
         raise _mcp_error(outcome.get("error"))
 
     @contextlib.contextmanager

@@ -36,9 +36,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
-import orjson
 import psutil
-import pydantic
 import trio
 
 from mcp_actors._config import variables as _variables
@@ -48,6 +46,7 @@ from mcp_actors._config.sdk_logs import sdk_logs_owned
 from mcp_actors._process.kill import MARKER_ENV, create_time_of
 from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker, stop_process
 from mcp_actors._wire.base import Deliver, WireClosed
+from mcp_actors._wire.codec import answer_id, decode, encode, unreadable
 from mcp_actors._wire.http.transport import HttpParams as HttpParams
 from mcp_actors._wire.http.transport import open_http_transport as open_http_transport
 from mcp_actors._wire.link import StderrTail as StderrTail
@@ -313,26 +312,19 @@ def _spawn_env(*layers: Mapping[str, str]) -> dict[bytes, bytes] | dict[str, str
     return env
 
 
-def _json_default(value: object) -> Any:
-    """What orjson cannot encode by itself: pydantic models (as the SDK dumps them) and sets."""
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump(by_alias=True, mode="json", exclude_none=True)
-    if isinstance(value, set | frozenset):
-        return list(value)
-    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
-
-
 @attrs.define(eq=False)
 class StdioWire:
     """A stdio server's :class:`~mcp_actors._wire.base.Wire`: newline-delimited JSON-RPC on its pipes.
 
-    ``send`` writes one ``orjson`` line from the caller's task: straight into the pipe when
-    nobody else is writing and the pipe has room (the usual case: no scheduler pass at all),
-    else in turn, waiting for the pipe. A line is never cut: a caller cancelled half-way
-    through its line hands the rest to the wire's own task, so the next message still
+    ``send`` writes one JSON line (:func:`~mcp_actors._wire.codec.encode`) from the caller's
+    task: straight into the pipe when nobody else is writing and the pipe has room (the usual
+    case: no scheduler pass at all), else in turn, waiting for the pipe. A line is never cut:
+    a caller cancelled half-way through its line hands the rest to the wire's own task, so the next message still
     starts on a line of its own. ``run`` reads stdout, splits lines and delivers each
-    decoded message; a non-JSON line is skipped and counted
-    (:attr:`TransportLink.garbage_lines`), never fatal. Death is the link's: stdout EOF, a
+    decoded message (:func:`mcp_actors._wire.codec.decode`, the rule of every wire); a
+    non-JSON line is skipped and counted (:attr:`TransportLink.garbage_lines`), never
+    fatal, except that an answer whose id can still be read fails that request at once
+    (:func:`mcp_actors._wire.codec.unreadable`). Death is the link's: stdout EOF, a
     broken stdin or a message over ``limit`` bytes calls :meth:`TransportLink.die`, and
     ``run`` returns as soon as the link is dead for any reason (process exit, an unanswered
     ping), so the dispatcher answers every waiter at once.
@@ -355,7 +347,7 @@ class StdioWire:
             WireClosed: The link is dead, or the server stopped reading its stdin (the link
                 then dies, naming the exit status when the process is exiting).
         """
-        data = orjson.dumps(message, default=_json_default, option=orjson.OPT_APPEND_NEWLINE)
+        data = encode(message, newline=True)
         link = self.link
         if link.dead.is_set():
             raise WireClosed(link.death_reason)
@@ -462,9 +454,12 @@ class StdioWire:
 def _deliver_line(line: bytes | bytearray, link: TransportLink, deliver: Deliver) -> None:
     """Decode one stdout line and deliver it; anything but a JSON-RPC 2.0 object is counted as garbage."""
     try:
-        message = orjson.loads(line)
-    except orjson.JSONDecodeError:
+        message = decode(line)
+    except ValueError as exc:
         message = None
+        rpc_id = answer_id(line)
+        if rpc_id is not None:
+            deliver(unreadable(rpc_id, f"the server's answer to request {rpc_id!r} is not valid JSON: {exc}"))
     if type(message) is not dict or message.get("jsonrpc") != "2.0":
         link.garbage_lines += 1
         if link.garbage_sample is None:
