@@ -15,6 +15,7 @@ from mcp_actors._config.codec import record_to_json_dict as record_to_json_dict
 from mcp_actors._config.codec import records_from_document as records_from_document
 from mcp_actors._config.record import DEFAULT_CALL_TIMEOUT as DEFAULT_CALL_TIMEOUT
 from mcp_actors._config.record import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
+from mcp_actors._config.record import DEFAULT_MAX_SERVER_REQUESTS as DEFAULT_MAX_SERVER_REQUESTS
 from mcp_actors._config.record import DEFAULT_MAX_TOTAL_TIMEOUT as DEFAULT_MAX_TOTAL_TIMEOUT
 from mcp_actors._config.record import DEFAULT_PING_INTERVAL as DEFAULT_PING_INTERVAL
 from mcp_actors._config.record import DEMO_SERVER_ID as DEMO_SERVER_ID
@@ -39,6 +40,7 @@ __all__ = [
     "CONFIG_KEYS",
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_MAX_SERVER_REQUESTS",
     "DEFAULT_MAX_TOTAL_TIMEOUT",
     "DEFAULT_PING_INTERVAL",
     "DEMO_SERVER_ID",

@@ -57,6 +57,7 @@ from mcp_actors.errors import DuplicateServerName, InvalidServerConfig
 __all__ = [
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
+    "DEFAULT_MAX_SERVER_REQUESTS",
     "DEFAULT_MAX_TOTAL_TIMEOUT",
     "DEFAULT_PING_INTERVAL",
     "DEMO_SERVER_ID",
@@ -89,6 +90,9 @@ DEFAULT_PING_INTERVAL: Final = 30.0
 
 DEFAULT_MAX_TOTAL_TIMEOUT: Final = 3600.0
 """Hard bound on one tool call whose timeout progress keeps resetting, in seconds."""
+
+DEFAULT_MAX_SERVER_REQUESTS: Final = 16
+"""Requests a server may have in flight to the host at once (sampling, elicitation, roots, ping)."""
 
 DOCUMENT_VERSION: Final = 1
 """The schema version written to, and the newest one read from, ``mcp-config.json``."""
@@ -532,6 +536,13 @@ def _check_redirect_port(instance: Any, attribute: attrs.Attribute[int | None], 
         _fail("redirectPort", f"must be in 1..65535, got {value}")
 
 
+def _check_server_requests(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        _fail("maxServerRequests", f"must be a whole number >= 1, got {_type_name(value)}")
+    if value < 1:
+        _fail("maxServerRequests", f"must be >= 1, got {value}")
+
+
 def _check_oauth_grant(instance: OAuthConfig, attribute: attrs.Attribute[OAuthGrant], value: OAuthGrant) -> None:
     """The cross-field rules, checked last (attrs validates in field order): they need every field."""
     _enum_checker(OAuthGrant)(instance, attribute, value)
@@ -661,6 +672,9 @@ class ServerConfig:
             as ``logging/setLevel`` on every connect (handshake revisions), or as every
             request's log opt-in at 2026-07-28; ``None`` leaves the server's default
             (at 2026-07-28: no log messages).
+        max_server_requests: Requests this server may have in flight to the host at once
+            (sampling, elicitation, roots, ping; ``maxServerRequests``, >= 1, default 16);
+            one past it is answered at once with a JSON-RPC error, never queued.
 
     Raises:
         InvalidServerConfig: A field has the wrong type or value; ``field`` names it in
@@ -700,6 +714,7 @@ class ServerConfig:
         default=DEFAULT_MAX_TOTAL_TIMEOUT, converter=_to_float, validator=_seconds_checker(allow_zero=False)
     )
     log_level: str | None = attrs.field(default=None, validator=_check_log_level)
+    max_server_requests: int = attrs.field(default=DEFAULT_MAX_SERVER_REQUESTS, validator=_check_server_requests)
 
 
 def _check_config(instance: McpServerRecord, attribute: attrs.Attribute[ServerConfig], config: ServerConfig) -> None:

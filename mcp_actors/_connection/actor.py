@@ -420,6 +420,7 @@ class _ConnectionActor:
                                     params_type=mcp_types.TaskStatusNotificationParams, handler=self._on_task_status
                                 )
                             },
+                            max_inbound=settings.max_server_requests,
                         )
                         session = ClientSession(
                             dispatcher=dispatcher,

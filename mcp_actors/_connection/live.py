@@ -513,7 +513,7 @@ class LiveSession:
                 self.link.die("the connection closed")
                 await trio.sleep_forever()
         except MCPError as exc:
-            if tool is not None:
+            if tool is not None and not isinstance(exc, MalformedReply):
                 raise ToolCallFailed(
                     f"server {self.label!r} rejected the call to {tool!r}: {exc.error.message} (code {exc.error.code})",
                     server=self.label,

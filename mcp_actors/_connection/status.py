@@ -18,6 +18,7 @@ import mcp.types as mcp_types
 from mcp import ClientSession
 
 from mcp_actors import events
+from mcp_actors._config.record import DEFAULT_MAX_SERVER_REQUESTS
 from mcp_actors._connection.callbacks import HostCallbacks
 from mcp_actors._connection.listen import Listener
 from mcp_actors._connection.listings import ListingCache, ListingKind
@@ -74,6 +75,11 @@ class ConnectionState(enum.Enum):
     ERROR = "error"
 
 
+def _check_server_requests(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"max_server_requests must be an integer >= 1, got {value!r}")
+
+
 @attrs.frozen(kw_only=True)
 class ConnectionSettings:
     """Everything a connection actor needs to know about its server.
@@ -105,6 +111,8 @@ class ConnectionSettings:
         log_level: The server log level asked for: sent as ``logging/setLevel`` on every
             connect when the server can log (handshake revisions), or stamped on every
             request as its log opt-in (2026-07-28).
+        max_server_requests: Requests the server may have in flight to us at once (sampling,
+            elicitation, roots, ping); one past it is answered at once with a JSON-RPC error.
     """
 
     server_id: str
@@ -126,6 +134,7 @@ class ConnectionSettings:
     reset_timeout_on_progress: bool = False
     max_total_timeout: float = 3600.0
     log_level: str | None = None
+    max_server_requests: int = attrs.field(default=DEFAULT_MAX_SERVER_REQUESTS, validator=_check_server_requests)
 
     def session_bound(self) -> float:
         """Seconds a caller may wait for a live session.

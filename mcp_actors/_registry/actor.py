@@ -197,6 +197,7 @@ def settings_for(record: McpServerRecord, *, host: HostCallbacks | None = None) 
         reset_timeout_on_progress=config.reset_timeout_on_progress,
         max_total_timeout=config.max_total_timeout,
         log_level=config.log_level,
+        max_server_requests=config.max_server_requests,
         # A ping is answered in milliseconds by any live server; a short interval means
         # the host wants death noticed quickly, so the timeout follows it (at most 10 s).
         ping_timeout=min(10.0, max(config.ping_interval, 0.5)) if config.ping_interval > 0 else 10.0,

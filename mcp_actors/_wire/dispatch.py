@@ -23,7 +23,11 @@ notifications go to ``on_notify_intercept`` synchronously in receive order, then
 ``MCPError(CONNECTION_CLOSED)``. One difference, on purpose: the SDK spawns a task per
 notification and per progress update, which trio may run in any order (progress 3 before
 progress 1); here ``on_notify`` calls run one at a time in the wire's order, and so do
-each request's progress callbacks.
+each request's progress callbacks. And one bound the SDK does not have: at most
+``max_inbound`` inbound requests run at once (a task each); one past that is answered at once
+with a JSON-RPC error (``INTERNAL_ERROR``, "at most N requests in flight"), written by one task
+that queues only the ids, so a server flooding us with requests costs neither tasks nor
+host handler calls beyond the bound.
 
 OpenTelemetry: the same client span as the SDK (``MCP send {method}[ {name}]``, kind
 CLIENT, ``mcp.method.name``, ``jsonrpc.request.id``, error attributes and status on an
@@ -65,6 +69,7 @@ from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
+    PARSE_ERROR,
     REQUEST_TIMEOUT,
     ErrorData,
     ProgressToken,
@@ -75,7 +80,10 @@ from opentelemetry import propagate
 from opentelemetry import trace as otel_trace
 from pydantic import BaseModel, ValidationError
 
+from mcp_actors._config.record import DEFAULT_MAX_SERVER_REQUESTS
 from mcp_actors._wire.base import Deliver, Wire, WireClosed
+from mcp_actors._wire.codec import UNREADABLE
+from mcp_actors._wire.lograte import LogThrottle
 
 __all__ = ["BoundNotification", "MalformedReply", "StreamWire", "WireDispatcher"]
 
@@ -128,7 +136,7 @@ def _error_dict(error: ErrorData) -> dict[str, Any]:
 
 
 class MalformedReply(MCPError):
-    """The server's answer is not JSON-RPC (an ``error`` member that is no error object, a result that is no object).
+    """The server's answer is not JSON-RPC: no JSON, an ``error`` member that is no error object, a result no object.
 
     An ``MCPError`` (``INTERNAL_ERROR``) like the SDK's, so callers that only know ``MCPError``
     see no difference; the call path tells it from a real error answer: the server broke the
@@ -321,6 +329,8 @@ class WireDispatcher:
     """Notifications handled here, by method (validated, in wire order, in the handlers' queue):
     what the SDK's tables know only as types (``notifications/tasks/status``), without the
     task and stream pair per session its ``notification_bindings`` cost."""
+    max_inbound: int = attrs.field(default=DEFAULT_MAX_SERVER_REQUESTS, kw_only=True)
+    """Inbound requests handled at once; the rest are refused at once (see the module docstring)."""
     _pending: dict[RequestId, _Pending] = attrs.field(factory=dict, init=False)
     _in_flight: dict[RequestId, tuple[trio.CancelScope, _Context]] = attrs.field(factory=dict, init=False)
     _next_id: int = attrs.field(default=0, init=False)
@@ -331,6 +341,16 @@ class WireDispatcher:
     _on_notify: OnNotify | None = attrs.field(default=None, init=False)
     _intercept: OnNotifyIntercept | None = attrs.field(default=None, init=False)
     _notifications: _Serial = attrs.field(factory=_Serial, init=False)
+    _inbound_running: int = attrs.field(default=0, init=False)
+    """Inbound requests whose task is running (handling, or writing the answer)."""
+    _refused: collections.deque[RequestId] = attrs.field(factory=collections.deque, init=False)
+    """Ids of inbound requests refused past the bound, waiting for their error answer."""
+    _refusing: bool = attrs.field(default=False, init=False)
+    _refusals_logged: LogThrottle = attrs.field(factory=LogThrottle, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if isinstance(self.max_inbound, bool) or not isinstance(self.max_inbound, int) or self.max_inbound < 1:
+            raise ValueError(f"max_inbound must be an integer >= 1, got {self.max_inbound!r}")
 
     @property
     def requests_pending(self) -> int:
@@ -432,6 +452,8 @@ class WireDispatcher:
             raise MalformedReply(
                 code=INTERNAL_ERROR, message=f"malformed response from the server: result {result!r:.200}"
             )
+        if UNREADABLE in outcome:  # the wire's stand-in for an answer that was no JSON
+            raise MalformedReply(code=PARSE_ERROR, message=outcome["error"]["message"])
         raise _mcp_error(outcome.get("error"))
 
     @contextlib.contextmanager
@@ -595,6 +617,10 @@ class WireDispatcher:
         if not isinstance(request_id, int | str) or isinstance(request_id, bool) or self._nursery is None:
             logger.debug("dropping request %r with a malformed id %r", method, request_id)
             return
+        if self._inbound_running >= self.max_inbound:
+            self._refuse(request_id, method)
+            return
+        self._inbound_running += 1
         dctx = _Context(self, request_id, progress_token_from_params(params))
         scope = trio.CancelScope()
         # Duplicate ids overwrite (the SDK's rule); keyed coerced so a stringified cancel still correlates.
@@ -605,6 +631,14 @@ class WireDispatcher:
         self, request_id: RequestId, method: str, params: dict[str, Any] | None, dctx: _Context, scope: trio.CancelScope
     ) -> None:
         """Run ``on_request`` and answer it; a request the peer cancelled is never answered."""
+        try:
+            await self._answer_request(request_id, method, params, dctx, scope)
+        finally:
+            self._inbound_running -= 1
+
+    async def _answer_request(
+        self, request_id: RequestId, method: str, params: dict[str, Any] | None, dctx: _Context, scope: trio.CancelScope
+    ) -> None:
         assert self._on_request is not None
         answer_started = False
         try:
@@ -634,6 +668,36 @@ class WireDispatcher:
                 error_data = ErrorData(code=0, message=str(exc))  # the SDK's v1-compatible code
             if not dctx.cancel_requested.is_set():
                 await self._write({"jsonrpc": "2.0", "id": request_id, "error": _error_dict(error_data)})
+
+    def _refuse(self, request_id: RequestId, method: str) -> None:
+        """Answer an inbound request past the bound with an error, from one writer task (ids queued, nothing else)."""
+        assert self._nursery is not None
+        count = self._refusals_logged.hit()
+        if count:
+            logger.warning(
+                "refused %d request(s) from the server (the last: %s): at most %d may be in flight;"
+                " further refusals are logged once per %gs",
+                count,
+                method,
+                self.max_inbound,
+                self._refusals_logged.interval,
+            )
+        self._refused.append(request_id)
+        if not self._refusing:
+            self._refusing = True
+            self._nursery.start_soon(self._write_refusals)
+
+    async def _write_refusals(self) -> None:
+        message = (
+            f"too many requests: this client handles at most {self.max_inbound} requests in flight"
+            " from a server; retry once one is answered"
+        )
+        error = {"code": INTERNAL_ERROR, "message": message}
+        try:
+            while self._refused:
+                await self._write({"jsonrpc": "2.0", "id": self._refused.popleft(), "error": error})
+        finally:
+            self._refusing = False
 
     def _inbound_notification(self, method: str, params: dict[str, Any] | None) -> None:
         """Apply cancel and progress (they correlate against our tables), then intercept, then ``on_notify``."""

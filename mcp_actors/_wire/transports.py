@@ -36,9 +36,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
-import orjson
 import psutil
-import pydantic
 import trio
 
 from mcp_actors._config import variables as _variables
@@ -48,6 +46,7 @@ from mcp_actors._config.sdk_logs import sdk_logs_owned
 from mcp_actors._process.kill import MARKER_ENV, create_time_of
 from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker, stop_process
 from mcp_actors._wire.base import Deliver, WireClosed
+from mcp_actors._wire.codec import answer_id, decode, encode, unreadable
 from mcp_actors._wire.http.transport import HttpParams as HttpParams
 from mcp_actors._wire.http.transport import open_http_transport as open_http_transport
 from mcp_actors._wire.link import StderrTail as StderrTail
@@ -56,6 +55,7 @@ from mcp_actors._wire.link import TransportParams as TransportParams
 from mcp_actors._wire.link import params_for_record as params_for_record
 from mcp_actors._wire.link import register_transport_kind as register_transport_kind
 from mcp_actors._wire.link import server_logger
+from mcp_actors._wire.lograte import LogThrottle
 from mcp_actors._wire.memory import MemoryParams as MemoryParams
 from mcp_actors._wire.memory import open_memory_transport as open_memory_transport
 from mcp_actors._wire.spawn import SpawnedProcess, spawn_process
@@ -313,29 +313,24 @@ def _spawn_env(*layers: Mapping[str, str]) -> dict[bytes, bytes] | dict[str, str
     return env
 
 
-def _json_default(value: object) -> Any:
-    """What orjson cannot encode by itself: pydantic models (as the SDK dumps them) and sets."""
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump(by_alias=True, mode="json", exclude_none=True)
-    if isinstance(value, set | frozenset):
-        return list(value)
-    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
-
-
 @attrs.define(eq=False)
 class StdioWire:
     """A stdio server's :class:`~mcp_actors._wire.base.Wire`: newline-delimited JSON-RPC on its pipes.
 
-    ``send`` writes one ``orjson`` line from the caller's task: straight into the pipe when
-    nobody else is writing and the pipe has room (the usual case: no scheduler pass at all),
-    else in turn, waiting for the pipe. A line is never cut: a caller cancelled half-way
-    through its line hands the rest to the wire's own task, so the next message still
-    starts on a line of its own. ``run`` reads stdout, splits lines and delivers each
-    decoded message; a non-JSON line is skipped and counted
-    (:attr:`TransportLink.garbage_lines`), never fatal. Death is the link's: stdout EOF, a
-    broken stdin or a message over ``limit`` bytes calls :meth:`TransportLink.die`, and
-    ``run`` returns as soon as the link is dead for any reason (process exit, an unanswered
-    ping), so the dispatcher answers every waiter at once.
+    ``send`` writes one JSON line (:func:`~mcp_actors._wire.codec.encode`) from the caller's
+    task: straight into the pipe when nobody else is writing and the pipe has room (the usual
+    case: no scheduler pass at all), else in turn, waiting for the pipe. A line is never cut:
+    a caller cancelled half-way through its line hands the rest to the wire's own task, so
+    the next message still starts on a line of its own. ``run`` reads stdout, splits lines
+    and delivers each decoded message (:func:`mcp_actors._wire.codec.decode`, the rule of
+    every wire). A line that does not start with ``{`` is skipped before any parse and
+    counted (:attr:`TransportLink.garbage_lines`), never fatal, and so is a line that is no
+    JSON, except that an answer whose id can still be read fails that request at once
+    (:func:`mcp_actors._wire.codec.unreadable`). Skipped lines are logged once, then counted
+    in one line per 10 s (:class:`~mcp_actors._wire.lograte.LogThrottle`). Death is the
+    link's: stdout EOF, a broken stdin or a message over ``limit`` bytes calls
+    :meth:`TransportLink.die`, and ``run`` returns as soon as the link is dead for any
+    reason (process exit, an unanswered ping), so the dispatcher answers every waiter at once.
     """
 
     stdin: trio.lowlevel.FdStream
@@ -345,6 +340,8 @@ class StdioWire:
     _turn: trio.Semaphore = attrs.field(factory=lambda: trio.Semaphore(1), init=False)
     """Whose turn it is to write (a semaphore, not a lock: a cut line's rest is finished by another task)."""
     _nursery: trio.Nursery | None = attrs.field(default=None, init=False)
+    _skipped: LogThrottle = attrs.field(factory=LogThrottle, init=False)
+    """The skipped lines' log lines: the first, then a count per interval."""
 
     async def send(
         self, message: dict[str, Any], *, headers: Mapping[str, str] | None = None, bound: float | None = None
@@ -355,7 +352,7 @@ class StdioWire:
             WireClosed: The link is dead, or the server stopped reading its stdin (the link
                 then dies, naming the exit status when the process is exiting).
         """
-        data = orjson.dumps(message, default=_json_default, option=orjson.OPT_APPEND_NEWLINE)
+        data = encode(message, newline=True)
         link = self.link
         if link.dead.is_set():
             raise WireClosed(link.death_reason)
@@ -450,28 +447,56 @@ class StdioWire:
                         lines = chunk[:end].split(b"\n")
                     buffer = bytearray(chunk[end + 1 :])
                     for line in lines:
-                        if line and not line.isspace():
-                            _deliver_line(line, link, deliver)
+                        # A message starts with "{": anything else is skipped before any parse (read speed).
+                        if line and line[0] == 0x7B:
+                            self._deliver_line(line, deliver)
+                        elif line and not line.isspace():
+                            if line.lstrip()[0] == 0x7B:
+                                self._deliver_line(line, deliver)
+                            else:
+                                self._skip(line, None)
                 if len(buffer) > limit:
                     link.die(f"the server sent a message larger than {limit} bytes")
                     return
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             link.die("the server's stdout closed")
+        finally:
+            unlogged = self._skipped.flush()
+            if unlogged:
+                logger.warning("server %s: skipped %d more non-JSON line(s) on stdout", link.label, unlogged)
 
+    def _deliver_line(self, line: bytes | bytearray, deliver: Deliver) -> None:
+        """Decode one stdout line and deliver it; anything but a JSON-RPC 2.0 object is skipped."""
+        try:
+            message = decode(line)
+        except ValueError as exc:
+            rpc_id = answer_id(line)
+            if rpc_id is not None:
+                deliver(unreadable(rpc_id, f"the server's answer to request {rpc_id!r} is not valid JSON: {exc}"))
+            self._skip(line, exc)
+            return
+        if type(message) is not dict or message.get("jsonrpc") != "2.0":
+            self._skip(line, None)
+            return
+        deliver(message)
 
-def _deliver_line(line: bytes | bytearray, link: TransportLink, deliver: Deliver) -> None:
-    """Decode one stdout line and deliver it; anything but a JSON-RPC 2.0 object is counted as garbage."""
-    try:
-        message = orjson.loads(line)
-    except orjson.JSONDecodeError:
-        message = None
-    if type(message) is not dict or message.get("jsonrpc") != "2.0":
+    def _skip(self, line: bytes | bytearray, error: ValueError | None) -> None:
+        """Count a line that is no message; log the first, then a count once per interval."""
+        link = self.link
         link.garbage_lines += 1
         if link.garbage_sample is None:
             link.garbage_sample = link.redact(bytes(line[:_GARBAGE_SAMPLE_MAX]).decode("utf-8", "replace"))
-        logger.warning("server %s: skipped a non-JSON line on stdout (%d bytes)", link.label, len(line))
-        return
-    deliver(message)
+        count = self._skipped.hit()
+        if count:
+            why = f"no JSON ({error})" if error is not None else "no JSON-RPC message"
+            logger.warning(
+                "server %s: skipped %d line(s) on stdout, the last %d bytes, %s; more are counted, one line per %gs",
+                link.label,
+                count,
+                len(line),
+                why,
+                self._skipped.interval,
+            )
 
 
 def _stderr_chunk(chunk: bytes | bytearray, pending: bytes, tail: StderrTail, label: str) -> bytes:

@@ -31,8 +31,9 @@ from typing import Any, Final
 import attrs
 import trio
 
+from mcp_actors._wire.codec import encode
 from mcp_actors._wire.http.http11 import BodyTooLarge, HttpError, HttpTimeout, InvalidRequest, Response, Url
-from mcp_actors._wire.http.wire import HttpSender, SseParser, _encode, redirect_within_origin
+from mcp_actors._wire.http.wire import HttpSender, SseParser, redirect_within_origin
 
 __all__ = ["LegacySse", "SseRefused"]
 
@@ -156,7 +157,7 @@ class LegacySse:
             HttpError: The network failed (the watch kills the link).
         """
         assert self.endpoint is not None
-        body = _encode(message)
+        body = encode(message)
         headers = {"content-type": "application/json"}
         url = self.endpoint
         with trio.move_on_after(self.post_timeout):

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import logging
 import math
 import urllib.parse
@@ -53,6 +52,7 @@ from mcp_actors._config.record import ServerType
 from mcp_actors._config.redact import install_log_filter, redact_text, redact_url
 from mcp_actors._config.variables import expand
 from mcp_actors._wire.base import WireClosed
+from mcp_actors._wire.codec import decode
 from mcp_actors._wire.http.http11 import (
     BodyTooLarge,
     DecodingError,
@@ -194,7 +194,7 @@ def _rpc_of(method: str, content: bytes | None) -> tuple[Any, str | None]:
     if method != "POST" or not content:
         return None, None
     try:
-        body = json.loads(content)
+        body = decode(content)
     except (ValueError, TypeError):
         return None, None
     if not isinstance(body, dict):
@@ -612,9 +612,9 @@ async def _sse_reader(
                 if event != "message" or not data:
                     continue  # keep-alives, a repeated endpoint, events MCP does not define
                 item: SessionMessage | Exception
-                try:
-                    item = SessionMessage(jsonrpc_message_adapter.validate_json(data, by_name=False))
-                except ValidationError as exc:
+                try:  # the JSON rule of every wire (mcp_actors._wire.codec), then the SDK's envelope
+                    item = SessionMessage(jsonrpc_message_adapter.validate_python(decode(data), by_name=False))
+                except (ValidationError, ValueError) as exc:
                     item = exc
                 await read_writer.send(item)
     except SseTooLarge:

@@ -7,11 +7,11 @@ POST. :class:`HttpWire` does the exchange in the caller's own task instead, on o
 HTTP/1.1 client (:mod:`mcp_actors._wire.http.http11`: keep-alive pool, TLS, proxies), wrapped by the
 transport (:class:`HttpSender`, built in :mod:`mcp_actors._wire.http.transport`: its OAuth,
 headers, redaction and death detection). :meth:`HttpWire.send` POSTs the JSON body
-(``orjson``) and hands every message of the answer to ``deliver`` as it arrives: a JSON
-body as one message, an SSE body parsed incrementally (``event``, ``data``, ``id``,
-``retry``) until the response to the request has come, then the stream is closed.
-:meth:`HttpWire.run` reads the optional GET stream for server-initiated messages once the
-handshake is done.
+(:mod:`mcp_actors._wire.codec`, the JSON rule of every wire) and hands every message of
+the answer to ``deliver`` as it arrives: a JSON body as one message, an SSE body parsed
+incrementally (``event``, ``data``, ``id``, ``retry``) until the response to the request
+has come, then the stream is closed. :meth:`HttpWire.run` reads the optional GET stream
+for server-initiated messages once the handshake is done.
 
 The rules are the SDK's (``mcp/client/streamable_http.py``), status by status:
 
@@ -51,16 +51,15 @@ stream does send ``Last-Event-ID`` when it is reopened.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Protocol
 
 import attrs
-import orjson
 import trio
 
 from mcp_actors._wire.base import Deliver, WireClosed
+from mcp_actors._wire.codec import decode, encode, unreadable
 from mcp_actors._wire.http.http11 import (
     BodyTooLarge,
     DecodingError,
@@ -91,7 +90,6 @@ _CONNECTION_CLOSED: Final = -32000
 _INTERNAL_ERROR: Final = -32603
 _INVALID_REQUEST: Final = -32600
 _METHOD_NOT_FOUND: Final = -32601
-_PARSE_ERROR: Final = -32700
 
 _GET_RETRY_SECONDS: Final = 1.0
 """Wait before reopening a GET stream the server ended, unless it sent ``retry:`` (the SDK's default)."""
@@ -99,20 +97,6 @@ _DELETE_BOUND: Final = 2.0
 _DRAIN_SECONDS: Final = 1.0
 """How long a request's SSE stream may stay open after its answer before we close it."""
 _MAX_REDIRECTS: Final = 5
-
-
-def _encode(message: Mapping[str, Any]) -> bytes:
-    try:
-        return orjson.dumps(message)
-    except TypeError:  # an int beyond 64 bits, a subclass orjson refuses: the stdlib takes it
-        return json.dumps(message, separators=(",", ":")).encode()
-
-
-def _decode(data: bytes) -> Any:
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)  # orjson refuses ints beyond 64 bits; a real syntax error raises again
 
 
 def _error(rpc_id: Any, code: int, message: str) -> dict[str, Any]:
@@ -460,7 +444,7 @@ class HttpWire:
         if method == "initialize" or (extra and extra.get(VERSION_HEADER) != self.protocol_version):
             self._learn_version(method, extra)  # (most requests carry the version it has already)
         try:
-            body, headers = _encode(message), self._headers(extra)
+            body, headers = encode(message), self._headers(extra)
             response = await self.client.send("POST", self.url, headers, body, bound=bound)
             if response.status in _REDIRECTS:
                 response = await self._follow(response, body, headers)
@@ -531,7 +515,7 @@ class HttpWire:
         """The JSON-RPC error a request's error status stands for (the body's own, when it carries one)."""
         if response.headers.get("content-type").lower().startswith("application/json"):
             try:
-                body = _decode(await response.aread(self.max_message_bytes))
+                body = decode(await response.aread(self.max_message_bytes))
             except ValueError:
                 body = None
             if isinstance(body, dict) and isinstance(body.get("error"), dict):
@@ -542,16 +526,16 @@ class HttpWire:
 
     def _deliver_json(self, body: bytes, method: Any, rpc_id: Any, deliver: Deliver) -> None:
         try:
-            decoded = _decode(body)
+            decoded = decode(body)
         except ValueError as exc:
-            deliver(_error(rpc_id, _PARSE_ERROR, f"the server's JSON answer does not parse: {exc}"))
+            deliver(unreadable(rpc_id, f"the server's JSON answer does not parse: {exc}"))
             return
         answered = False
         for item in decoded if isinstance(decoded, list) else (decoded,):
             if isinstance(item, dict):
                 answered = self._deliver_one(item, method, rpc_id, deliver) or answered
         if not answered:
-            deliver(_error(rpc_id, _PARSE_ERROR, "the server's JSON answer holds no JSON-RPC response"))
+            deliver(unreadable(rpc_id, "the server's JSON answer holds no JSON-RPC response"))
 
     def _deliver_one(self, item: dict[str, Any], method: Any, rpc_id: Any, deliver: Deliver) -> bool:
         """Deliver one message of a request's answer; True when it is the response."""
@@ -610,12 +594,12 @@ class HttpWire:
         if event != "message" or not data:
             return False  # a priming event (an id, no data) or an event MCP does not define
         try:
-            item = _decode(data)
+            item = decode(data)
         except ValueError as exc:
             if rpc_id is None:
                 logger.warning("server %s: an SSE message does not parse: %s", self.link.label, exc)
                 return False
-            deliver(_error(rpc_id, _PARSE_ERROR, f"an SSE message from the server does not parse: {exc}"))
+            deliver(unreadable(rpc_id, f"an SSE message from the server does not parse: {exc}"))
             return True
         if not isinstance(item, dict):
             return False
