@@ -8,7 +8,10 @@ so that a burst of load on the machine does not always hit the same one. Wall ti
 the parent's clock from spawn to reap; CPU time is the child's user + system time
 (``getrusage(RUSAGE_CHILDREN)`` around it). A run that exits with another status than
 the command's (0 for ``--version`` and ``--help``, 2 for a usage error) fails the
-benchmark: it would measure something else.
+benchmark: it would measure something else. The runs may write bytecode caches
+(``PYTHONDONTWRITEBYTECODE`` is dropped from their environment) and one untimed warm-up
+run of each goes first, so no round pays for compiling the source, as no installed
+command does.
 
 The tables give, per command and measure, the median over the rounds, the 90th
 percentile, min..max, spread, and the median over the floor's. Goals, on a quiet
@@ -142,6 +145,9 @@ def measure(rounds: int, *, log: bool = True) -> tuple[list[Metric], dict[str, A
     with tempfile.TemporaryDirectory(prefix="mcp-actors-bench-cli-") as state:
         # None of these commands reads a config; if one did, it would find an empty state dir, not the user's.
         env = {**os.environ, "MCP_ACTORS_STATE_DIR": state, "MCP_ACTORS_CONFIG": str(Path(state, "mcp-config.json"))}
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        for _, command in runs:  # the warm-up: bytecode caches written, files in the page cache
+            run_once(floor_argv if command is None else [*ours_argv, *command.args], env)
         for round_no in range(rounds):
             shift = round_no % len(runs)
             order = runs[shift:] + runs[:shift]
