@@ -37,9 +37,10 @@ stress_app = typer.Typer(
     help="Load and chaos testing of an MCP server: constant-rate or closed-loop load, HDR latencies, SLOs.",
     invoke_without_command=True,
     no_args_is_help=False,
-    rich_markup_mode="rich",
 )
 
+# The options' groups: typer's rich help shows them as panels; the plain help the root app
+# uses (for its start-up) lists the options in this order, group after group.
 _TARGET = "Target"
 _WORKLOAD = "Workload"
 _LOAD = "Load"
@@ -108,9 +109,7 @@ def stress(
     ] = None,
     kind: Annotated[
         str | None,
-        typer.Option(
-            "--type", help="sse or http for --url \\[default: sse if it ends in /sse]", rich_help_panel=_TARGET
-        ),
+        typer.Option("--type", help="sse or http for --url [default: sse if it ends in /sse]", rich_help_panel=_TARGET),
     ] = None,
     header: Annotated[
         list[str] | None,
@@ -130,7 +129,7 @@ def stress(
     ] = None,
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", "-c", help="Closed model: virtual users. \\[default: 1]", rich_help_panel=_LOAD),
+        typer.Option("--concurrency", "-c", help="Closed model: virtual users. [default: 1]", rich_help_panel=_LOAD),
     ] = None,
     think: Annotated[
         str, typer.Option("--think", help="Closed model: pause between a user's calls.", rich_help_panel=_LOAD)
@@ -146,7 +145,7 @@ def stress(
     ] = None,
     duration: Annotated[
         str | None,
-        typer.Option("--duration", "-d", help="Measured time (10s, 2m). \\[default: 10s]", rich_help_panel=_LOAD),
+        typer.Option("--duration", "-d", help="Measured time (10s, 2m). [default: 10s]", rich_help_panel=_LOAD),
     ] = None,
     requests: Annotated[
         int | None, typer.Option("--requests", "-n", help="Stop after this many calls.", rich_help_panel=_LOAD)
@@ -161,7 +160,7 @@ def stress(
     workers: Annotated[
         int | None,
         typer.Option(
-            "--workers", "-w", help="Worker processes (0: in this process). \\[default: cores]", rich_help_panel=_LOAD
+            "--workers", "-w", help="Worker processes (0: in this process). [default: cores]", rich_help_panel=_LOAD
         ),
     ] = None,
     connections: Annotated[
@@ -214,7 +213,7 @@ def stress(
     live: Annotated[
         bool | None,
         typer.Option(
-            "--live/--no-live", help="The live view on stderr \\[default: on a terminal]", rich_help_panel=_OUTPUT
+            "--live/--no-live", help="The live view on stderr [default: on a terminal]", rich_help_panel=_OUTPUT
         ),
     ] = None,
 ) -> None:

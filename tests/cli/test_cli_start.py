@@ -60,10 +60,13 @@ def test_version_imports_neither_the_sdk_nor_rich(tmp_path: Path) -> None:
     assert loaded.isdisjoint({"rich", "attrs", "attr", "cattrs"}), sorted(loaded)
 
 
-def test_help_imports_no_sdk(tmp_path: Path) -> None:
+def test_help_imports_neither_the_sdk_nor_rich(tmp_path: Path) -> None:
+    """The help is plain (click's formatter): typer's rich help would import rich's markdown and more."""
     done, loaded = _start(tmp_path, "--help")
     assert done.returncode == 0 and "servers" in done.stdout and "call" in done.stdout, done.stderr
+    assert "[default: " in done.stdout and "\\[" not in done.stdout  # no rich markup escape left in the text
     assert loaded.isdisjoint(SDK_AND_FRIENDS), sorted(loaded & set(SDK_AND_FRIENDS))
+    assert loaded.isdisjoint({"rich", "attrs", "attr", "cattrs"}), sorted(loaded)
 
 
 @pytest.mark.parametrize(
@@ -75,6 +78,13 @@ def test_a_usage_error_imports_no_sdk(tmp_path: Path, args: tuple[str, ...], mes
     done, loaded = _start(tmp_path, *args)
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert loaded.isdisjoint(set(SDK_AND_FRIENDS) - {"pydantic", "pydantic_core"}), sorted(loaded)
+
+
+def test_a_group_run_bare_prints_its_help_and_exits_2(tmp_path: Path) -> None:
+    done, loaded = _start(tmp_path, "servers")
+    assert done.returncode == 2 and done.stdout.startswith("Usage: mcp-actors servers "), done.stdout + done.stderr
+    assert "enable-tool" in done.stdout
+    assert loaded.isdisjoint({*SDK_AND_FRIENDS, "rich"} - {"pydantic", "pydantic_core"}), sorted(loaded)
 
 
 def test_servers_list_reads_the_config_without_the_sdk(tmp_path: Path) -> None:
