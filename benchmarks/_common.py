@@ -214,11 +214,20 @@ def _ratio(ratio: float | None) -> str:
 
 
 def format_metric(metric: Metric, labels: Mapping[str, str]) -> str:
-    """A plain-text table of one metric, one row per contender (a "vs floor" column when the floor ran)."""
+    """A plain-text table of one metric, one row per contender.
+
+    The optional columns appear when some contender has their value: "p90" (a benchmark
+    that records each contender's 90th percentile), "vs raw" (the raw SDK ran) and "vs
+    floor" (the floor ran).
+    """
     head = f"{metric.title} [{metric.unit}, {metric.better} is better]"
-    floor = any("ratio_to_floor" in entry for entry in metric.results.values())
+    entries = metric.results.values()
+    p90 = any("p90" in entry for entry in entries)
+    raw = any("ratio_to_raw" in entry for entry in entries)
+    floor = any("ratio_to_floor" in entry for entry in entries)
+    ratios = tuple(name for name, shown in (("vs raw", raw), ("vs floor", floor)) if shown)
     rows: list[tuple[str, ...]] = [
-        ("contender", "median", "min..max", "spread", "vs raw", *(("vs floor",) if floor else ()), "note")
+        ("contender", "median", *(("p90",) if p90 else ()), "min..max", "spread", *ratios, "note")
     ]
     for key, entry in metric.results.items():
         label = labels.get(key, key)
@@ -227,16 +236,18 @@ def format_metric(metric: Metric, labels: Mapping[str, str]) -> str:
                 (
                     label,
                     _fmt(entry["median"]),
+                    *((_fmt(entry["p90"]) if "p90" in entry else "-",) if p90 else ()),
                     f"{_fmt(entry['min'])}..{_fmt(entry['max'])}",
                     f"{entry['spread_pct']:.0f}%",
-                    _ratio(entry.get("ratio_to_raw")),
+                    *((_ratio(entry.get("ratio_to_raw")),) if raw else ()),
                     *((_ratio(entry.get("ratio_to_floor")),) if floor else ()),
                     entry.get("note", ""),
                 )
             )
         else:
             message = "; ".join(dict.fromkeys(entry.get("errors", [])))[:90]
-            rows.append((label, entry["status"], "", "", "", *(("",) if floor else ()), message))
+            blanks = ("",) * (2 + p90 + len(ratios))
+            rows.append((label, entry["status"], *blanks, message))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [head, "-" * len(head)]
     for row in rows:

@@ -47,9 +47,8 @@ from mcp_actors._registry.actor import (
     check_tool_enabled,
     normalise_changes,
     server_inactive,
-    server_not_found,
-    to_record,
 )
+from mcp_actors._registry.rules import server_not_found, to_record
 from mcp_actors.errors import (
     ActorStopped,
     McpActorsError,

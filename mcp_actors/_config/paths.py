@@ -19,14 +19,14 @@ import os
 from pathlib import Path
 from typing import Final
 
-import platformdirs
-
-__all__ = ["STATE_DIR_ENV", "state_dir"]
+__all__ = ["CONFIG_ENV_VAR", "STATE_DIR_ENV", "state_dir"]
 
 STATE_DIR_ENV: Final = "MCP_ACTORS_STATE_DIR"
 """Environment variable naming the state directory (wins over every other rule)."""
 
-_CONFIG_ENV_VAR: Final = "MCP_ACTORS_CONFIG"  # the store's; not imported, to keep this module light
+CONFIG_ENV_VAR: Final = "MCP_ACTORS_CONFIG"
+"""Environment variable naming the config file (the store's rule; written here, in a module with no
+imports, because the command line declares it as ``--config``'s variable before it parses a flag)."""
 
 
 def state_dir(config_path: str | os.PathLike[str] | None = None) -> Path:
@@ -42,8 +42,10 @@ def state_dir(config_path: str | os.PathLike[str] | None = None) -> Path:
     override = os.environ.get(STATE_DIR_ENV)
     if override:
         return Path(override).expanduser().absolute()
-    chosen = config_path if config_path is not None else os.environ.get(_CONFIG_ENV_VAR) or None
+    chosen = config_path if config_path is not None else os.environ.get(CONFIG_ENV_VAR) or None
     if chosen is not None:
         config = Path(chosen).expanduser().absolute()
         return config.with_name(f"{config.stem}.state")
+    import platformdirs  # only for this last rule: the other two need no import at all
+
     return Path(platformdirs.user_state_dir("mcp-actors", appauthor=False))

@@ -51,6 +51,7 @@ import filelock
 import platformdirs
 
 from mcp_actors._config.codec import document_from_records, records_from_document
+from mcp_actors._config.paths import CONFIG_ENV_VAR as CONFIG_ENV_VAR
 from mcp_actors._config.record import McpServerRecord, builtin_demo_record, check_record_set
 from mcp_actors.errors import ConfigError, ConfigFileCorrupt, ConfigFileLocked, ConfigWriteFailed, McpActorsError
 
@@ -63,8 +64,6 @@ __all__ = [
     "resolve_config_path",
 ]
 
-CONFIG_ENV_VAR: Final = "MCP_ACTORS_CONFIG"
-"""Environment variable naming the config file (used when no path is passed)."""
 
 CONFIG_FILE_NAME: Final = "mcp-config.json"
 """The config file's name inside the user data directory."""

@@ -27,7 +27,6 @@ before the command exits.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import enum
 import json
 import logging
@@ -41,17 +40,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
 
-from mcp_actors._config.paths import STATE_DIR_ENV, state_dir
-from mcp_actors._config.record import McpServerRecord, ServerType
-from mcp_actors._config.store import CONFIG_ENV_VAR, ConfigStore
-from mcp_actors._registry.actor import find_server, server_not_found
+from mcp_actors._config.paths import CONFIG_ENV_VAR, STATE_DIR_ENV, state_dir
+from mcp_actors.cli import _console
 from mcp_actors.cli._auth import auth_app
-from mcp_actors.cli._callbacks import cli_callbacks
 from mcp_actors.cli._protocol import prompts_app, resources_app, tasks_app
 from mcp_actors.cli._run import _execute, _Options, _run_async, _silence_stdout, _with_service
 from mcp_actors.cli._stress import stress_app
@@ -81,19 +73,25 @@ from mcp_actors.errors import (
     ServerRequestFailed,
     ToolNotFound,
 )
-from mcp_actors.naming import clean_name
 
 if TYPE_CHECKING:
+    from rich.text import Text
+
+    from mcp_actors._config.record import McpServerRecord
+    from mcp_actors._config.store import ConfigStore
     from mcp_actors.events import Event
     from mcp_actors.service import McpService
     from mcp_actors.tools import McpTool
 
+# Imported at the top is what parsing the command line needs: typer, the other command
+# groups' modules (which import no more) and the errors (plain classes). The SDK, trio, rich
+# and the config records (attrs, cattrs) are imported in the bodies of the commands that
+# use them, so ``--version``, ``--help`` and a usage error never load them
+# (tests/cli/test_cli_start.py holds that).
+
 __all__ = ["ExitCode", "ToolFormat", "app", "main"]
 
 _T = TypeVar("_T")
-
-_out = Console(highlight=False, soft_wrap=False)
-_err = Console(stderr=True, highlight=False)
 
 
 class ToolFormat(enum.StrEnum):
@@ -113,11 +111,12 @@ class _RemoteType(enum.StrEnum):
     """The choices of ``--type``: the remote values of :class:`~mcp_actors._config.record.ServerType`.
 
     Only a choice list for the command line (typer needs an enum of exactly the allowed
-    values); everywhere else the transport kind is ``ServerType``.
+    values); everywhere else the transport kind is ``ServerType``. Spelled out rather than
+    read from ``ServerType``, whose module imports attrs: a test holds the two equal.
     """
 
-    SSE = ServerType.SSE.value
-    HTTP = ServerType.HTTP.value
+    SSE = "sse"
+    HTTP = "http"
 
 
 _HELP_OPTIONS: Final = {"help_option_names": ["-h", "--help"]}
@@ -129,7 +128,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
+    # Plain help (click's formatter), for the whole tree: typer's rich help imports rich's
+    # markdown, traceback and syntax modules first, ~70 ms that would double --help's start.
+    rich_markup_mode=None,
 )
 servers_app = typer.Typer(
     help="Add, import, show, update, list, remove, enable, disable and trust servers; enable or disable their tools.",
@@ -159,7 +160,7 @@ def _root(
             "--config",
             envvar=CONFIG_ENV_VAR,
             show_envvar=True,
-            help="The config file. \\[default: <user data dir>/mcp-config.json]",
+            help="The config file. [default: <user data dir>/mcp-config.json]",
         ),
     ] = None,
     debug: Annotated[bool, typer.Option("--debug", help="On failure show the traceback; show library logs.")] = False,
@@ -223,14 +224,14 @@ def _configure_logging(debug: bool) -> None:
 async def _add_without_runtime(opts: _Options, entry: Mapping[str, Any]) -> McpServerRecord:
     """Save a new record the way ``McpService.add`` does, without starting a runtime.
 
-    The same rules apply: the record's own validation (:func:`~mcp_actors._registry.actor.to_record`),
+    The same rules apply: the record's own validation (:func:`~mcp_actors._registry.rules.to_record`),
     the rules for a new name, and the store's check of the whole record set under its lock.
     Editing the config needs no supervision tree, no reaper sidecar and no ledger sweep.
     """
     import trio
 
     from mcp_actors._config.store import ConfigStore
-    from mcp_actors._registry.actor import check_new_name, to_record
+    from mcp_actors._registry.rules import check_new_name, to_record
 
     record = to_record(entry)
 
@@ -267,6 +268,12 @@ def servers_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     """List the configured servers (secrets such as env and header values are hidden)."""
 
     def body(opts: _Options) -> None:
+        from rich.markup import escape
+        from rich.table import Table
+        from rich.text import Text
+
+        from mcp_actors._config.store import ConfigStore
+
         store = ConfigStore(opts.config)
         records = store.load()
         if as_json:
@@ -284,7 +291,7 @@ def servers_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
                 Text(record_target(r)),
                 r.install_source.value,
             )
-        _out.print(table)
+        _console.out().print(table)
 
     _execute(ctx, body, as_json=as_json)
 
@@ -358,7 +365,7 @@ def servers_add(
         typer.Option(
             "--type",
             case_sensitive=False,
-            help="Remote server: sse, or http (streamable HTTP). \\[default: sse if the URL ends in /sse, else http]",
+            help="Remote server: sse, or http (streamable HTTP). [default: sse if the URL ends in /sse, else http]",
         ),
     ] = None,
     header: Annotated[
@@ -367,11 +374,11 @@ def servers_add(
     ] = None,
     connect_timeout: Annotated[
         float | None,
-        typer.Option("--connect-timeout", metavar="SECONDS", help="Start + handshake bound. \\[default: 30]"),
+        typer.Option("--connect-timeout", metavar="SECONDS", help="Start + handshake bound. [default: 30]"),
     ] = None,
     call_timeout: Annotated[
         float | None,
-        typer.Option("--call-timeout", metavar="SECONDS", help="Default bound of a tool call. \\[default: 120]"),
+        typer.Option("--call-timeout", metavar="SECONDS", help="Default bound of a tool call. [default: 120]"),
     ] = None,
     trust: Annotated[bool, typer.Option("--trust", help="Auto-approve its tool calls.")] = False,
     as_json: JsonFlag = False,
@@ -379,6 +386,8 @@ def servers_add(
     """Add a local (stdio) server with --command, or a remote one with --url."""
 
     async def body(opts: _Options) -> None:
+        from rich.text import Text
+
         if not name.strip():
             raise CliError(
                 "NAME must not be empty: give the server a name such as 'github' (it becomes part of tool ids)"
@@ -402,7 +411,7 @@ def servers_add(
         if as_json:
             print_json(record_json(record))
         else:
-            _out.print(
+            _console.out().print(
                 Text.assemble(
                     "Added server ",
                     (record.name, "bold"),
@@ -424,7 +433,7 @@ def servers_import(
         typer.Option(
             "--workspace-folder",
             file_okay=False,
-            help="What ${workspaceFolder} means. \\[default: the folder holding .vscode/, else the file's folder]",
+            help="What ${workspaceFolder} means. [default: the folder holding .vscode/, else the file's folder]",
         ),
     ] = None,
     as_json: JsonFlag = False,
@@ -450,6 +459,9 @@ def servers_import(
             raise CliError(f"cannot read {source!r}: {reason}") from exc
 
     async def body(opts: _Options, text: str) -> ExitCode:
+        from rich.table import Table
+        from rich.text import Text
+
         async def run(service: McpService) -> Any:
             return await service.add_json(text)
 
@@ -483,7 +495,7 @@ def servers_import(
                     Text("added", style="green") if r.ok else Text("rejected", style="red"),
                     Text("\n".join(details)),
                 )
-            _out.print(table)
+            _console.out().print(table)
         if not results:
             raise CliError("the input holds no servers; nothing was imported")
         if rejected:
@@ -565,6 +577,9 @@ def _ask(prompt: str, *, hidden: bool) -> str:
 
 def _find_record(records: Sequence[McpServerRecord], server: str) -> int:
     """Index of the record with id ``server``, else with name ``server`` (the registry's own look-up)."""
+    # Cheap here, under the config file's lock: the rules need only the records, which the store has loaded.
+    from mcp_actors._registry.rules import find_server, server_not_found
+
     found = find_server(records, server)
     if found is None:
         raise server_not_found(server, records, hint=f"check the spelling with '{PROGRAM} servers list'")
@@ -581,6 +596,10 @@ def _change_server(ctx: typer.Context, server: str, as_json: bool, action: str, 
     """
 
     def body(opts: _Options) -> None:
+        from rich.text import Text
+
+        from mcp_actors._config.store import ConfigStore
+
         def edit(records: list[McpServerRecord]) -> McpServerRecord:
             i = _find_record(records, server)
             if action == "remove":
@@ -603,7 +622,7 @@ def _change_server(ctx: typer.Context, server: str, as_json: bool, action: str, 
             "untrust": "Server {} is no longer trusted: its tool calls need approval.",
         }
         before, _, after = messages[action].partition("{}")
-        _out.print(Text.assemble(before, (repr(record.name), "bold"), after))
+        _console.out().print(Text.assemble(before, (repr(record.name), "bold"), after))
 
     _execute(ctx, body, as_json=as_json)
 
@@ -642,6 +661,8 @@ def servers_untrust(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = F
 
 
 def _stored_record(opts: _Options, server: str) -> tuple[ConfigStore, McpServerRecord]:
+    from mcp_actors._config.store import ConfigStore
+
     store = ConfigStore(opts.config)
     records = store.load()
     return store, records[_find_record(records, server)]
@@ -656,6 +677,9 @@ def servers_show(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fals
     """
 
     def body(opts: _Options) -> None:
+        from rich.table import Table
+        from rich.text import Text
+
         _, record = _stored_record(opts, server)
         unresolved = unresolved_placeholders(record)
         if as_json:
@@ -676,9 +700,9 @@ def servers_show(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fals
         table.add_row("disabled tools", Text(", ".join(record.disabled_tools) or "-"))
         table.add_row("not auto-approved", Text(", ".join(record.disabled_auto_approve_tools) or "-"))
         table.add_row("source", record.install_source.value)
-        _out.print(table)
+        _console.out().print(table)
         for field, placeholder in unresolved:
-            _err.print(
+            _console.err().print(
                 Text(f"warning: {placeholder} in {field} has no value now; the server will not start until it does"),
                 style="yellow",
             )
@@ -710,6 +734,7 @@ def _config_changes(
     the other transport's fields are dropped, as ``servers add`` would never set them.
     """
     from mcp_actors._config.codec import record_to_json_dict
+    from mcp_actors._config.record import ServerType
 
     config: dict[str, Any] = dict(record_to_json_dict(record)["config"])
     new_type: str | None = None
@@ -818,6 +843,8 @@ def servers_update(
     """
 
     async def body(opts: _Options) -> None:
+        from rich.text import Text
+
         if rename is not None and not rename.strip():
             raise CliError("--rename needs a non-empty name")
 
@@ -882,13 +909,13 @@ def servers_update(
         if as_json:
             print_json(record_json(updated))
         else:
-            _out.print(
+            _console.out().print(
                 Text.assemble(
                     "Updated server ", (updated.name, "bold"), f" ({updated.type.value}: {record_target(updated)})."
                 )
             )
             for field, placeholder in unresolved_placeholders(updated):
-                _err.print(Text(f"warning: {placeholder} in {field} has no value now", style="yellow"))
+                _console.err().print(Text(f"warning: {placeholder} in {field} has no value now", style="yellow"))
 
     _run_async(ctx, body, as_json=as_json)
 
@@ -906,6 +933,9 @@ def servers_tools(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fal
     """Connect to a server and list all of its tools: enabled or not, auto-approved or not, and their ids."""
 
     async def body(opts: _Options) -> ExitCode:
+        from rich.table import Table
+        from rich.text import Text
+
         from mcp_actors.naming import tool_id as make_tool_id
 
         async def run(service: McpService) -> tuple[McpServerRecord, Any]:
@@ -938,7 +968,7 @@ def servers_tools(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fal
             table.add_row(
                 Text(str(row["name"]), style="bold"), enabled, _yes_no(bool(row["autoApprove"])), Text(str(row["id"]))
             )
-        _out.print(table)
+        _console.out().print(table)
         return ExitCode.OK
 
     _run_async(ctx, body, as_json=as_json)
@@ -963,6 +993,10 @@ def _change_tool(
             return record.id, tool, _first_line(str(exc))
 
     async def body(opts: _Options) -> None:
+        from rich.text import Text
+
+        from mcp_actors._config.store import ConfigStore
+
         if not tool.strip():
             raise CliError(f"TOOL must not be empty; see the tool names with '{PROGRAM} servers tools {server}'")
         server_id, name, unchecked = await _with_service(opts, resolve)
@@ -996,7 +1030,7 @@ def _change_tool(
         line = Text.assemble(before.format(tool=name), (repr(record.name), "bold"), after.format(tool=name))
         if note is not None:
             line.append(f" {note}", style="yellow")
-        _out.print(line)
+        _console.out().print(line)
 
     _run_async(ctx, body, as_json=as_json)
 
@@ -1062,6 +1096,8 @@ def test_server(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False
     """Connect to a server and list its tools: prints the tool names and the timing."""
 
     async def body(opts: _Options) -> ExitCode:
+        from rich.text import Text
+
         async def run(service: McpService) -> tuple[McpServerRecord, Any]:
             record = service.get(server)
             with _status(f"Connecting {record.name}"):
@@ -1092,7 +1128,7 @@ def test_server(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False
             )
         if not as_json:
             info = f" · {result.server_info[0]} {result.server_info[1]}" if result.server_info else ""
-            _out.print(
+            _console.out().print(
                 Text.assemble(
                     ("✓ ", "green"),
                     (record.name, "bold"),
@@ -1100,7 +1136,7 @@ def test_server(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False
                 )
             )
             names = ", ".join(result.tool_names) or "(none)"
-            _out.print(Text(f"  {len(result.tool_names)} tool(s): {names}"))
+            _console.out().print(Text(f"  {len(result.tool_names)} tool(s): {names}"))
         return ExitCode.OK
 
     _run_async(ctx, body, as_json=as_json, rewrite=lambda line: without_test_advice(line, server))
@@ -1141,6 +1177,9 @@ def discover(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -
 
 
 def _print_discovery(found: Any) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     tools = Table(title=f"Tools ({len(found.tools)})", title_justify="left")
     tools.add_column("ID", overflow="fold")
     tools.add_column("DESCRIPTION", overflow="fold")
@@ -1168,9 +1207,9 @@ def _print_discovery(found: Any) -> None:
     for part, table in parts:
         error = found.errors.get(part)
         if error is not None:
-            _out.print(Text(f"{part.replace('_', ' ').capitalize()}: not available: {error}", style="yellow"))
+            _console.out().print(Text(f"{part.replace('_', ' ').capitalize()}: not available: {error}", style="yellow"))
         else:
-            _out.print(table)
+            _console.out().print(table)
 
 
 def _first_line(text: str | None, limit: int = 100) -> str:
@@ -1180,9 +1219,12 @@ def _first_line(text: str | None, limit: int = 100) -> str:
 
 def _status(message: str) -> contextlib.AbstractContextManager[Any]:
     """A spinner on stderr while one server connects (terminals only)."""
-    if _err.is_terminal:
-        return _err.status(escape(message))
-    return contextlib.nullcontext()
+    err = _console.err()
+    if not err.is_terminal:
+        return contextlib.nullcontext()
+    from rich.markup import escape
+
+    return err.status(escape(message))
 
 
 # --------------------------------------------------------------------------- tools
@@ -1201,7 +1243,7 @@ def tools(
     ] = None,
     server: Annotated[
         list[str] | None,
-        typer.Option("--server", metavar="NAME", help="Only this server's tools (repeatable). \\[default: all active]"),
+        typer.Option("--server", metavar="NAME", help="Only this server's tools (repeatable). [default: all active]"),
     ] = None,
     as_json: JsonFlag = False,
 ) -> None:
@@ -1228,7 +1270,7 @@ def tools(
                 records = list(chosen_records.values())
             else:
                 records = [r for r in await service.list() if r.is_active]
-            results, failures = await list_tools_with_progress(service, records, _err)
+            results, failures = await list_tools_with_progress(service, records, _console.err())
             failures = {**unknown, **failures}
             for line in failure_lines(failures):
                 print(line, file=sys.stderr)
@@ -1259,12 +1301,15 @@ def tools(
 
 
 def _print_tools_table(found: Sequence[McpTool], server_count: int) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(caption=f"{len(found)} tool(s) from {server_count} server(s)", caption_justify="left")
     for column in ("ID", "SERVER", "DESCRIPTION"):
         table.add_column(column, overflow="fold")
     for tool in found:
         table.add_row(Text(tool.id, style="bold"), Text(tool.server_name), Text(_first_line(tool.description)))
-    _out.print(table)
+    _console.out().print(table)
 
 
 # --------------------------------------------------------------------------- call
@@ -1306,6 +1351,10 @@ async def _tool_of_server(service: McpService, record: McpServerRecord, name: st
         ToolNotFound: The server offers no such tool (with a "did you mean").
         ConnectionFailed, ServerInactive: The server could not be asked for its tools.
     """
+    import difflib
+
+    from mcp_actors.naming import clean_name
+
     if name in record.disabled_tools:
         return name  # call_tool says it is disabled, and how to enable it
     with _status(f"Connecting {record.name}"):
@@ -1330,6 +1379,8 @@ async def _resolve_tool(service: McpService, tool_id: str) -> tuple[McpServerRec
     Ids are handed out by listings, so the servers whose name the id starts with are
     listed first; only when that does not find it are the other active servers asked.
     """
+    from mcp_actors.naming import clean_name
+
     if "/" in tool_id:
         for i, char in enumerate(tool_id):
             if char != "/":
@@ -1353,7 +1404,7 @@ async def _resolve_tool(service: McpService, tool_id: str) -> tuple[McpServerRec
     # An id starts with its server's cleaned name (even a shortened one), so those servers
     # are enough to ask; all active servers only when no name fits.
     likely = [r for r in active if clean_name(tool_id).startswith(f"mcp__{clean_name(r.name)}__")]
-    _, failures = await list_tools_with_progress(service, likely or active, _err)
+    _, failures = await list_tools_with_progress(service, likely or active, _console.err())
     try:
         return service.resolve_tool_id(tool_id)
     except ToolNotFound:
@@ -1455,13 +1506,15 @@ def _progress_bar(label: str, *, enabled: bool) -> Any:
 
     Yields the ``on_progress`` callback (``None`` when there is no terminal to draw on).
     """
-    if not enabled or not _err.is_terminal:
+    err = _console.err()
+    if not enabled or not err.is_terminal:
         yield None
         return
+    from rich.markup import escape
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), console=_err, transient=True
+        TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), console=err, transient=True
     ) as bar:
         task = bar.add_task(escape(label), total=None)
 
@@ -1476,6 +1529,8 @@ def _progress_bar(label: str, *, enabled: bool) -> Any:
 
 
 def _event_line(event: Event) -> Text:
+    from rich.text import Text
+
     data = event.data
     stamp = time.strftime("%H:%M:%S", time.localtime(event.timestamp)) + f".{int(event.timestamp * 1000) % 1000:03d}"
     match event.type:
@@ -1512,7 +1567,9 @@ def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
 
     async def body(opts: _Options) -> None:
         import trio
+        from rich.text import Text
 
+        from mcp_actors.cli._callbacks import cli_callbacks
         from mcp_actors.runtime import open_runtime
 
         # Installed before anything is printed: once output appears, Ctrl-C is a clean stop.
@@ -1532,7 +1589,7 @@ def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
                         nursery.start_soon(stop_on_signal)
                         records = [r for r in await service.list() if r.is_active]
                         if not as_json:
-                            _err.print(
+                            _console.err().print(
                                 Text(f"Watching {len(records)} active server(s); press Ctrl-C to stop.", style="dim")
                             )
                         for record in records:
@@ -1547,7 +1604,7 @@ def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
                                 sys.stdout.write(json.dumps(event.to_json(), ensure_ascii=False, default=str) + "\n")
                                 sys.stdout.flush()
                             else:
-                                _out.print(_event_line(event), soft_wrap=True)
+                                _console.out().print(_event_line(event), soft_wrap=True)
 
     _run_async(ctx, body)
 
@@ -1578,7 +1635,7 @@ def demo(ctx: typer.Context, as_json: JsonFlag = False) -> None:
     async def body(opts: _Options) -> ExitCode:
         from mcp_actors.cli._demo import run_demo
 
-        return await run_demo(_out, as_json=as_json)
+        return await run_demo(_console.out(), as_json=as_json)
 
     _run_async(ctx, body)
 
@@ -1621,7 +1678,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except typer.TyperException as exc:
         # Typer's own (vendored click) usage errors; matched by name to stay off its private modules.
         if type(exc).__name__ == "NoArgsIsHelpError":
-            return ExitCode.USAGE  # the help has been printed already
+            # A group run bare: its help is the error's message, printed as --help prints it.
+            try:
+                print(exc.format_message(), flush=True)
+            except BrokenPipeError:
+                _silence_stdout()
+                return ExitCode.FAILED
+            return ExitCode.USAGE
         ctx = getattr(exc, "ctx", None)
         hint = f"; see '{ctx.command_path} --help'" if ctx is not None else ""
         message = _usage_message(exc.format_message().rstrip("."), exc) + hint

@@ -21,10 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
+from mcp_actors.cli import _console
 from mcp_actors.cli._run import _run_async, _with_service
 from mcp_actors.cli._support import CliError, ExitCode, print_json
 
@@ -37,7 +35,6 @@ resources_app = typer.Typer(help="List and read a server's resources and resourc
 prompts_app = typer.Typer(help="List a server's prompts and render one with arguments.", no_args_is_help=True)
 tasks_app = typer.Typer(help="List a server's tasks (task-augmented tool calls, 2025-11-25).", no_args_is_help=True)
 
-_out = Console(highlight=False, soft_wrap=False)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]
 ServerArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name (or id).")]
@@ -73,6 +70,8 @@ def resources_list(
     as_json: JsonFlag = False,
 ) -> None:
     """List a server's resources (every page), or its resource templates."""
+    from rich.table import Table
+    from rich.text import Text
 
     async def fn(service: McpService) -> list[Any]:
         if templates:
@@ -95,7 +94,7 @@ def resources_list(
             table.add_column(column, overflow="fold")
         for r in items:
             table.add_row(Text(str(r.uri), style="bold"), r.name, r.mime_type or "", r.description or "")
-    _out.print(table)
+    _console.out().print(table)
 
 
 @resources_app.command("read")
@@ -168,6 +167,8 @@ async def _write_output(path: Path, data: bytes) -> None:
 @prompts_app.command("list")
 def prompts_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
     """List a server's prompts with their arguments (``?`` marks an optional one)."""
+    from rich.table import Table
+    from rich.text import Text
 
     async def fn(service: McpService) -> list[Any]:
         return list(await service.list_prompts(server))
@@ -182,7 +183,7 @@ def prompts_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fals
     for p in prompts:
         arguments = ", ".join(a.name + ("" if a.required else "?") for a in p.arguments or ())
         table.add_row(Text(p.name, style="bold"), arguments, p.description or "")
-    _out.print(table)
+    _console.out().print(table)
 
 
 @prompts_app.command("get")
@@ -223,6 +224,8 @@ def prompts_get(
 @tasks_app.command("list")
 def tasks_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False) -> None:
     """List a server's tasks with their status (``tasks/list``, every page)."""
+    from rich.table import Table
+    from rich.text import Text
 
     async def fn(service: McpService) -> list[Any]:
         return list(await service.list_tasks(server))
@@ -239,4 +242,4 @@ def tasks_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False)
         table.add_row(
             Text(t.task_id, style="bold"), Text(t.status, style=style), t.status_message or "", str(t.last_updated_at)
         )
-    _out.print(table)
+    _console.out().print(table)

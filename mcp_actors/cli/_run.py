@@ -1,21 +1,22 @@
 """Running one command: the global options, failures as one line and an exit status, a trio
 run, and a runtime open for the length of the command.
 
-Shared by the root app (``_app.py``) and the command groups that talk to servers.
+Shared by the root app (``_app.py``) and the command groups that talk to servers. Imported
+before the command line is parsed: trio, the runtime and the CLI's callbacks (the MCP SDK)
+are imported by the functions that run a command, never here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-import attrs
 import typer
 
-from mcp_actors.cli._callbacks import TerminalElicitor, cli_callbacks
 from mcp_actors.cli._support import (
     ExitCode,
     report_failure,
@@ -28,7 +29,9 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 
-@attrs.frozen(kw_only=True)
+# A dataclass, not attrs: the root callback builds it before any command runs, and attrs
+# costs ~10 ms of import on the way to a usage error.
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class _Options:
     """The global options, shared by every command through the click context."""
 
@@ -91,6 +94,7 @@ async def _with_service(opts: _Options, fn: Callable[[McpService], Awaitable[_T]
     """
     import trio
 
+    from mcp_actors.cli._callbacks import TerminalElicitor, cli_callbacks
     from mcp_actors.runtime import open_runtime
 
     callbacks = cli_callbacks(no_input=opts.no_input)

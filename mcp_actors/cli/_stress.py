@@ -19,27 +19,28 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.live import Live
-from rich.table import Table
 
+from mcp_actors.cli import _console
 from mcp_actors.cli._support import CliError, ExitCode, parse_arguments_json, print_json, report_failure
+
+if TYPE_CHECKING:
+    from rich.live import Live
+    from rich.table import Table
 
 __all__ = ["stress_app"]
 
-_out = Console(highlight=False, soft_wrap=False)
-_err = Console(stderr=True, highlight=False)
 
 stress_app = typer.Typer(
     help="Load and chaos testing of an MCP server: constant-rate or closed-loop load, HDR latencies, SLOs.",
     invoke_without_command=True,
     no_args_is_help=False,
-    rich_markup_mode="rich",
 )
 
+# The options' groups: typer's rich help shows them as panels; the plain help the root app
+# uses (for its start-up) lists the options in this order, group after group.
 _TARGET = "Target"
 _WORKLOAD = "Workload"
 _LOAD = "Load"
@@ -108,9 +109,7 @@ def stress(
     ] = None,
     kind: Annotated[
         str | None,
-        typer.Option(
-            "--type", help="sse or http for --url \\[default: sse if it ends in /sse]", rich_help_panel=_TARGET
-        ),
+        typer.Option("--type", help="sse or http for --url [default: sse if it ends in /sse]", rich_help_panel=_TARGET),
     ] = None,
     header: Annotated[
         list[str] | None,
@@ -130,7 +129,7 @@ def stress(
     ] = None,
     concurrency: Annotated[
         int | None,
-        typer.Option("--concurrency", "-c", help="Closed model: virtual users. \\[default: 1]", rich_help_panel=_LOAD),
+        typer.Option("--concurrency", "-c", help="Closed model: virtual users. [default: 1]", rich_help_panel=_LOAD),
     ] = None,
     think: Annotated[
         str, typer.Option("--think", help="Closed model: pause between a user's calls.", rich_help_panel=_LOAD)
@@ -146,7 +145,7 @@ def stress(
     ] = None,
     duration: Annotated[
         str | None,
-        typer.Option("--duration", "-d", help="Measured time (10s, 2m). \\[default: 10s]", rich_help_panel=_LOAD),
+        typer.Option("--duration", "-d", help="Measured time (10s, 2m). [default: 10s]", rich_help_panel=_LOAD),
     ] = None,
     requests: Annotated[
         int | None, typer.Option("--requests", "-n", help="Stop after this many calls.", rich_help_panel=_LOAD)
@@ -161,7 +160,7 @@ def stress(
     workers: Annotated[
         int | None,
         typer.Option(
-            "--workers", "-w", help="Worker processes (0: in this process). \\[default: cores]", rich_help_panel=_LOAD
+            "--workers", "-w", help="Worker processes (0: in this process). [default: cores]", rich_help_panel=_LOAD
         ),
     ] = None,
     connections: Annotated[
@@ -214,7 +213,7 @@ def stress(
     live: Annotated[
         bool | None,
         typer.Option(
-            "--live/--no-live", help="The live view on stderr \\[default: on a terminal]", rich_help_panel=_OUTPUT
+            "--live/--no-live", help="The live view on stderr [default: on a terminal]", rich_help_panel=_OUTPUT
         ),
     ] = None,
 ) -> None:
@@ -255,7 +254,7 @@ def stress(
             seed=seed,
             slo=slo,
         )
-        show_live = live if live is not None else (_err.is_terminal and not as_json)
+        show_live = live if live is not None else (_console.err().is_terminal and not as_json)
         ctrl_c: list[bool] = []
         try:
             doc = trio.run(_run, settings, show_live, ctrl_c)
@@ -268,7 +267,7 @@ def stress(
         interrupted = bool(ctrl_c)
         _write_outputs(doc, as_json=as_json, csv_path=csv_path, html_path=html_path, save=save)
         if interrupted:
-            _err.print("stress: interrupted; the results above cover the calls made until then")
+            _console.err().print("stress: interrupted; the results above cover the calls made until then")
             return ExitCode.INTERRUPTED
         if any(not item["ok"] for item in doc.get("slo", [])):
             failed = ", ".join(i["threshold"] for i in doc["slo"] if not i["ok"])
@@ -384,13 +383,14 @@ async def _run(settings: Any, show_live: bool, ctrl_c: list[bool]) -> dict[str, 
     because a worker died of one (a SIGINT that reached only the workers).
     """
     import trio
+    from rich.live import Live
 
     from mcp_actors.stress import run_stress
 
     stop = trio.Event()
     live_view: Live | None = None
     if show_live:
-        live_view = Live(_live_table(None, settings), console=_err, refresh_per_second=4, transient=False)
+        live_view = Live(_live_table(None, settings), console=_console.err(), refresh_per_second=4, transient=False)
         live_view.start()
 
     def on_progress(stats: Any) -> None:
@@ -410,7 +410,7 @@ async def _run(settings: Any, show_live: bool, ctrl_c: list[bool]) -> dict[str, 
                         if len(ctrl_c) > 1:
                             raise KeyboardInterrupt
                         stop.set()
-                        _err.print("stress: stopping, finishing the calls in flight (Ctrl-C again to abort)")
+                        _console.err().print("stress: stopping, finishing the calls in flight (Ctrl-C again to abort)")
 
                 async def main() -> None:
                     result.update(await run_stress(settings, stop=stop, on_progress=on_progress))
@@ -433,6 +433,8 @@ def _no_signals() -> Iterator[Any]:
 
 
 def _live_table(stats: Any, settings: Any) -> Table:
+    from rich.table import Table
+
     table = Table(title="mcp-actors stress (live)", show_header=True)
     for col in ("elapsed", "done", "rate/s", "in flight", "p50", "p90", "p99", "max", "errors"):
         table.add_column(col, justify="right")
@@ -478,7 +480,7 @@ def _write_outputs(
     if as_json:
         print_json(doc)
     else:
-        _out.print(render_tables(doc))
+        _console.out().print(render_tables(doc))
 
 
 def _compare(a: Path, b: Path, as_json: bool) -> ExitCode:
@@ -489,7 +491,7 @@ def _compare(a: Path, b: Path, as_json: bool) -> ExitCode:
     if as_json:
         print_json({"a": str(a), "b": str(b), "rows": rows})
     else:
-        _out.print(render_compare(rows, a.name, b.name))
+        _console.out().print(render_compare(rows, a.name, b.name))
     return ExitCode.OK
 
 

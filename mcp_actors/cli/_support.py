@@ -1,8 +1,9 @@
 """Plumbing shared by the ``mcp-actors`` commands: exit codes, error lines, output, progress.
 
-Kept free of the MCP SDK on purpose: importing it costs a second or more, and commands
-that only read the config file (``servers list``, ``--help``) should not pay for it.
-The runtime and the registry are imported by the commands that need them.
+Imported before the command line is parsed, so it imports nothing heavy at its top: not
+the MCP SDK (a second or more), not rich, not the config records (attrs, cattrs). Each
+function imports what it needs when it runs; ``--version``, ``--help`` and a usage error
+never do.
 """
 
 from __future__ import annotations
@@ -18,11 +19,6 @@ import traceback
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from rich.console import Console
-
-from mcp_actors._config.codec import record_to_json_dict
-from mcp_actors._config.record import McpServerRecord, ServerType, redact_url
-from mcp_actors._config.variables import expand, placeholders_in
 from mcp_actors.errors import (
     ActorStopped,
     ConfigError,
@@ -41,8 +37,10 @@ from mcp_actors.errors import (
 )
 
 if TYPE_CHECKING:
+    from rich.console import Console
     from rich.progress import Progress
 
+    from mcp_actors._config.record import McpServerRecord
     from mcp_actors.service import McpService
     from mcp_actors.tools import McpTool
 
@@ -332,6 +330,9 @@ def record_json(record: McpServerRecord) -> dict[str, Any]:
     ``env`` and ``headers`` keep their keys (so a person sees *what* is set) but not
     their values; a URL loses its user info and query string (tokens live there).
     """
+    from mcp_actors._config.codec import record_to_json_dict
+    from mcp_actors._config.redact import redact_url
+
     data = record_to_json_dict(record)
     config = dict(data.get("config", {}))
     for key in ("env", "headers"):
@@ -346,6 +347,9 @@ def record_json(record: McpServerRecord) -> dict[str, Any]:
 
 def record_target(record: McpServerRecord) -> str:
     """What a record starts or reaches, for a table cell: the command line or the (redacted) URL."""
+    from mcp_actors._config.record import ServerType
+    from mcp_actors._config.redact import redact_url
+
     config = record.config
     if record.type is ServerType.STDIO:
         text = shlex.join([config.command or "", *config.args])
@@ -367,6 +371,8 @@ def unresolved_placeholders(record: McpServerRecord) -> list[tuple[str, str]]:
     What ``servers show`` warns about: the server would fail to start with
     :class:`~mcp_actors.errors.UnresolvedPlaceholder` on it.
     """
+    from mcp_actors._config.variables import expand, placeholders_in
+
     config = record.config
     fields: list[tuple[str, str | None]] = [("config.command", config.command)]
     fields += [(f"config.args[{i}]", arg) for i, arg in enumerate(config.args)]

@@ -50,6 +50,18 @@ def test_floor_column_only_when_the_floor_ran() -> None:
     assert "vs floor" not in without
 
 
+def test_p90_and_vs_raw_columns_only_when_there_are_values() -> None:
+    """A p90 column when the benchmark recorded one (cli_start); "vs raw" only when the raw SDK ran."""
+    m = metric({"floor": 10.0, "ours": 30.0})
+    for entry, p90 in zip(m.results.values(), (12.0, 35.0), strict=True):
+        entry["p90"] = p90
+    table = format_metric(m, {"ours": "mcp-actors"})
+    header, ours_row = table.splitlines()[2], table.splitlines()[4]
+    assert header.split() == ["contender", "median", "p90", "min..max", "spread", "vs", "floor", "note"]
+    assert ours_row.split() == ["mcp-actors", "30.0", "35.0", "30.0..30.0", "0%", "3.00x"]
+    assert "p90" not in format_metric(metric({"ours": 300.0, "raw": 400.0}), {})
+
+
 def test_guard_line_names_raw_and_floor() -> None:
     """The CI guard line gives mcp-actors' latency, calls/s and CPU against the raw SDK and the floor."""
     latency = metric({"floor": 100.0, "ours": 300.0, "raw": 400.0})
