@@ -18,7 +18,6 @@ import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
-from mcp.client._input_required import InputRequiredRoundsExceededError
 from mcp.shared.dispatcher import ProgressFnT
 
 from mcp_actors import events
@@ -36,6 +35,7 @@ from mcp_actors._connection.status import (
     ProgressCallback,
     _StatusCell,
 )
+from mcp_actors._sdk import InputRequiredRoundsExceededError
 from mcp_actors.errors import (
     ActorStopped,
     ConnectionFailed,

@@ -44,7 +44,6 @@ from typing import Any, Final
 import anyio
 import attrs
 import trio
-from mcp.shared._request_clock import request_clock
 from mcp.shared.dispatcher import (
     CallOptions,
     OnNotify,
@@ -75,6 +74,7 @@ from opentelemetry import propagate
 from opentelemetry import trace as otel_trace
 from pydantic import BaseModel, ValidationError
 
+from mcp_actors._sdk import request_clock
 from mcp_actors._wire.base import Deliver, Wire, WireClosed
 
 __all__ = ["BoundNotification", "MalformedReply", "StreamWire", "WireDispatcher"]

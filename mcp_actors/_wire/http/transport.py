@@ -49,6 +49,7 @@ from mcp.shared.message import ClientMessageMetadata, SessionMessage
 from mcp_actors._config.record import ServerType
 from mcp_actors._config.redact import install_log_filter, redact_text, redact_url
 from mcp_actors._config.variables import expand
+from mcp_actors._sdk import next_request_within_origin
 from mcp_actors._wire.base import WireClosed
 from mcp_actors._wire.http.http11 import (
     DecodingError,
@@ -339,8 +340,6 @@ class _WatchedClient(httpx2.AsyncClient):
 def _httpx_follows(response: httpx2.Response) -> bool:
     if not response.is_redirect:
         return False
-    from mcp.shared._httpx_utils import next_request_within_origin
-
     return next_request_within_origin(response) is not None
 
 
