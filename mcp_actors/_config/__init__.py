@@ -1,4 +1,5 @@
-"""Configuration: server records and their JSON codec, the config file store, host-config import,
+"""Configuration: server records and their JSON codec, the config file store and its atomic
+locked write (``atomic.py``, shared with the token file), host-config import,
 ``${env:X}`` variables, the state directory and secret redaction.
 
 Public faces: :mod:`mcp_actors.records`, :mod:`mcp_actors.store`, :mod:`mcp_actors.config_import`.
