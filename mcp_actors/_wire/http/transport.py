@@ -21,8 +21,7 @@ Read timeouts are not deaths: a quiet GET stream times out and is reopened.
 :class:`~mcp_actors._wire.http.wire.HttpWire` (``link.wire``) for our dispatcher, on our own
 HTTP/1.1 client (:mod:`mcp_actors._wire.http.http11`) wrapped by :class:`_WatchedHttp` (the watch,
 the record's headers, and the OAuth flow of :class:`~mcp_actors._auth.oauth.ServerAuth` driven
-request by request when the server has OAuth). The link's SDK streams are served over that
-wire too (an idle bridge that takes the wire only when a message is written to them).
+request by request when the server has OAuth); it has no SDK streams.
 **SSE** (legacy) keeps the SDK's transport on an httpx client of ours
 (:class:`_WatchedClient`) that reports to the same watch.
 """
@@ -33,7 +32,6 @@ import base64
 import contextlib
 import json
 import logging
-import math
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -43,14 +41,13 @@ import attrs
 import httpx2
 import mcp.types as mcp_types
 import trio
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.message import ClientMessageMetadata, SessionMessage
+from anyio.streams.memory import MemoryObjectSendStream
+from mcp.shared.message import SessionMessage
 
 from mcp_actors._config.record import ServerType
 from mcp_actors._config.redact import install_log_filter, redact_text, redact_url
 from mcp_actors._config.variables import expand
 from mcp_actors._sdk import next_request_within_origin
-from mcp_actors._wire.base import WireClosed
 from mcp_actors._wire.http.http11 import (
     DecodingError,
     HttpClient,
@@ -66,7 +63,6 @@ from mcp_actors._wire.http.wire import HttpWire, _status_text, redirect_within_o
 from mcp_actors._wire.link import STREAM_BUFFER, TransportLink, logger
 from mcp_actors.errors import (
     InvalidServerConfig,
-    McpActorsError,
     ServerMisconfigured,
     ServerStartFailed,
     UnresolvedPlaceholder,
@@ -508,68 +504,6 @@ async def _watch_auth(auth: ServerAuth, link: TransportLink) -> None:
     link.die(str(auth.failure))
 
 
-def _bridge_deliver(read_writer: MemoryObjectSendStream[SessionMessage | Exception]) -> Any:
-    """A wire ``deliver`` that hands each message to an SDK session's read stream."""
-    from mcp_types import jsonrpc_message_adapter
-    from pydantic import ValidationError
-
-    def deliver(message: dict[str, Any]) -> None:
-        item: SessionMessage | Exception
-        try:
-            item = SessionMessage(jsonrpc_message_adapter.validate_python(message, by_name=False))
-        except ValidationError as exc:
-            item = exc
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            read_writer.send_nowait(item)
-
-    return deliver
-
-
-async def _send_quietly(wire: HttpWire, message: dict[str, Any], headers: dict[str, str] | None) -> None:
-    """Send for the bridge: a failure ends the link (the session learns it from its read stream ending)."""
-    try:
-        await wire.send(message, headers=headers)
-    except WireClosed:
-        pass  # the link is dead already, with its reason
-    except McpActorsError as exc:  # an OAuth failure, typed: its message is the reason
-        wire.link.die(str(exc))
-    except Exception as exc:
-        wire.link.die(f"sending to the server failed: {type(exc).__name__}: {exc}")
-
-
-async def _bridge(
-    wire: HttpWire,
-    write_reader: MemoryObjectReceiveStream[SessionMessage],
-    read_writer: MemoryObjectSendStream[SessionMessage | Exception],
-) -> None:
-    """Serve the link's SDK streams over the wire, for a session without a dispatcher of its own.
-
-    Idle until the first message is written: a dispatcher that drives ``link.wire`` itself
-    never meets it. Requests are POSTed from a task each (the SDK session waits for their
-    answers on its read stream); notifications and responses in order, from here.
-    """
-    try:
-        item: SessionMessage | None = await write_reader.receive()
-    except (anyio.EndOfStream, anyio.ClosedResourceError):
-        return
-    async with trio.open_nursery() as nursery:
-        await nursery.start(wire.run, _bridge_deliver(read_writer))
-        while item is not None:
-            message = item.message
-            data = message.model_dump(by_alias=True, mode="json", exclude_unset=True)
-            metadata = item.metadata
-            headers = metadata.headers if isinstance(metadata, ClientMessageMetadata) else None
-            if isinstance(message, mcp_types.JSONRPCRequest):
-                nursery.start_soon(_send_quietly, wire, data, headers)
-            else:
-                await _send_quietly(wire, data, headers)
-            try:
-                item = await write_reader.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                item = None
-        nursery.cancel_scope.cancel()
-
-
 @contextlib.asynccontextmanager
 async def _open_streamable_http(
     params: HttpParams, *, label: str, auth: ServerAuth | None, secrets: tuple[str, ...]
@@ -590,28 +524,18 @@ async def _open_streamable_http(
             f"server {label!r}: {redact_text(str(exc), secrets)}; fix config.url or config.headers", server=label
         ) from None
     client = _WatchedHttp(http, watch, auth)
-    # Unbounded: a wire delivers synchronously; what it delivers is bounded by what was asked.
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
-    streams = (read_writer, read_stream, write_stream, write_reader)
-    link = TransportLink(read_stream=read_stream, write_stream=write_stream, label=label, secrets=secrets)
-    link._closers.append(read_writer)
+    link = TransportLink(label=label, secrets=secrets)
     wire = HttpWire(client=client, url=url, link=link, max_message_bytes=params.max_message_bytes)
     link.wire = wire
     watch.attach(link)
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_bridge, wire, write_reader, read_writer)
-            try:
-                yield link
-            finally:
-                await wire.aclose()
-                link.die(link.death_reason or "closed by the client")
-                nursery.cancel_scope.cancel()
+        try:
+            yield link
+        finally:
+            await wire.aclose()
+            link.die(link.death_reason or "closed by the client")
     finally:
         http.close()
-        for stream in streams:
-            stream.close()
 
 
 @contextlib.asynccontextmanager
@@ -662,7 +586,7 @@ async def _open_sse(
 async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterator[TransportLink]:
     """Open an SSE or streamable HTTP transport and yield its link.
 
-    Streamable HTTP runs on our own wire (``link.wire``, its SDK streams served over it);
+    Streamable HTTP runs on our own wire (``link.wire``, for ``WireDispatcher``; no SDK streams);
     SSE through the SDK's transport. Proxy settings come from the environment
     (``HTTP_PROXY``, ``NO_PROXY``, ...). The link dies as soon as our HTTP client sees the
     server go (see the module docstring).
