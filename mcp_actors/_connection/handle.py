@@ -545,7 +545,8 @@ class ConnectionHandle:
             # The log-level opt-in is a 2026-07-28 thing; this session's own stamp says (one attribute).
             meta = self._log_meta(session) if live.stamp is None or live.stamp.modern else None
             try:
-                # _fulfilled's first step, inline: two coroutine frames less on the hot path.
+                # _fulfilled's first step, inline: two coroutine frames less on the hot path (with the
+                # inline _request below, ~7 % of a stdio call's instructions, benchmarks.instructions).
                 first = await live.call_tool(name, args, on_progress=progressed, meta=meta, bound=bound)
                 if not isinstance(first, mcp_types.InputRequiredResult):
                     return first
@@ -575,7 +576,7 @@ class ConnectionHandle:
 
             return await self._request("tools/call", live_op=task_op, timeout=timeout, tool=name, progress=deadline)
         try:
-            # _request's first pass, inline (a coroutine frame less per call): the session in hand.
+            # _request's first pass, inline (a coroutine frame less per call; see op above): the session in hand.
             return await live.request("tools/call", live_op=op, timeout=bound, tool=name, progress=deadline)
         except SessionEnded:
             return await self._request("tools/call", live_op=op, timeout=timeout, tool=name, progress=deadline)

@@ -364,16 +364,7 @@ class _WatchedHttp:
             if auth is None:
                 response = await self.http.send(method, url, headers, body, bound=bound)
             else:
-                # The OAuth flow's own first step, inline (a coroutine frame less per request):
-                # a fresh token, or bare while nothing is stored; else (or on a challenge) the flow.
-                ready, token = auth.direct()
-                if ready:
-                    sent = headers if token is None else {**headers, "Authorization": f"Bearer {token}"}
-                    response = await self.http.send(method, url, sent, body, bound=bound)
-                    if response.status in (401, 403):
-                        response = await self._challenged(response, method, url, headers, body)
-                else:
-                    response = await self._send_authorized(method, url, headers, body)
+                response = await self._send_with_auth(auth, method, url, headers, body, bound=bound)
         except (NetworkError, ProtocolError) as exc:
             self.watch.failed(method, str(url), exc, streaming=False)
             raise
@@ -391,6 +382,22 @@ class _WatchedHttp:
         """A response body failed under the wire: a death unless it was silence or an undecodable body."""
         if not isinstance(exc, HttpTimeout | DecodingError):
             self.watch.failed(response.method, str(response.url), exc, streaming=True)
+
+    async def _send_with_auth(
+        self, auth: ServerAuth, method: str, url: Url, headers: Mapping[str, str], body: bytes, *, bound: float | None
+    ) -> Response:
+        """The OAuth flow's own first step without its httpx objects: a fresh token, or bare while nothing is stored.
+
+        Anything else (a token to load or renew), or a challenge to that step, runs the flow.
+        """
+        ready, token = auth.direct()
+        if not ready:
+            return await self._send_authorized(method, url, headers, body)
+        sent = headers if token is None else {**headers, "Authorization": f"Bearer {token}"}
+        response = await self.http.send(method, url, sent, body, bound=bound)
+        if response.status in (401, 403):
+            response = await self._challenged(response, method, url, headers, body)
+        return response
 
     async def _challenged(
         self, response: Response, method: str, url: Url, headers: Mapping[str, str], body: bytes
