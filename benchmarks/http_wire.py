@@ -6,8 +6,8 @@ the contenders one after the other, in rotating order over ``--rounds`` rounds:
 * ``floor``: :class:`benchmarks.stress_floor.FloorHttpClient` (raw HTTP/1.1 on trio sockets);
 * ``wire``: :class:`mcp_actors._wire.http.wire.HttpWire` with the smallest possible dispatcher (a
   counter for ids; ``send`` has delivered the answer when it returns);
-* ``wire+session``: the SDK's ``ClientSession`` on the wire's SDK streams (the bridge in
-  :mod:`mcp_actors._wire.http.transport`): what a connection costs until it runs on our dispatcher;
+* ``wire+session``: the SDK's ``ClientSession`` on our ``WireDispatcher`` over the wire, as a
+  connection actor runs it (without the actor, the mailbox and the service);
 * ``sdk``: the SDK's ``ClientSession`` on its own ``streamable_http_client``;
 * ``ours``: the whole of mcp-actors, ``open_runtime()`` and ``McpService.call_tool`` (what
   ``hot_path`` measures as mcp-actors), with a private config and state directory.
@@ -95,10 +95,12 @@ async def _wire(url: str) -> AsyncIterator[Call]:
 async def _wire_session(url: str) -> AsyncIterator[Call]:
     from mcp import ClientSession
 
+    from mcp_actors._wire.dispatch import WireDispatcher
     from mcp_actors._wire.http.transport import HttpParams, open_http_transport
 
     async with open_http_transport(HttpParams(url=url), label="bench") as link:
-        async with ClientSession(link.read_stream, link.write_stream) as session:
+        assert link.wire is not None
+        async with ClientSession(dispatcher=WireDispatcher(link.wire)) as session:
             await session.initialize()
 
             async def call() -> None:

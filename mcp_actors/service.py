@@ -556,12 +556,7 @@ class McpService:
             ConnectionFailed: The server could not be reached or died during the call.
         """
         await trio.lowlevel.checkpoint_if_cancelled()
-        # _active's hit, inline (two dict reads on the published snapshot): a coroutine less per call.
-        snap = self._registry.snapshot
-        record = snap.find(server)
-        handle = snap.handles.get(record.id) if record is not None else None
-        if handle is None or record is None or not record.is_active:
-            record, handle = await self._active(server)
+        record, handle = await self._active(server)
         if tool_name in record.disabled_tools:
             check_tool_enabled(record, tool_name)
         bus = self._registry.bus

@@ -63,6 +63,7 @@ from pydantic import ValidationError
 from mcp_actors._auth.token_store import FileTokenStore, TokenStore
 from mcp_actors._config.record import McpServerRecord, OAuthConfig, OAuthGrant, redact_url
 from mcp_actors._config.sdk_logs import sdk_logs_owned
+from mcp_actors._sdk import initialize_provider, provider_initialized
 from mcp_actors.errors import (
     AuthorizationFailed,
     AuthorizationRequired,
@@ -441,7 +442,7 @@ class ServerAuth(httpx2.Auth):
         loaded with nothing stored, the request goes out bare until the server challenges;
         anything else (not loaded yet, a token due for renewal) needs the flow.
         """
-        if not getattr(self.provider, "_initialized", False):
+        if not provider_initialized(self.provider):
             return False, None
         tokens = self.provider.context.current_tokens
         if tokens is None:
@@ -467,7 +468,7 @@ class ServerAuth(httpx2.Auth):
                 return
         async with self._lock:
             try:
-                if not getattr(self.provider, "_initialized", False):
+                if not provider_initialized(self.provider):
                     await self._load()
                 if response is None:
                     self._expire_if_due()
@@ -539,7 +540,7 @@ class ServerAuth(httpx2.Auth):
         return self.direct()[1]
 
     async def _load(self) -> None:
-        await self.provider._initialize()
+        await initialize_provider(self.provider)
         get_expiry = getattr(self.storage, "get_expires_at", None)
         if get_expiry is not None and self.provider.context.current_tokens is not None:
             self.provider.context.token_expiry_time = await get_expiry()

@@ -2,8 +2,9 @@
 
 Never in the config file, events, logs, reprs or errors. The default is one JSON file,
 ``oauth-tokens.json`` in the state directory (the process tracker's, ``MCP_ACTORS_STATE_DIR``
-or the user state dir), written like the config: mode 0600 from the first byte, a temp file
-fsynced and renamed over the old one, a cross-process lock around every read-modify-write.
+or the user state dir), written by the config file's rule (:mod:`mcp_actors._config.atomic`):
+mode 0600 from the first byte, a temp file fsynced and renamed over the old one (a symlinked
+file is written through to its target), a cross-process lock around every read-modify-write.
 A host may plug in its own store (:class:`TokenStore`), or a plain SDK ``TokenStorage`` per
 server (:class:`CallableTokenStore`), or the system keyring (:class:`KeyringTokenStore`,
 when the ``keyring`` package is installed).
@@ -15,10 +16,8 @@ are ignored (they are for another resource), so editing ``config.url`` means a n
 from __future__ import annotations
 
 import abc
-import contextlib
 import json
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,11 +25,11 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import anyio.to_thread
 import attrs
-import filelock
 from mcp.client.auth import TokenStorage
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from mcp_actors.errors import ConfigFileLocked, ConfigWriteFailed
+from mcp_actors._config import atomic
+from mcp_actors.errors import McpActorsError
 
 __all__ = [
     "CallableTokenStore",
@@ -43,8 +42,6 @@ __all__ = [
     "default_token_path",
 ]
 
-_FILE_MODE: Final = 0o600
-_DIR_MODE: Final = 0o700
 _FILE_NAME: Final = "oauth-tokens.json"
 _VERSION: Final = 1
 
@@ -291,64 +288,23 @@ class FileTokenStore(JsonTokenStore):
 
     def _modify(self, modify: Callable[[dict[str, Any]], bool]) -> bool:
         try:
-            self.path.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
-            lock = filelock.FileLock(
-                self.path.with_name(self.path.name + ".lock"),
-                timeout=self.lock_timeout,
-                mode=_FILE_MODE,
-                poll_interval=0.01,
-            )
-            try:
-                lock.acquire()
-            except filelock.Timeout:
-                raise ConfigFileLocked(
-                    f"the token file {self.path} is locked by another process for more than"
-                    f" {self.lock_timeout:g} s; retry, or stop the process that holds it",
-                    path=str(self.path),
-                ) from None
-            try:
+            target = atomic.real_target(self.path)
+            with atomic.locked(target, timeout=self.lock_timeout, what="token file", shown=self.path):
                 document = self._read()
                 changed = modify(document)
                 if changed:
-                    self._write({"version": _VERSION, "servers": document})
+                    payload = json.dumps({"version": _VERSION, "servers": document}, indent=2, sort_keys=True) + "\n"
+                    atomic.replace(target, payload.encode(), shown=self.path)
                 return changed
-            finally:
-                lock.release()
-        except OSError as exc:
-            if isinstance(exc, ConfigWriteFailed):
-                raise
-            reason = exc.strerror or type(exc).__name__
-            raise ConfigWriteFailed(
-                f"could not write the token file {self.path}: {reason}; the previous file is intact;"
-                " fix permissions or set MCP_ACTORS_STATE_DIR, then retry",
-                path=str(self.path),
-                reason=reason,
-                os_errno=exc.errno,
-            ) from None
-
-    def _write(self, document: dict[str, Any]) -> None:
-        payload = (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
-        directory = self.path.parent
-        fd, temp_name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=directory)
-        try:
-            try:
-                os.fchmod(fd, _FILE_MODE)
-                view = memoryview(payload)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp_name, self.path)
-        except BaseException:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp_name)
+        except McpActorsError:
             raise
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        except OSError as exc:
+            raise atomic.write_failed(
+                exc,
+                what="token file",
+                shown=self.path,
+                then="the previous file is intact; fix permissions or set MCP_ACTORS_STATE_DIR, then retry",
+            ) from None
 
 
 class KeyringTokenStore(JsonTokenStore):

@@ -11,7 +11,8 @@ Guarantees:
   0600 before any byte is written), is fsynced, renamed over the file with ``os.replace``,
   and the directory is fsynced. A crash at any point leaves either the old file or the new
   one, never a mix; temporary files a crashed writer left behind are removed by the next
-  writer (under the lock, where no other writer can be mid-write).
+  writer (under the lock, where no other writer can be mid-write). The rule is
+  :mod:`mcp_actors._config.atomic`'s, shared with the token file.
 * **No lost updates.** :meth:`ConfigStore.modify` holds a cross-process lock
   (``mcp-config.json.lock``, via ``filelock``) around read-modify-write and re-reads the
   file inside it, so concurrent writers in many processes each see the others' records.
@@ -38,18 +39,16 @@ calls them with ``trio.to_thread.run_sync``.
 from __future__ import annotations
 
 import codecs
-import contextlib
 import json
 import os
-import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import attrs
-import filelock
 import platformdirs
 
+from mcp_actors._config import atomic
 from mcp_actors._config.codec import document_from_records, records_from_document
 from mcp_actors._config.paths import CONFIG_ENV_VAR as CONFIG_ENV_VAR
 from mcp_actors._config.record import McpServerRecord, builtin_demo_record, check_record_set
@@ -69,8 +68,6 @@ CONFIG_FILE_NAME: Final = "mcp-config.json"
 """The config file's name inside the user data directory."""
 
 _T = TypeVar("_T")
-_FILE_MODE: Final = 0o600
-_DIR_MODE: Final = 0o700
 
 
 def default_config_path() -> Path:
@@ -115,7 +112,7 @@ class ConfigStore:
     @property
     def lock_path(self) -> Path:
         """The lock file beside the config file's real target (``mcp-config.json.lock``)."""
-        return _lock_path(self.target_path)
+        return atomic.lock_path(self.target_path)
 
     @property
     def target_path(self) -> Path:
@@ -124,7 +121,7 @@ class ConfigStore:
         Resolved on every access: a link re-pointed between two writes redirects the second.
         A dangling link resolves to the file it names, which the first write creates.
         """
-        return Path(os.path.realpath(self.path))
+        return atomic.real_target(self.path)
 
     # ------------------------------------------------------------------ public API
 
@@ -172,8 +169,7 @@ class ConfigStore:
         try:
             # Resolved once, so the lock, the read and the rename all concern the same file.
             target = self.target_path
-            with self._locked(target):
-                self._remove_stale_temp_files(target)
+            with atomic.locked(target, timeout=self.lock_timeout, what="config file", shown=self.path):
                 records, extras, _exists = self._read()
                 working = list(records)
                 result = fn(working)
@@ -238,30 +234,6 @@ class ConfigStore:
 
     # ------------------------------------------------------------------ internals
 
-    @contextlib.contextmanager
-    def _locked(self, target: Path) -> Iterator[None]:
-        target.parent.mkdir(mode=_DIR_MODE, parents=True, exist_ok=True)
-        lock_path = _lock_path(target)
-        # filelock retries every failure to open its file as "held by another process"; a
-        # directory that refuses the file (read-only, /proc, no permission) must fail at
-        # once instead, as the OSError it is (modify turns it into ConfigWriteFailed).
-        os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, _FILE_MODE))
-        # filelock polls a non-blocking flock; a short interval keeps queued writers snappy.
-        lock = filelock.FileLock(lock_path, timeout=self.lock_timeout, mode=_FILE_MODE, poll_interval=0.01)
-        try:
-            lock.acquire()
-        except filelock.Timeout:
-            raise ConfigFileLocked(
-                f"the config file {self.path} is being written by another process and its lock "
-                f"({lock_path}) was not released within {self.lock_timeout:g} s; retry, or stop "
-                "the process that holds it",
-                path=str(self.path),
-            ) from None
-        try:
-            yield
-        finally:
-            lock.release()
-
     def _read(self) -> tuple[list[McpServerRecord], dict[str, Any], bool]:
         """Return (records, unknown top-level keys, whether the file exists)."""
         try:
@@ -301,19 +273,13 @@ class ConfigStore:
         return records, extras, True
 
     def _write_failed(self, exc: OSError) -> ConfigWriteFailed:
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(self.path) else ""
-        error = ConfigWriteFailed(
-            f"could not write the config file {self.path}: {reason}{where}; nothing was changed and the saved"
-            " servers are intact; free space or fix permissions, or choose another config file (--config or"
-            " MCP_ACTORS_CONFIG), then retry",
-            path=str(self.path),
-            reason=reason,
-            os_errno=exc.errno,
+        return atomic.write_failed(
+            exc,
+            what="config file",
+            shown=self.path,
+            then="nothing was changed and the saved servers are intact; free space or fix permissions, or choose"
+            " another config file (--config or MCP_ACTORS_CONFIG), then retry",
         )
-        for note in getattr(exc, "__notes__", ()):
-            error.add_note(note)
-        return error
 
     def _corrupt(self, problem: str, *, line: int | None = None, column: int | None = None) -> ConfigFileCorrupt:
         return ConfigFileCorrupt(
@@ -325,45 +291,7 @@ class ConfigStore:
         )
 
     def _write(self, records: list[McpServerRecord], extras: dict[str, Any], target: Path) -> None:
-        payload = _encode({**document_from_records(records), **extras})
-        # Beside the real file, never beside a link to it: os.replace over a link would swap
-        # the link for a regular file and its target would silently stop receiving changes.
-        directory = target.parent
-        # mkstemp creates the file with O_EXCL and mode 0600 before anything is written.
-        fd, temp_name = tempfile.mkstemp(prefix=_temp_prefix(target), suffix=".tmp", dir=directory)
-        try:
-            try:
-                if hasattr(os, "fchmod"):
-                    os.fchmod(fd, _FILE_MODE)  # explicit, whatever the umask did
-                view = memoryview(payload)
-                while view:
-                    written = os.write(fd, view)
-                    view = view[written:]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp_name, target)
-        except BaseException as exc:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(temp_name)
-            if isinstance(exc, OSError):
-                exc.add_note(f"while writing {self.path}; the previous file is intact")
-            raise
-        _fsync_directory(directory)
-
-    def _remove_stale_temp_files(self, target: Path) -> None:
-        """Delete temp files of writers that crashed; only ever called under the lock."""
-        for stale in target.parent.glob(f"{_temp_prefix(target)}*.tmp"):
-            with contextlib.suppress(FileNotFoundError):
-                stale.unlink()
-
-
-def _lock_path(target: Path) -> Path:
-    return target.with_name(target.name + ".lock")
-
-
-def _temp_prefix(target: Path) -> str:
-    return f".{target.name}."
+        atomic.replace(target, _encode({**document_from_records(records), **extras}), shown=self.path)
 
 
 def _encode(document: dict[str, Any]) -> bytes:
@@ -372,14 +300,3 @@ def _encode(document: dict[str, Any]) -> bytes:
         return (json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
     except UnicodeEncodeError:
         return (json.dumps(document, indent=2, ensure_ascii=True, allow_nan=False) + "\n").encode("ascii")
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make the rename durable (POSIX); directories cannot be opened for this on Windows."""
-    if os.name != "posix":
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import re
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -42,7 +42,6 @@ __all__ = [
     "load_env_file",
     "placeholders_in",
     "resolvable_at_start",
-    "substitute",
 ]
 
 PLACEHOLDER_RE: Final = re.compile(r"\$\{([^}]*)\}")
@@ -91,16 +90,6 @@ def resolvable_at_start(placeholder: str) -> bool:
 def placeholders_in(text: str) -> list[str]:
     """Every ``${...}`` placeholder in ``text``, as written, in order."""
     return [match.group(0) for match in PLACEHOLDER_RE.finditer(text)]
-
-
-def substitute(text: str, lookup: Callable[[str], str | None]) -> str:
-    """Replace each placeholder whose body ``lookup`` knows; leave the others as written."""
-
-    def one(match: re.Match[str]) -> str:
-        value = lookup(match.group(1))
-        return match.group(0) if value is None else value
-
-    return PLACEHOLDER_RE.sub(one, text)
 
 
 def _unresolved(placeholder: str, body: str, field: str, server: str) -> UnresolvedPlaceholder:

@@ -67,7 +67,6 @@ import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
-from mcp.client._probe import negotiate_auto
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -91,6 +90,7 @@ from mcp_actors._connection.status import (
     ConnectionState,
     _StatusCell,
 )
+from mcp_actors._sdk import negotiate_auto
 from mcp_actors._wire.dispatch import BoundNotification, StreamWire, WireDispatcher
 from mcp_actors._wire.link import server_logger
 from mcp_actors._wire.transports import TransportLink, open_transport

@@ -36,9 +36,10 @@ import attrs
 import jsonschema  # type: ignore[import-untyped]  # a dependency of the mcp SDK; no stubs installed
 import mcp.types as mcp_types
 import trio
-from mcp.client._input_required import run_input_required_driver
 from mcp.client.session import ClientRequestContext, ClientSession
 from mcp.shared.exceptions import MCPError
+
+from mcp_actors._sdk import run_input_required_driver
 
 if TYPE_CHECKING:
     from mcp_actors._connection.status import ConnectionSettings

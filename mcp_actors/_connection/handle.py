@@ -19,7 +19,6 @@ import attrs
 import mcp.types as mcp_types
 import trio
 from mcp import ClientSession
-from mcp.client._input_required import InputRequiredRoundsExceededError
 from mcp.shared.dispatcher import ProgressFnT
 
 from mcp_actors import events
@@ -44,6 +43,7 @@ from mcp_actors._connection.status import (
     ProgressCallback,
     _StatusCell,
 )
+from mcp_actors._sdk import InputRequiredRoundsExceededError
 from mcp_actors.errors import (
     ActorStopped,
     ConnectionFailed,
@@ -558,7 +558,8 @@ class ConnectionHandle:
             # The log-level opt-in is a 2026-07-28 thing; this session's own stamp says (one attribute).
             meta = self._log_meta(session) if live.stamp is None or live.stamp.modern else None
             try:
-                # _fulfilled's first step, inline: two coroutine frames less on the hot path.
+                # _fulfilled's first step, inline: two coroutine frames less on the hot path (with the
+                # inline _request below, ~7 % of a stdio call's instructions, benchmarks.instructions).
                 first = await live.call_tool(name, args, on_progress=progressed, meta=meta, bound=bound)
                 if not isinstance(first, mcp_types.InputRequiredResult):
                     return first
@@ -588,7 +589,7 @@ class ConnectionHandle:
 
             return await self._request("tools/call", live_op=task_op, timeout=timeout, tool=name, progress=deadline)
         try:
-            # _request's first pass, inline (a coroutine frame less per call): the session in hand.
+            # _request's first pass, inline (a coroutine frame less per call; see op above): the session in hand.
             return await live.request("tools/call", live_op=op, timeout=bound, tool=name, progress=deadline)
         except SessionEnded:
             return await self._request("tools/call", live_op=op, timeout=timeout, tool=name, progress=deadline)

@@ -47,15 +47,17 @@ from mcp.client.subscriptions import SubscriptionLost, listen
 from mcp.shared.exceptions import MCPError
 
 from mcp_actors.errors import ServerProtocolError
+from supervisors import Backoff, backoff_delay
 
-__all__ = ["LISTEN_ACK_BOUND", "Listener"]
+__all__ = ["LISTEN_ACK_BOUND", "LISTEN_BACKOFF", "Listener"]
 
 logger = logging.getLogger(__name__)
 
 LISTEN_ACK_BOUND: Final = 30.0
 """Seconds a ``subscriptions/listen`` request may wait for the server's acknowledgment."""
-_STEADY_AFTER: Final = 10.0
-"""Seconds a stream must have lived for the next loss to start the backoff from its minimum again."""
+LISTEN_BACKOFF: Final = Backoff(min_delay=0.4, max_delay=24.0, jitter=0.25, reset_after=10.0)
+"""Re-listening after a loss: 0.4-0.5 s, doubling up to 24-30 s (supervisors' formula); a stream
+that lived ``reset_after`` seconds starts the next loss's backoff from its minimum again."""
 
 
 @attrs.define(eq=False)
@@ -72,15 +74,13 @@ class Listener:
         label: The server's name, for messages and logs.
         on_reopen: Called after a lost stream was opened again: whatever changed meanwhile
             was not delivered (no replay), so the owner invalidates its caches.
-        backoff_min: First delay, seconds, before re-opening a lost stream.
-        backoff_max: Largest delay, seconds, between re-open attempts.
+        backoff: The delays before re-opening a lost stream (:func:`supervisors.backoff_delay`).
     """
 
     session: ClientSession
     label: str
     on_reopen: Callable[[], None]
-    backoff_min: float = 0.5
-    backoff_max: float = 30.0
+    backoff: Backoff = LISTEN_BACKOFF
     _uris: dict[str, None] = attrs.field(factory=dict, init=False)
     _wanted: int = attrs.field(default=0, init=False)
     _acked: int = attrs.field(default=-1, init=False)
@@ -219,9 +219,9 @@ class Listener:
             if current is not None and current.ended.is_set():
                 current = None
             lost = True
-            if trio.current_time() - started >= _STEADY_AFTER:
+            if trio.current_time() - started >= self.backoff.reset_after:
                 failures = 0
-            delay = min(self.backoff_max, self.backoff_min * 2**failures) * random.uniform(0.8, 1.0)
+            delay = backoff_delay(self.backoff, failures, random.random())
             failures += 1
             logger.info("server %s: subscriptions/listen stream %s; re-listening in %.1fs", self.label, outcome, delay)
             with trio.move_on_after(delay):

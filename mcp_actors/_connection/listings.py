@@ -34,6 +34,7 @@ import trio
 from mcp import ClientSession
 
 from mcp_actors._connection.live import LiveSession
+from mcp_actors._sdk import absorb_tool_listing
 from supervisors import Reply
 
 _log = logging.getLogger(__name__)
@@ -280,7 +281,7 @@ async def _list_tools_leniently(
         kept.append(tool)
     result = mcp_types.ListToolsResult(tools=kept, next_cursor=cursor if isinstance(cursor, str) else None)
     # What the SDK's list_tools does with a listing (2026-07-28 header maps): for the kept tools.
-    absorb = getattr(session, "_absorb_tool_listing", None)
+    absorb = absorb_tool_listing(session)
     if absorb is not None:
         complete = (params is None or params.cursor is None) and result.next_cursor is None
         result = absorb(result, complete=complete)

@@ -358,7 +358,8 @@ class LiveSession:
                 name=name, input_responses=input_responses, request_state=request_state
             ).model_dump(by_alias=True, mode="json", exclude_none=True)
             params.update({key: more[key] for key in ("inputResponses", "requestState") if key in more})
-        # send_raw's two steps, inline: one coroutine frame less on the hot path.
+        # send_raw's two steps, inline: one coroutine frame less on the hot path (~2 % of a stdio
+        # call's instructions, benchmarks.instructions).
         dispatcher, opts = self._stamped("tools/call", params, on_progress)
         result = _call_result(await dispatcher.send_raw_request("tools/call", params, opts, bound=bound))
         if isinstance(result, mcp_types.CallToolResult) and not result.is_error:

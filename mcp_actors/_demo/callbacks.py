@@ -50,6 +50,8 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 
+from mcp_actors._sdk import lowlevel_server
+
 __all__ = [
     "ASKING_PROMPT",
     "ASK_USER_SCHEMA",
@@ -177,7 +179,7 @@ def add_callback_tools(server: MCPServer[Any]) -> None:
         roots_changed.set()
         roots_changed = anyio.Event()
 
-    server._lowlevel_server.add_notification_handler(  # the SDK's only hook for it
+    lowlevel_server(server).add_notification_handler(  # the SDK's only hook for it
         "notifications/roots/list_changed", types.NotificationParams, on_roots_changed
     )
 

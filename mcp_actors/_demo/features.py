@@ -44,6 +44,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
+from mcp_actors._sdk import lowlevel_server, remove_resource
+
 __all__ = [
     "COUNTER_URI",
     "EXTRA_RESOURCE_URI",
@@ -162,7 +164,7 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
     state: dict[str, Any] = {"counter": 0, "extra": False, "level": "debug"}
     subscribed: set[str] = set()
     tasks = _TaskTable()
-    lowlevel = server._lowlevel_server  # the SDK's public decorators have no subscribe/tasks hooks
+    lowlevel = lowlevel_server(server)  # the SDK's public decorators have no subscribe/tasks hooks
 
     # ------------------------------------------------------------------ resources
 
@@ -205,9 +207,8 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
     async def toggle_extra_resource(ctx: Context) -> str:
         from mcp.server.mcpserver.resources import FunctionResource
 
-        manager = server._resource_manager
         if state["extra"]:
-            manager._resources.pop(EXTRA_RESOURCE_URI, None)
+            remove_resource(server, EXTRA_RESOURCE_URI)
         else:
             server.add_resource(FunctionResource.from_function(extra_resource, uri=EXTRA_RESOURCE_URI, name="extra"))
         state["extra"] = not state["extra"]
@@ -222,7 +223,7 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
         structured_output=False,
     )
     async def end_subscriptions() -> str:
-        handler = lowlevel._request_handlers.get("subscriptions/listen")
+        handler = lowlevel.get_request_handler("subscriptions/listen")
         closer = getattr(handler.handler, "close", None) if handler is not None else None
         if closer is None:
             return "no listen streams"
@@ -345,7 +346,9 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
 
     server.list_tools = list_tools  # type: ignore[method-assign]
 
-    plain_call = lowlevel._request_handlers["tools/call"].handler
+    plain_entry = lowlevel.get_request_handler("tools/call")
+    assert plain_entry is not None  # MCPServer registers tools/call when it is built
+    plain_call = plain_entry.handler
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
         if extras.get(params.name) == _REQUIRED and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:

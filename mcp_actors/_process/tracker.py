@@ -9,20 +9,17 @@ connections gracefully with a bound, then kills the whole process tree with the 
 ladder (:mod:`mcp_actors._process.kill`; :meth:`~ProcessTracker.close_connection`,
 :meth:`~ProcessTracker.close_all`, :func:`stop_process` for the stdio transport).
 
-The safety net has four layers, each catching what the one before cannot:
+The safety net has three layers, each catching what the one before cannot (no
+``PR_SET_PDEATHSIG``: servers are spawned from worker threads, and Linux sends that signal when
+the forking *thread* exits, so it would kill them early or never be armed):
 
-1. ``PR_SET_PDEATHSIG`` in the child (:func:`pdeathsig_preexec`, Linux): the kernel kills
-   a server the moment its parent dies. It reaches only the direct child, and only when
-   the spawning thread lives as long as the host — so the stdio transport, which spawns
-   in trio's worker threads, does not use it (it would cost a full fork of the host per
-   server for a signal that is never armed there); layers 2-4 cover its servers.
-2. An :mod:`atexit` hook (:meth:`~ProcessTracker.close_sync`): on a normal interpreter
+1. An :mod:`atexit` hook (:meth:`~ProcessTracker.close_sync`): on a normal interpreter
    exit (including an unhandled exception) it first refuses every later registration —
    a server spawned after it began is killed on the spot — then kills every tracked tree
    and everything carrying the host's marker, and dismisses the sidecar only once all of
    it is gone. A portal (:mod:`mcp_actors.portal`) closes its runtime gracefully in an
    exit hook that runs before this one.
-3. The reaper sidecar (:mod:`mcp_actors._process.reaper`): a tiny process in its own session that
+2. The reaper sidecar (:mod:`mcp_actors._process.reaper`): a tiny process in its own session that
    holds a pipe from the host (a POSIX shell while the host lives; the Python reaper only
    once there is something to kill). When the host dies in any way — SIGKILL, a
    segfault, the OOM killer — the pipe reaches end-of-file and the sidecar kills every
@@ -30,7 +27,7 @@ The safety net has four layers, each catching what the one before cannot:
    (:meth:`~ProcessTracker.start_safety_net`, which the runtime calls as it starts, off
    the critical path), so a host that dies even between a spawn and its registration
    leaves nothing behind: the server already carries the marker.
-4. The ledger (:mod:`mcp_actors._process.ledger`): one small JSON file per host under the state
+3. The ledger (:mod:`mcp_actors._process.ledger`): one small JSON file per host under the state
    directory (``processes/`` below :func:`mcp_actors._config.paths.state_dir`:
    ``MCP_ACTORS_STATE_DIR``, else next to ``MCP_ACTORS_CONFIG``, else the user state
    directory), written before the first spawn with the host's marker, then updated on
@@ -58,12 +55,10 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import itertools
 import logging
 import math
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -102,7 +97,6 @@ STATE_DIR_ENV = "MCP_ACTORS_STATE_DIR"
 CLOSE_GRACE = 3.0
 # How long a clean shutdown waits for the sidecar to leave after "exit".
 _SIDECAR_EXIT_WAIT = 1.0
-_PR_SET_PDEATHSIG = 1
 
 _serials = itertools.count(1)
 _NET_STARTS: trio.lowlevel.RunVar[dict[int, trio.Event]] = trio.lowlevel.RunVar("mcp_actors_net_starts")
@@ -294,57 +288,6 @@ async def stop_process(
             await process.wait()
         if process.returncode is None:
             logger.error("server %s: pid %d survived SIGKILL; abandoning it", label or "?", process.pid)
-
-
-def pdeathsig_preexec() -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the kernel SIGKILL the child when its parent dies (Linux).
-
-    The first line of defence: it needs no help from the host, not even a last
-    instruction. Pass it as ``subprocess.Popen(..., preexec_fn=pdeathsig_preexec())``.
-    On other systems it returns ``None`` (no preexec function).
-
-    Caveats:
-        * Linux delivers the signal when the *thread* that forked the child exits, not
-          the process. A child forked from a worker thread would be killed as soon as
-          that thread retires — and ``trio.lowlevel.open_process`` forks in trio's worker
-          threads, which retire after a few idle seconds. The function therefore only
-          arms the signal when the fork happens on the main thread (which lives as long
-          as the interpreter); from any other thread it does nothing, and the reaper
-          sidecar is the net instead.
-        * It reaches the direct child only; grandchildren are the reaper's and the
-          ledger's job.
-        * ``preexec_fn`` makes ``subprocess`` fork instead of using ``vfork`` and is not
-          safe in a process whose other threads hold locks the child needs; the
-          function only calls ``prctl``, ``getppid`` and ``kill``.
-        * Create it in the process that spawns the child: it compares the child's
-          parent with the creating process to detect a parent that died before the
-          ``prctl``.
-
-    Returns:
-        The preexec function, or ``None`` where ``prctl`` is unavailable.
-    """
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    parent = os.getpid()
-    main_thread = threading.main_thread().ident
-
-    def arm_parent_death_signal() -> None:
-        # In the child, between fork and exec. threading.get_ident() is still the id of
-        # the thread that forked (the child is a copy of it).
-        if threading.get_ident() != main_thread:
-            return
-        if prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
-            return
-        if os.getppid() != parent:  # the parent died before the prctl took effect
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return arm_parent_death_signal
 
 
 def _default_state_dir() -> Path:

@@ -22,6 +22,7 @@ import mcp.types as mcp_types
 import trio
 from mcp.shared.message import SessionMessage
 
+from mcp_actors._sdk import lowlevel_server
 from mcp_actors._wire.link import STREAM_BUFFER, TransportLink
 
 __all__ = ["MemoryParams", "open_memory_transport"]
@@ -70,7 +71,7 @@ def _lowlevel_server(spec: Any) -> Any:
         server = factory()
     if isinstance(server, MCPServer):
         # The SDK's own InMemoryTransport unwraps it the same way.
-        return server._lowlevel_server
+        return lowlevel_server(server)
     if isinstance(server, Server):
         return server
     raise TypeError(

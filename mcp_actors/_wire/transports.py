@@ -808,8 +808,8 @@ async def open_stdio_transport(
     except trio.WouldBlock:
         await spawn_slots.acquire()
     try:
-        # No preexec_fn (the parent-death signal): the spawn runs in a thread of its own, where
-        # it would not be armed anyway (see pdeathsig_preexec), and a preexec_fn costs a full
+        # No preexec_fn (a parent-death signal): the spawn runs in a thread of its own, where
+        # Linux would fire it when that thread retires, and a preexec_fn costs a full
         # fork of the host (tens of ms, under the GIL) instead of a vfork.
         # The command as written: the spawn resolves it (check_command), in the child.
         process = await spawn_process([params.command, *params.args], env=env, cwd=params.cwd, after_spawn=placement)

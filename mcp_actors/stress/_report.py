@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -157,14 +157,6 @@ def render_csv(doc: Mapping[str, Any]) -> str:
     for row in doc["series"]:
         writer.writerow([row[c] for c in _SERIES_COLUMNS])
     return out.getvalue()
-
-
-def render_text(doc: Mapping[str, Any], *, width: int = 120) -> str:
-    """The final tables as plain text (for logs and tests)."""
-    console = Console(file=io.StringIO(), width=width, color_system=None, force_terminal=False)
-    console.print(render_tables(doc))
-    output = console.file.getvalue()  # type: ignore[attr-defined]
-    return str(output)
 
 
 # ----------------------------------------------------------------------------- HTML

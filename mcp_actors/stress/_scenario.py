@@ -106,10 +106,6 @@ class Scenario:
 
     operations: tuple[Operation, ...]
 
-    def required_methods(self) -> set[str]:
-        """The McpService methods beyond ``call_tool`` / ``list_server_tools`` this mix needs."""
-        return {SERVICE_METHOD[op.kind] for op in self.operations if op.kind in SERVICE_METHOD}
-
     def check_supported(self, service_type: type) -> None:
         """Fail with a clear error when an operation needs a method the service lacks.
 

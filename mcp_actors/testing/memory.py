@@ -39,6 +39,7 @@ from pydantic import Field
 
 from mcp_actors._config.record import McpServerRecord, ServerType
 from mcp_actors._config.variables import PYTHON_PLACEHOLDER
+from mcp_actors._sdk import lowlevel_server, registered_tools
 from mcp_actors._wire.transports import MemoryParams, StdioParams, TransportParams, register_transport_kind
 from mcp_actors.demo_server import create_demo_server
 from mcp_actors.testing._fault_plan import HANG_LIMIT, FaultPlan, parse_fault_args
@@ -83,7 +84,7 @@ def _inline(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def _run_tools_inline(server: MCPServer[Any]) -> None:
     """Make every synchronous tool of ``server`` run on the event loop instead of a thread."""
-    for tool in server._tool_manager.list_tools():
+    for tool in registered_tools(server):
         if not tool.is_async:
             tool.fn = _inline(tool.fn)
             tool.is_async = True
@@ -179,7 +180,7 @@ def memory_fault_server(plan: FaultPlan | None = None) -> MCPServer[Any]:
         return _text_error(message)
 
     if plan.exit_at_start is not None or plan.slow_start > 0:
-        lowlevel = server._lowlevel_server
+        lowlevel = lowlevel_server(server)
         serve = lowlevel.run
 
         async def run_after_start_faults(*args: Any, **kwargs: Any) -> None:
@@ -218,7 +219,7 @@ class KillableServer:
         self.starts += 1
         killed = trio.Event()
         self._kill = killed
-        lowlevel = server._lowlevel_server
+        lowlevel = lowlevel_server(server)
         serve = lowlevel.run
 
         async def run_until_killed(*args: Any, **kwargs: Any) -> None:
@@ -324,7 +325,7 @@ def records_in_memory() -> Iterator[InMemoryServers]:
         def start() -> Any:
             server = build()
             servers.starts[record.name] += 1
-            lowlevel = server._lowlevel_server
+            lowlevel = lowlevel_server(server)
             serve = lowlevel.run
 
             async def run_counted(*args: Any, **kwargs: Any) -> None:
@@ -334,7 +335,7 @@ def records_in_memory() -> Iterator[InMemoryServers]:
                 finally:
                     servers.running[record.name] -= 1
 
-            lowlevel.run = run_counted
+            lowlevel.run = run_counted  # type: ignore[method-assign]
             return server
 
         made[record.name, argv] = MemoryParams(server=start)

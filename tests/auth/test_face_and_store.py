@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import fcntl
 import importlib
 import inspect
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from mcp_actors.auth import CallableTokenStore, FileTokenStore, KeyringTokenStore, MemoryTokenStore, default_token_path
+from mcp_actors.errors import ConfigFileLocked, ConfigWriteFailed
 
 
 def test_auth_face_is_sorted_importable_and_documented() -> None:
@@ -104,3 +108,50 @@ async def test_keyring_store_keeps_tokens_in_a_real_keyring(tmp_path: Path) -> N
         assert not (await store.status("mcp_k")).logged_in
     finally:
         keyring.set_keyring(previous)
+
+
+async def test_a_token_lock_file_that_cannot_be_created_fails_at_once_with_the_os_reason() -> None:
+    """A directory refusing the lock file is ConfigWriteFailed at once with the OS reason, not a lock timeout."""
+    store = FileTokenStore("/proc/self/oauth-tokens.json", lock_timeout=30.0)
+    storage = store.storage_for("s", server_url="https://a.example/mcp")
+    started = time.monotonic()
+    with pytest.raises(ConfigWriteFailed) as caught:
+        await storage.set_tokens(OAuthToken(access_token="t"))
+    assert time.monotonic() - started < 10.0
+    error = caught.value
+    assert not isinstance(error, ConfigFileLocked)
+    assert error.os_errno is not None and error.reason == os.strerror(error.os_errno)
+    assert str(store.path) in str(error)
+
+
+async def test_a_token_lock_held_too_long_is_config_file_locked(tmp_path: Path) -> None:
+    """While another holder keeps the token file's lock, a write gives up after lock_timeout with ConfigFileLocked."""
+    path = tmp_path / "tokens.json"
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        store = FileTokenStore(path, lock_timeout=0.1)
+        with pytest.raises(ConfigFileLocked) as caught:
+            await store.storage_for("s", server_url="https://a.example/mcp").set_tokens(OAuthToken(access_token="t"))
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    assert caught.value.path == str(path)
+    assert not path.exists()
+
+
+async def test_a_symlinked_token_file_stays_a_link_and_its_target_gets_the_tokens(tmp_path: Path) -> None:
+    """As the config file: a token file that is a link is written through to its target, 0600, the link kept."""
+    target = tmp_path / "dotfiles" / "tokens.json"
+    target.parent.mkdir()
+    link = tmp_path / "state" / "tokens.json"
+    link.parent.mkdir()
+    link.symlink_to(target)
+    await (
+        FileTokenStore(link)
+        .storage_for("s", server_url="https://a.example/mcp")
+        .set_tokens(OAuthToken(access_token="t"))
+    )
+    assert link.is_symlink()
+    assert json.loads(target.read_text())["servers"]["s"]["tokens"]["access_token"] == "t"
+    assert target.stat().st_mode & 0o777 == 0o600

@@ -3,11 +3,12 @@
 ``python host_script.py MODE [--forge PID]``
 
 Modes ``exit``, ``raise`` and ``wait`` start four tracked servers (one with a grandchild
-that ignores SIGTERM, one whose grandchild double-forks into a session of its own, all
-with ``pdeathsig_preexec``), print one JSON line describing every process, and wait for
-stdin to close; then ``exit`` returns normally, ``raise`` raises an unhandled exception,
-and ``wait`` (meant to be killed before) returns. ``--forge PID`` also registers PID with
-a create_time that is wrong by seven seconds: the tracker must never touch that process.
+that ignores SIGTERM, one whose grandchild double-forks into a session of its own, none
+with a parent-death signal, as the stdio transport spawns them), print one JSON line
+describing every process, and wait for stdin to close; then ``exit`` returns normally,
+``raise`` raises an unhandled exception, and ``wait`` (meant to be killed before) returns.
+``--forge PID`` also registers PID with a create_time that is wrong by seven seconds: the
+tracker must never touch that process.
 
 Mode ``sweep`` only sweeps the ledger and prints the killed processes as JSON.
 The state directory comes from ``MCP_ACTORS_STATE_DIR``.
@@ -22,7 +23,7 @@ import sys
 
 from pt_support import spawn_server
 
-from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker, pdeathsig_preexec
+from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker
 
 
 def _pair(identity: ProcessIdentity) -> list[float]:
@@ -46,7 +47,6 @@ def main() -> None:
             grandchild=n == 0,
             escapee=n == 3,
             env={**os.environ, **tracker.child_env()},
-            preexec_fn=pdeathsig_preexec(),
             label=f"server{n}",
         )
         tracker.register(identity)

@@ -21,7 +21,6 @@ from mcp_actors._process.tracker import (
     ProcessTracker,
     TrackedConnection,
     kill_process_tree,
-    pdeathsig_preexec,
 )
 from mcp_actors.errors import ServerStartFailed
 
@@ -424,36 +423,6 @@ async def test_close_all_closes_everything_concurrently(
         force_kill([*identities, grandchild])
         for proc, _, _ in spawned:
             proc.wait()
-
-
-# ----------------------------------------------------------------------------- pdeathsig
-
-PRINT_PDEATHSIG = (
-    "import ctypes; v = ctypes.c_int(-1); "
-    "ctypes.CDLL(None).prctl(2, ctypes.byref(v), 0, 0, 0); print(v.value)"  # PR_GET_PDEATHSIG
-)
-
-
-def _pdeathsig_of_child_spawned_here() -> int:
-    out = subprocess.run(
-        [sys.executable, "-c", PRINT_PDEATHSIG],
-        preexec_fn=pdeathsig_preexec(),
-        capture_output=True,
-        check=True,
-        timeout=30,
-    ).stdout
-    return int(out)
-
-
-def test_pdeathsig_is_armed_only_for_children_forked_by_the_main_thread() -> None:
-    """The preexec sets SIGKILL as parent-death signal from the main thread, and not elsewhere."""
-    assert _pdeathsig_of_child_spawned_here() == 9
-    result: list[int] = []
-    worker = threading.Thread(target=lambda: result.append(_pdeathsig_of_child_spawned_here()))
-    worker.start()
-    worker.join(timeout=60)
-    # A worker thread's exit would fire the signal while the host still runs.
-    assert result == [0]
 
 
 # ----------------------------------------------------------------------------- fork

@@ -13,6 +13,7 @@ from mcp_actors._connection.handle import ConnectionHandle, open_connection
 from mcp_actors._connection.listen import LISTEN_ACK_BOUND
 from mcp_actors._connection.status import ConnectionSettings
 from mcp_actors._demo.features import COUNTER_URI
+from mcp_actors._sdk import lowlevel_server
 from mcp_actors._wire.transports import MemoryParams
 from mcp_actors.demo_server import create_demo_server
 from mcp_actors.errors import ServerProtocolError
@@ -119,15 +120,14 @@ async def test_subscribe_on_a_server_without_listen_is_a_typed_error(autojump_cl
 
 async def test_an_update_while_relistening_reaches_the_host(autojump_clock: trio.abc.Clock) -> None:
     """An update sent while a new filter awaits its ack arrives on the old stream, kept open until that ack."""
-    from mcp.server.lowlevel.server import HandlerEntry
-
     gate, entered, arm = trio.Event(), trio.Event(), {"on": False}
 
     def slow_ack() -> object:
         """The demo server, whose next subscriptions/listen waits for the gate before it acknowledges."""
         server = create_demo_server()
-        lowlevel = server._lowlevel_server
-        entry = lowlevel._request_handlers["subscriptions/listen"]
+        lowlevel = lowlevel_server(server)
+        entry = lowlevel.get_request_handler("subscriptions/listen")
+        assert entry is not None
 
         async def listen(ctx: object, params: object) -> object:
             if arm["on"]:
@@ -136,7 +136,7 @@ async def test_an_update_while_relistening_reaches_the_host(autojump_clock: trio
                 await gate.wait()
             return await entry.handler(ctx, params)  # type: ignore[arg-type]
 
-        lowlevel._request_handlers["subscriptions/listen"] = HandlerEntry(entry.params_type, listen)
+        lowlevel.add_request_handler("subscriptions/listen", entry.params_type, listen)
         return server
 
     bus = events.EventBus()

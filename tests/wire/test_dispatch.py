@@ -12,7 +12,6 @@ import mcp.types as mcp_types
 import pytest
 import trio
 from mcp import ClientSession
-from mcp.client._probe import negotiate_auto
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 from opentelemetry import trace as otel_trace
@@ -23,6 +22,7 @@ from trio.testing import wait_all_tasks_blocked
 
 from mcp_actors._connection.live import LiveSession, RequestStamp
 from mcp_actors._connection.status import CLIENT_INFO
+from mcp_actors._sdk import negotiate_auto
 from mcp_actors._wire import dispatch as _dispatch
 from mcp_actors._wire.base import Deliver, Wire
 from mcp_actors._wire.dispatch import WireDispatcher

@@ -1156,10 +1156,7 @@ class HttpClient:
         proxy_auth = _proxy_auth(pool.proxy) if pool.proxy is not None and url.scheme == "http" else b""
         data = b"".join((head.encode(), block, proxy_auth, b"\r\n", body))
         for attempt in (0, 1):
-            connection = pool.take()  # the usual case, without a coroutine frame
-            reused = connection is not None
-            if connection is None:
-                connection, reused = await pool.acquire()
+            connection, reused = await pool.acquire()
             # One scope for the exchange, set once: the wait for the head, bounded by the read
             # timeout (moved on only when a head comes in pieces). The write is bounded by the
             # connect timeout only when it has to wait for room (it almost never does). None

@@ -21,8 +21,7 @@ Read timeouts are not deaths: a quiet GET stream times out and is reopened.
 :class:`~mcp_actors._wire.http.wire.HttpWire` (``link.wire``) for our dispatcher, on our own
 HTTP/1.1 client (:mod:`mcp_actors._wire.http.http11`) wrapped by :class:`_WatchedHttp` (the watch,
 the record's headers, and the OAuth flow of :class:`~mcp_actors._auth.oauth.ServerAuth` driven
-request by request when the server has OAuth). The link's SDK streams are served over that
-wire too (an idle bridge that takes the wire only when a message is written to them).
+request by request when the server has OAuth); it has no SDK streams.
 **SSE** (legacy) runs on the same watched client too (:mod:`mcp_actors._wire.http.sse`: the
 GET stream, bounded by ``max_message_bytes``; POSTs only to an endpoint on the URL's origin),
 its messages on the link's SDK streams. Only the OAuth side requests to the authorization
@@ -35,7 +34,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
-import math
 import urllib.parse
 from collections.abc import AsyncIterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -46,12 +44,11 @@ import httpx2
 import mcp.types as mcp_types
 import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.shared.message import ClientMessageMetadata, SessionMessage
+from mcp.shared.message import SessionMessage
 
 from mcp_actors._config.record import ServerType
 from mcp_actors._config.redact import install_log_filter, redact_text, redact_url
 from mcp_actors._config.variables import expand
-from mcp_actors._wire.base import WireClosed
 from mcp_actors._wire.codec import decode
 from mcp_actors._wire.http.http11 import (
     BodyTooLarge,
@@ -317,16 +314,7 @@ class _WatchedHttp:
             if auth is None:
                 response = await self.http.send(method, url, headers, body, bound=bound)
             else:
-                # The OAuth flow's own first step, inline (a coroutine frame less per request):
-                # a fresh token, or bare while nothing is stored; else (or on a challenge) the flow.
-                ready, token = auth.direct()
-                if ready:
-                    sent = headers if token is None else {**headers, "Authorization": f"Bearer {token}"}
-                    response = await self.http.send(method, url, sent, body, bound=bound)
-                    if response.status in (401, 403):
-                        response = await self._challenged(response, method, url, headers, body)
-                else:
-                    response = await self._send_authorized(method, url, headers, body)
+                response = await self._send_with_auth(auth, method, url, headers, body, bound=bound)
         except (NetworkError, ProtocolError) as exc:
             self.watch.failed(method, str(url), exc, streaming=False)
             raise
@@ -344,6 +332,22 @@ class _WatchedHttp:
         """A response body failed under the wire: a death unless it was silence or an undecodable body."""
         if not isinstance(exc, HttpTimeout | DecodingError):
             self.watch.failed(response.method, str(response.url), exc, streaming=True)
+
+    async def _send_with_auth(
+        self, auth: ServerAuth, method: str, url: Url, headers: Mapping[str, str], body: bytes, *, bound: float | None
+    ) -> Response:
+        """The OAuth flow's own first step without its httpx objects: a fresh token, or bare while nothing is stored.
+
+        Anything else (a token to load or renew), or a challenge to that step, runs the flow.
+        """
+        ready, token = auth.direct()
+        if not ready:
+            return await self._send_authorized(method, url, headers, body)
+        sent = headers if token is None else {**headers, "Authorization": f"Bearer {token}"}
+        response = await self.http.send(method, url, sent, body, bound=bound)
+        if response.status in (401, 403):
+            response = await self._challenged(response, method, url, headers, body)
+        return response
 
     async def _challenged(
         self, response: Response, method: str, url: Url, headers: Mapping[str, str], body: bytes
@@ -409,68 +413,6 @@ async def _watch_auth(auth: ServerAuth, link: TransportLink) -> None:
     link.die(str(auth.failure))
 
 
-def _bridge_deliver(read_writer: MemoryObjectSendStream[SessionMessage | Exception]) -> Any:
-    """A wire ``deliver`` that hands each message to an SDK session's read stream."""
-    from mcp_types import jsonrpc_message_adapter
-    from pydantic import ValidationError
-
-    def deliver(message: dict[str, Any]) -> None:
-        item: SessionMessage | Exception
-        try:
-            item = SessionMessage(jsonrpc_message_adapter.validate_python(message, by_name=False))
-        except ValidationError as exc:
-            item = exc
-        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            read_writer.send_nowait(item)
-
-    return deliver
-
-
-async def _send_quietly(wire: HttpWire, message: dict[str, Any], headers: dict[str, str] | None) -> None:
-    """Send for the bridge: a failure ends the link (the session learns it from its read stream ending)."""
-    try:
-        await wire.send(message, headers=headers)
-    except WireClosed:
-        pass  # the link is dead already, with its reason
-    except McpActorsError as exc:  # an OAuth failure, typed: its message is the reason
-        wire.link.die(str(exc))
-    except Exception as exc:
-        wire.link.die(f"sending to the server failed: {type(exc).__name__}: {exc}")
-
-
-async def _bridge(
-    wire: HttpWire,
-    write_reader: MemoryObjectReceiveStream[SessionMessage],
-    read_writer: MemoryObjectSendStream[SessionMessage | Exception],
-) -> None:
-    """Serve the link's SDK streams over the wire, for a session without a dispatcher of its own.
-
-    Idle until the first message is written: a dispatcher that drives ``link.wire`` itself
-    never meets it. Requests are POSTed from a task each (the SDK session waits for their
-    answers on its read stream); notifications and responses in order, from here.
-    """
-    try:
-        item: SessionMessage | None = await write_reader.receive()
-    except (anyio.EndOfStream, anyio.ClosedResourceError):
-        return
-    async with trio.open_nursery() as nursery:
-        await nursery.start(wire.run, _bridge_deliver(read_writer))
-        while item is not None:
-            message = item.message
-            data = message.model_dump(by_alias=True, mode="json", exclude_unset=True)
-            metadata = item.metadata
-            headers = metadata.headers if isinstance(metadata, ClientMessageMetadata) else None
-            if isinstance(message, mcp_types.JSONRPCRequest):
-                nursery.start_soon(_send_quietly, wire, data, headers)
-            else:
-                await _send_quietly(wire, data, headers)
-            try:
-                item = await write_reader.receive()
-            except (anyio.EndOfStream, anyio.ClosedResourceError):
-                item = None
-        nursery.cancel_scope.cancel()
-
-
 def _http_client(params: HttpParams, *, label: str, secrets: tuple[str, ...]) -> tuple[Url, HttpClient]:
     """The endpoint and the HTTP/1.1 client of one connection (the record's headers; URL credentials as Basic).
 
@@ -502,28 +444,18 @@ async def _open_streamable_http(
     watch = _HttpWatch(label=label, secrets=secrets, optional_get=True)
     url, http = _http_client(params, label=label, secrets=secrets)
     client = _WatchedHttp(http, watch, auth)
-    # Unbounded: a wire delivers synchronously; what it delivers is bounded by what was asked.
-    read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](math.inf)
-    write_stream, write_reader = anyio.create_memory_object_stream[SessionMessage](STREAM_BUFFER)
-    streams = (read_writer, read_stream, write_stream, write_reader)
-    link = TransportLink(read_stream=read_stream, write_stream=write_stream, label=label, secrets=secrets)
-    link._closers.append(read_writer)
+    link = TransportLink(label=label, secrets=secrets)
     wire = HttpWire(client=client, url=url, link=link, max_message_bytes=params.max_message_bytes)
     link.wire = wire
     watch.attach(link)
     try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_bridge, wire, write_reader, read_writer)
-            try:
-                yield link
-            finally:
-                await wire.aclose()
-                link.die(link.death_reason or "closed by the client")
-                nursery.cancel_scope.cancel()
+        try:
+            yield link
+        finally:
+            await wire.aclose()
+            link.die(link.death_reason or "closed by the client")
     finally:
         http.close()
-        for stream in streams:
-            stream.close()
 
 
 @contextlib.asynccontextmanager
@@ -674,7 +606,7 @@ async def _sse_writer(
 async def open_http_transport(params: HttpParams, *, label: str) -> AsyncIterator[TransportLink]:
     """Open an SSE or streamable HTTP transport and yield its link.
 
-    Streamable HTTP runs on our own wire (``link.wire``, its SDK streams served over it);
+    Streamable HTTP runs on our own wire (``link.wire``, for ``WireDispatcher``; no SDK streams);
     SSE through the SDK's transport. Proxy settings come from the environment
     (``HTTP_PROXY``, ``NO_PROXY``, ...). The link dies as soon as our HTTP client sees the
     server go (see the module docstring).
