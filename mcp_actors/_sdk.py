@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Final
 from mcp.client._input_required import InputRequiredRoundsExceededError as InputRequiredRoundsExceededError
 from mcp.client._input_required import run_input_required_driver as run_input_required_driver
 from mcp.client._probe import negotiate_auto as negotiate_auto
-from mcp.shared._httpx_utils import next_request_within_origin as next_request_within_origin
 from mcp.shared._request_clock import request_clock as request_clock
 
 if TYPE_CHECKING:
@@ -42,7 +41,6 @@ __all__ = [
     "initialize_provider",
     "lowlevel_server",
     "negotiate_auto",
-    "next_request_within_origin",
     "provider_initialized",
     "registered_tools",
     "remove_resource",
@@ -62,9 +60,6 @@ __all__ = [
 # negotiate_auto (mcp.client._probe): the ``auto`` revision negotiation (``server/discover``
 #     first, the handshake as fallback) on our own session. Public alternative missing:
 #     ``Client(mode="auto")`` only, which builds its own session and dispatcher.
-# next_request_within_origin (mcp.shared._httpx_utils): whether the SDK's HTTP transports would
-#     follow a redirect, so the HTTP watch judges a redirect the way the SDK's client does.
-#     Public alternative missing: the SDK exports only clients that follow it themselves.
 # request_clock (mcp.shared._request_clock): a request's timeout clock, which the OAuth flow
 #     pauses while a person answers a login; our dispatcher puts one around every request as
 #     the SDK's own dispatcher does. Public alternative missing: the clock is the SDK's internal

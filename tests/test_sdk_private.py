@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import httpx2
 import pytest
 import trio
 from mcp import ClientSession
@@ -87,21 +86,6 @@ def test_negotiate_auto_takes_a_session() -> None:
     assert inspect.iscoroutinefunction(fn), _broken("negotiate_auto", "is not a coroutine function")
     _check_parameters("negotiate_auto", fn, [("session", POSITIONAL)])
     assert len(inspect.signature(fn).parameters) == 1, _broken("negotiate_auto", "takes more than a session")
-
-
-def test_next_request_within_origin_judges_a_redirect() -> None:
-    """next_request_within_origin follows a same-origin 307 and refuses one to another origin."""
-    fn = _sdk.next_request_within_origin
-    _check_parameters("next_request_within_origin", fn, [("response", POSITIONAL)])
-    request = httpx2.Request("POST", "https://example.test/mcp")
-    moved = httpx2.Response(307, headers={"location": "/mcp2"}, request=request)
-    moved.next_request = httpx2.Request("POST", "https://example.test/mcp2")  # what the client sets when it sends
-    follow = fn(moved)
-    assert follow is not None and str(follow.url) == "https://example.test/mcp2", _broken(
-        "next_request_within_origin", f"answers {follow!r} for a same-origin 307"
-    )
-    moved.next_request = httpx2.Request("POST", "https://elsewhere.test/mcp")
-    assert fn(moved) is None, _broken("next_request_within_origin", "follows a redirect to another origin")
 
 
 async def test_request_clock_yields_a_clock_we_can_start() -> None:
