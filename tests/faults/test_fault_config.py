@@ -18,7 +18,7 @@ from mcp_actors.errors import (
     DuplicateServerName,
     InvalidServerConfig,
     ServerCircuitOpen,
-    ServerStartFailed,
+    WorkingDirectoryNotFound,
 )
 from mcp_actors.testing import fault_server_command
 
@@ -125,7 +125,8 @@ async def test_unresolvable_commands(bed: FaultBed, tmp_path: Path) -> None:
         assert "repeated" not in str(parked) and "no retry" in str(parked), parked
         await bed.sibling_serves()
     lost = await bed.settle(bed.service.call_tool, "lost", "echo", {"text": "x"}, bound=CALL_BOUND)
-    assert isinstance(lost, ServerStartFailed | ServerCircuitOpen), lost
+    # Connected on first use: the first call meets the misconfiguration itself.
+    assert isinstance(lost, WorkingDirectoryNotFound | ServerCircuitOpen), lost
     assert "cwd" in str(lost) and missing_cwd in str(lost)
     await bed.survived()
 
