@@ -29,6 +29,7 @@ __all__ = [
     "ConfigError",
     "ConfigFileCorrupt",
     "ConfigFileLocked",
+    "ConfigFileRefused",
     "ConfigStoreError",
     "ConfigWriteFailed",
     "ConnectTimeout",
@@ -130,6 +131,24 @@ class ConfigFileCorrupt(ConfigError):
         self.path = path
         self.line = line
         self.column = column
+
+
+class ConfigFileRefused(ConfigFileCorrupt):
+    """A file read as configuration is no regular file (a FIFO, a device, a directory) or is too large.
+
+    Raised before a byte is read: a FIFO never blocks the reader, a device or a huge file never
+    fills its memory. The file is left untouched (never written over). Point the path at a
+    regular file of reasonable size (see ``mcp_actors._config.files.MAX_CONFIG_FILE_BYTES``).
+
+    Attributes:
+        reason: What is wrong with it, e.g. "is a FIFO (named pipe), not a regular file".
+    """
+
+    reason: str
+
+    def __init__(self, message: str, *, path: str, reason: str) -> None:
+        super().__init__(message, path=path)
+        self.reason = reason
 
 
 class InvalidToolName(ConfigError):

@@ -61,6 +61,7 @@ from mcp.shared.auth import (
 from pydantic import ValidationError
 
 from mcp_actors._auth.token_store import FileTokenStore, TokenStore
+from mcp_actors._config.files import read_config_file
 from mcp_actors._config.record import McpServerRecord, OAuthConfig, OAuthGrant, redact_url
 from mcp_actors._config.sdk_logs import sdk_logs_owned
 from mcp_actors._sdk import initialize_provider, provider_initialized
@@ -68,6 +69,7 @@ from mcp_actors.errors import (
     AuthorizationFailed,
     AuthorizationRequired,
     AuthorizationServerUnreachable,
+    ConfigFileRefused,
     McpActorsError,
 )
 
@@ -333,11 +335,18 @@ def _read_private_key(target: OAuthTarget) -> str:
     assert config.private_key_file is not None
     path = Path(config.private_key_file).expanduser()
     try:
-        return path.read_text()
-    except OSError as exc:
+        return read_config_file(path, what="privateKeyFile", fix="fix config.oauth.privateKeyFile").decode("utf-8")
+    except ConfigFileRefused as exc:
+        raise AuthorizationFailed(
+            f"server {target.server_name!r}: config.oauth.privateKeyFile {str(path)!r} {exc.reason}; it was not"
+            " read; point it at a regular PEM file",
+            server=target.server_name,
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise AuthorizationFailed(
             f"server {target.server_name!r}: config.oauth.privateKeyFile {str(path)!r} cannot be read"
-            f" ({exc.strerror or type(exc).__name__}); fix the path or its permissions",
+            f" ({reason}); fix the path or its permissions",
             server=target.server_name,
         ) from None
 

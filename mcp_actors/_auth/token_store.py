@@ -9,6 +9,11 @@ A host may plug in its own store (:class:`TokenStore`), or a plain SDK ``TokenSt
 server (:class:`CallableTokenStore`), or the system keyring (:class:`KeyringTokenStore`,
 when the ``keyring`` package is installed).
 
+The token file is read by the rule of every file taken as configuration
+(:func:`mcp_actors._config.files.read_config_file`): a path that is no regular file (a FIFO,
+a device) or a file over 16 MiB is :class:`~mcp_actors.errors.ConfigFileRefused` at once,
+on a read and on a write, and is never written over.
+
 Every entry remembers the server URL it was issued for: tokens of a server whose URL changed
 are ignored (they are for another resource), so editing ``config.url`` means a new login.
 """
@@ -29,6 +34,7 @@ from mcp.client.auth import TokenStorage
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from mcp_actors._config import atomic
+from mcp_actors._config.files import read_config_file
 from mcp_actors.errors import McpActorsError
 
 __all__ = [
@@ -275,7 +281,11 @@ class FileTokenStore(JsonTokenStore):
 
     def _read(self) -> dict[str, Any]:
         try:
-            data = self.path.read_bytes()
+            data = read_config_file(
+                self.path,
+                what="token file",
+                fix="move it away (the servers' logins are then asked for again) or set MCP_ACTORS_STATE_DIR",
+            )
         except FileNotFoundError:
             return {}
         try:

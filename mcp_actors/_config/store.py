@@ -21,6 +21,10 @@ Guarantees:
   or has a newer ``version`` raises :class:`~mcp_actors.errors.ConfigFileCorrupt` (with the
   path and the line/column, or the entry index and field) on every read *and* every write,
   and is left untouched until a person fixes or moves it.
+* **Reads only a regular file of sane size.** A path naming a FIFO, a device or a directory,
+  or a file over 16 MiB, is :class:`~mcp_actors.errors.ConfigFileRefused` at once, before a
+  byte is read (:func:`mcp_actors._config.files.read_config_file`): never a reader blocked
+  on a pipe, never a file read whole into memory.
 * **Writes through links.** When the config path is a symlink (a dotfile manager's link into
   a repository, possibly a chain of links), the lock, the temporary file and the rename are
   beside the link's final target, resolved afresh for every write: the link stays a link and
@@ -50,6 +54,7 @@ import platformdirs
 
 from mcp_actors._config import atomic
 from mcp_actors._config.codec import document_from_records, records_from_document
+from mcp_actors._config.files import read_config_file
 from mcp_actors._config.paths import CONFIG_ENV_VAR as CONFIG_ENV_VAR
 from mcp_actors._config.record import McpServerRecord, builtin_demo_record, check_record_set
 from mcp_actors.errors import ConfigError, ConfigFileCorrupt, ConfigFileLocked, ConfigWriteFailed, McpActorsError
@@ -136,8 +141,9 @@ class ConfigStore:
 
         Raises:
             ConfigFileCorrupt: The file cannot be read as a config (path and position in the
-                message); it is left untouched.
-            OSError: The file exists but cannot be read (permissions, a directory …).
+                message); it is left untouched. :class:`~mcp_actors.errors.ConfigFileRefused`
+                (a subclass) when the path is no regular file or a file over 16 MiB.
+            OSError: The file exists but cannot be read (permissions, I/O).
         """
         records, _extras, _exists = self._read()
         return records
@@ -237,7 +243,11 @@ class ConfigStore:
     def _read(self) -> tuple[list[McpServerRecord], dict[str, Any], bool]:
         """Return (records, unknown top-level keys, whether the file exists)."""
         try:
-            data = self.path.read_bytes()
+            data = read_config_file(
+                self.path,
+                what="config file",
+                fix="point --config or MCP_ACTORS_CONFIG at a regular JSON file; this one was left untouched",
+            )
         except FileNotFoundError:
             return [builtin_demo_record()], {}, False
         # Tolerate a BOM left by a Windows editor. Stripped here, not by the "utf-8-sig"

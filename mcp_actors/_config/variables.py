@@ -33,7 +33,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Final
 
-from mcp_actors.errors import ServerMisconfigured, UnresolvedPlaceholder
+from mcp_actors._config.files import read_config_file
+from mcp_actors.errors import ConfigFileRefused, ServerMisconfigured, UnresolvedPlaceholder
 
 __all__ = [
     "PLACEHOLDER_RE",
@@ -177,13 +178,21 @@ def load_env_file(path: str, *, server: str, base: str | None = None) -> dict[st
         base: The directory a relative ``path`` is relative to.
 
     Raises:
-        ServerMisconfigured: The file cannot be read (named, with the reason).
+        ServerMisconfigured: The file cannot be read (named, with the reason): missing, not
+            UTF-8, or refused by the rule of every file read as configuration (no regular
+            file, over 16 MiB: :func:`mcp_actors._config.files.read_config_file`).
     """
     file = Path(path).expanduser()
     if not file.is_absolute() and base is not None:
         file = Path(base) / file
     try:
-        text = file.read_text(encoding="utf-8")
+        text = read_config_file(file, what="envFile", fix="point config.envFile at a regular file").decode("utf-8")
+    except ConfigFileRefused as exc:
+        raise ServerMisconfigured(
+            f"server {server!r}: envFile {str(file)!r} {exc.reason}; it was not read; point config.envFile at a"
+            " regular file",
+            server=server,
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ServerMisconfigured(

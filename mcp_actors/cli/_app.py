@@ -452,8 +452,14 @@ def servers_import(
     def read() -> str:
         if source == "-":
             return sys.stdin.read()
+        from mcp_actors._config.files import read_config_file
+
         try:
-            return Path(source).read_text(encoding="utf-8")
+            return read_config_file(
+                Path(source),
+                what="file to import",
+                fix=f"give a regular JSON file, or pipe it in: mcp-actors servers import - < {source}",
+            ).decode("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
             raise CliError(f"cannot read {source!r}: {reason}") from exc
