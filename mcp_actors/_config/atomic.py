@@ -29,15 +29,13 @@ from typing import Final
 
 import filelock
 
+from mcp_actors._config.paths import make_private_dir
 from mcp_actors.errors import ConfigFileLocked, ConfigWriteFailed
 
-__all__ = ["DIR_MODE", "FILE_MODE", "lock_path", "locked", "real_target", "replace", "temp_prefix", "write_failed"]
+__all__ = ["FILE_MODE", "lock_path", "locked", "real_target", "replace", "temp_prefix", "write_failed"]
 
 FILE_MODE: Final = 0o600
 """The files hold API keys and tokens: readable by their owner only, from the first byte."""
-
-DIR_MODE: Final = 0o700
-"""A directory the stores create for their file."""
 
 
 def real_target(path: Path) -> Path:
@@ -63,7 +61,8 @@ def locked(target: Path, *, timeout: float, what: str, shown: Path) -> Iterator[
     """Hold ``target``'s cross-process lock for the block; first remove a crashed writer's temp files.
 
     Args:
-        target: The file's real target (:func:`real_target`); its directory is created if missing.
+        target: The file's real target (:func:`real_target`); its directory is created if missing
+            (0700 whatever the umask, missing parents too: :func:`~mcp_actors._config.paths.make_private_dir`).
         timeout: Longest wait, in seconds, for another process to release the lock.
         what: What the file is, for the error (``"config file"``).
         shown: The path the user gave, for the error.
@@ -72,7 +71,7 @@ def locked(target: Path, *, timeout: float, what: str, shown: Path) -> Iterator[
         ConfigFileLocked: Another process held the lock for ``timeout`` seconds.
         OSError: The directory or the lock file cannot be created (at once, not after ``timeout``).
     """
-    target.parent.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    make_private_dir(target.parent)
     lock_file = lock_path(target)
     # filelock retries every failure to open its file as "held by another process"; a
     # directory that refuses the file must fail at once instead, as the OSError it is.

@@ -16,7 +16,8 @@ Guarantees:
 * **No lost updates.** :meth:`ConfigStore.modify` holds a cross-process lock
   (``mcp-config.json.lock``, via ``filelock``) around read-modify-write and re-reads the
   file inside it, so concurrent writers in many processes each see the others' records.
-* **Private.** The file is mode 0600: it holds API keys and tokens.
+* **Private.** The file is mode 0600: it holds API keys and tokens. A directory created for it
+  (missing parents too) is 0700 whatever the umask (:func:`mcp_actors._config.paths.make_private_dir`).
 * **Never clobbers what it cannot read.** A file that is not valid JSON, fails the schema,
   or has a newer ``version`` raises :class:`~mcp_actors.errors.ConfigFileCorrupt` (with the
   path and the line/column, or the entry index and field) on every read *and* every write,

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import trio
 
+from mcp_actors._config.paths import make_private_dir
 from mcp_actors._process import kill as _kill
 from mcp_actors._process.kill import Target
 
@@ -110,7 +111,7 @@ class Ledger:
         }
         data = json.dumps(payload, separators=(",", ":")).encode()
         try:
-            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_private_dir(self.path.parent)
             tmp = self.path.with_name(f".{self.path.name}.{threading.get_ident()}.tmp")
             fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0), 0o600)
             try:
