@@ -64,6 +64,7 @@ from mcp_actors.cli._support import (
     tool_json,
     unresolved_placeholders,
     without_test_advice,
+    write_text,
 )
 from mcp_actors.errors import (
     ConnectionFailed,
@@ -1494,13 +1495,11 @@ def call(
             if not text and result.structured_content is not None:
                 text = json.dumps(result.structured_content, indent=2, ensure_ascii=False)
             if result.is_error:
-                print(
-                    f"{PROGRAM}: tool {name!r} of server {record.name!r} returned an error: {text}",
-                    file=sys.stderr,
+                write_text(
+                    f"{PROGRAM}: tool {name!r} of server {record.name!r} returned an error: {text}\n", stderr=True
                 )
             else:
-                sys.stdout.write(text + ("\n" if text and not text.endswith("\n") else ""))
-                sys.stdout.flush()
+                write_text(text + ("\n" if text and not text.endswith("\n") else ""))
         return ExitCode.FAILED if result.is_error else ExitCode.OK
 
     _run_async(ctx, body, as_json=as_json)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
-from mcp_actors.cli._support import CliError, ExitCode, print_json, report_failure, root_cause
+from mcp_actors.cli._support import CliError, ExitCode, print_json, report_failure, root_cause, terminal_safe
 
 if TYPE_CHECKING:
     import trio
@@ -127,8 +127,9 @@ def _when(expires_at: float | None) -> str:
 
 
 def _print_statuses(rows: list[dict[str, Any]]) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from mcp_actors.cli._terminal import TerminalConsole
 
     table = Table()
     for column in ("server", "logged in", "expires", "scopes", "client id"):
@@ -141,7 +142,7 @@ def _print_statuses(rows: list[dict[str, Any]]) -> None:
             " ".join(row["scopes"]) or "-",
             row["clientId"] or "-",
         )
-    Console(highlight=False).print(table)
+    TerminalConsole(highlight=False).print(table)
 
 
 # --------------------------------------------------------------------------- status / logout
@@ -264,7 +265,7 @@ def _login_handler(
 
         opened = browser and _open_browser(authorization_url)
         where = "Your browser was opened at" if opened else "Open this URL in a browser to log in"
-        print(f"{where}:\n\n  {authorization_url}\n", file=sys.stderr, flush=True)
+        print(f"{where}:\n\n  {terminal_safe(authorization_url)}\n", file=sys.stderr, flush=True)
         print(
             "Waiting for the redirect… (or paste the URL the browser was redirected to, then Enter)",
             file=sys.stderr,

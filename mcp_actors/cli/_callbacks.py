@@ -36,6 +36,7 @@ from rich.markup import escape
 
 from mcp_actors import events
 from mcp_actors._connection.callbacks import complete_elicitation
+from mcp_actors.cli._terminal import TerminalConsole
 
 __all__ = ["SAMPLING_DECLINED", "TerminalElicitor", "cli_callbacks", "decline_sampling"]
 
@@ -49,7 +50,7 @@ _ATTEMPTS: Final = 3
 
 
 def _stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    return TerminalConsole(stderr=True, highlight=False)
 
 
 async def decline_sampling(

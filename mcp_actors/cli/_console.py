@@ -6,6 +6,9 @@ prints a table asks for :func:`out` (and imports ``rich.table`` itself), one tha
 spinner or a warning asks for :func:`err`. Once made, each console is this module's
 attribute (``_out``, ``_err``) for the rest of the process, as a console made at import
 would be.
+
+Both are :class:`~mcp_actors.cli._terminal.TerminalConsole`: whatever they print passes
+:func:`~mcp_actors.cli._support.terminal_safe`, so a server's text cannot drive the terminal.
 """
 
 from __future__ import annotations
@@ -25,9 +28,9 @@ def out() -> Console:
     """The console on stdout: tables and results (no highlighting, no soft wrap)."""
     global _out
     if _out is None:
-        from rich.console import Console
+        from mcp_actors.cli._terminal import TerminalConsole
 
-        _out = Console(highlight=False, soft_wrap=False)
+        _out = TerminalConsole(highlight=False, soft_wrap=False)
     return _out
 
 
@@ -35,7 +38,7 @@ def err() -> Console:
     """The console on stderr: progress, spinners, warnings (only a terminal sees the live ones)."""
     global _err
     if _err is None:
-        from rich.console import Console
+        from mcp_actors.cli._terminal import TerminalConsole
 
-        _err = Console(stderr=True, highlight=False)
+        _err = TerminalConsole(stderr=True, highlight=False)
     return _err

@@ -24,7 +24,7 @@ import typer
 
 from mcp_actors.cli import _console
 from mcp_actors.cli._run import _run_async, _with_service
-from mcp_actors.cli._support import CliError, ExitCode, print_json
+from mcp_actors.cli._support import CliError, ExitCode, print_json, write_text
 
 if TYPE_CHECKING:
     from mcp_actors.service import McpService
@@ -87,13 +87,17 @@ def resources_list(
         for column in ("URI TEMPLATE", "NAME", "MIME TYPE", "DESCRIPTION"):
             table.add_column(column, overflow="fold")
         for t in items:
-            table.add_row(Text(t.uri_template, style="bold"), t.name, t.mime_type or "", t.description or "")
+            table.add_row(
+                Text(t.uri_template, style="bold"), Text(t.name), Text(t.mime_type or ""), Text(t.description or "")
+            )
     else:
         table = Table(title=f"Resources ({len(items)})", title_justify="left")
         for column in ("URI", "NAME", "MIME TYPE", "DESCRIPTION"):
             table.add_column(column, overflow="fold")
         for r in items:
-            table.add_row(Text(str(r.uri), style="bold"), r.name, r.mime_type or "", r.description or "")
+            table.add_row(
+                Text(str(r.uri), style="bold"), Text(r.name), Text(r.mime_type or ""), Text(r.description or "")
+            )
     _console.out().print(table)
 
 
@@ -143,10 +147,10 @@ def resources_read(
         return
     for item in result.contents:
         if hasattr(item, "text"):
-            sys.stdout.write(item.text + ("" if item.text.endswith("\n") else "\n"))
+            write_text(item.text + ("" if item.text.endswith("\n") else "\n"))
         else:
             size = len(base64.b64decode(item.blob))
-            sys.stdout.write(f"[Binary: {item.mime_type or 'unknown type'}, {size} bytes; use --output FILE]\n")
+            write_text(f"[Binary: {item.mime_type or 'unknown type'}, {size} bytes; use --output FILE]\n")
     sys.stdout.flush()
 
 
@@ -182,7 +186,7 @@ def prompts_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fals
         table.add_column(column, overflow="fold")
     for p in prompts:
         arguments = ", ".join(a.name + ("" if a.required else "?") for a in p.arguments or ())
-        table.add_row(Text(p.name, style="bold"), arguments, p.description or "")
+        table.add_row(Text(p.name, style="bold"), Text(arguments), Text(p.description or ""))
     _console.out().print(table)
 
 
@@ -214,7 +218,7 @@ def prompts_get(
     from mcp_actors.adapters import flatten_content
 
     for message in result.messages:
-        sys.stdout.write(f"[{message.role}] {flatten_content([message.content])}\n")
+        write_text(f"[{message.role}] {flatten_content([message.content])}\n")
     sys.stdout.flush()
 
 
@@ -240,6 +244,9 @@ def tasks_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False)
     for t in tasks:
         style = {"completed": "green", "failed": "red", "cancelled": "yellow"}.get(t.status, "")
         table.add_row(
-            Text(t.task_id, style="bold"), Text(t.status, style=style), t.status_message or "", str(t.last_updated_at)
+            Text(t.task_id, style="bold"),
+            Text(t.status, style=style),
+            Text(t.status_message or ""),
+            str(t.last_updated_at),
         )
     _console.out().print(table)

@@ -62,9 +62,12 @@ __all__ = [
     "record_target",
     "report_failure",
     "root_cause",
+    "TERMINAL_UNSAFE",
+    "terminal_safe",
     "tool_json",
     "unresolved_placeholders",
     "without_test_advice",
+    "write_text",
 ]
 
 PROGRAM = "mcp-actors"
@@ -167,6 +170,40 @@ def parse_arguments_json(text: str, option: str = "--args") -> dict[str, Any]:
     if not isinstance(value, dict):
         raise CliError(f"{option} must be a JSON object (the tool's named arguments), got {type(value).__name__}")
     return value
+
+
+TERMINAL_UNSAFE: Final = re.compile(r"\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""What :func:`terminal_safe` replaces: a CRLF line end, and every control character but newline and tab."""
+
+
+def _visible(match: re.Match[str]) -> str:
+    found = match.group()
+    return "\n" if found == "\r\n" else f"\\x{ord(found):02x}"
+
+
+def terminal_safe(text: str) -> str:
+    """``text`` as it may reach a terminal: every control character made visible, ``ESC`` as ``\\x1b``.
+
+    The one rule for everything a server sends that the CLI shows a person (tool results
+    and descriptions, server info, resource and prompt texts, error messages with a
+    server's stderr, event and log lines): a terminal obeys control characters, so a
+    server could move the cursor, rewrite lines already printed, set the window title
+    (``ESC]0;...BEL``), or hide text. Each C0 control but newline and tab, ``DEL`` and each
+    C1 control (``\\x80``-``\\x9f``, e.g. ``\\x9b``, a one-byte CSI) becomes its visible
+    escape ``\\xNN``; a CRLF line end becomes a newline. ``--json`` documents and
+    ``--output`` files are never passed through it: they keep the exact text.
+
+    Applied where the CLI prints: by its rich consoles (:class:`~mcp_actors.cli._terminal.TerminalConsole`)
+    to every text they render, and by :func:`write_text` and the error lines to plain text.
+    """
+    return TERMINAL_UNSAFE.sub(_visible, text)
+
+
+def write_text(text: str, *, stderr: bool = False) -> None:
+    """Write ``text`` for a person (a tool's result, a resource's text) through :func:`terminal_safe`."""
+    stream = sys.stderr if stderr else sys.stdout
+    stream.write(terminal_safe(text))
+    stream.flush()
 
 
 def parse_timeout(value: float | None, option: str = "--timeout") -> float | None:
@@ -275,7 +312,7 @@ def report_failure(exc: BaseException, *, debug: bool, as_json: bool = False, re
     line = error_line(leaf)
     if rewrite is not None:
         line = rewrite(line)
-    print(line, file=sys.stderr, flush=True)
+    print(terminal_safe(line), file=sys.stderr, flush=True)
     code = exit_code_for(leaf)
     if as_json and not json_printed():
         print_json(error_json(leaf, code, message=line.removeprefix(f"{PROGRAM}: error: ")))
@@ -486,4 +523,4 @@ def failure_lines(failures: Mapping[str, McpActorsError]) -> list[str]:
         lines.append(
             f"{PROGRAM}: skipped: {message}" if repr(name) in message else f"{PROGRAM}: skipped {name!r}: {message}"
         )
-    return lines
+    return [terminal_safe(line) for line in lines]
