@@ -35,7 +35,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Final, TypeVar
 
@@ -51,10 +51,12 @@ from mcp_actors.cli._support import (
     PROGRAM,
     CliError,
     ExitCode,
+    displays_paused,
     exit_code_for,
     failure_lines,
     forget_json_printed,
     list_tools_with_progress,
+    live_display,
     parse_arguments_json,
     parse_timeout,
     print_json,
@@ -1224,14 +1226,17 @@ def _first_line(text: str | None, limit: int = 100) -> str:
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
-def _status(message: str) -> contextlib.AbstractContextManager[Any]:
-    """A spinner on stderr while one server connects (terminals only)."""
+@contextlib.contextmanager
+def _status(message: str) -> Iterator[None]:
+    """A spinner on stderr while one server connects (terminals only; paused while the terminal asks)."""
     err = _console.err()
     if not err.is_terminal:
-        return contextlib.nullcontext()
+        yield
+        return
     from rich.markup import escape
 
-    return err.status(escape(message))
+    with err.status(escape(message)) as status, live_display(status):
+        yield
 
 
 # --------------------------------------------------------------------------- tools
@@ -1438,7 +1443,11 @@ async def _confirm(record: McpServerRecord, tool: str, arguments: dict[str, Any]
 
     import trio
 
-    allowed = await trio.to_thread.run_sync(ask, abandon_on_cancel=True)
+    def ask_on_a_clean_screen() -> bool:
+        with displays_paused():
+            return ask()
+
+    allowed = await trio.to_thread.run_sync(ask_on_a_clean_screen, abandon_on_cancel=True)
     if not allowed:
         raise CliError(f"declined: tool {tool!r} of server {record.name!r} was not called", ExitCode.FAILED)
 
@@ -1518,9 +1527,12 @@ def _progress_bar(label: str, *, enabled: bool) -> Any:
     from rich.markup import escape
     from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 
-    with Progress(
-        TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), console=err, transient=True
-    ) as bar:
+    with (
+        Progress(
+            TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), console=err, transient=True
+        ) as bar,
+        live_display(bar),
+    ):
         task = bar.add_task(escape(label), total=None)
 
         def on_progress(progress: float, total: float | None, message: str | None) -> None:

@@ -22,6 +22,7 @@ commands pass:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import webbrowser
@@ -36,6 +37,7 @@ from rich.markup import escape
 
 from mcp_actors import events
 from mcp_actors._connection.callbacks import complete_elicitation
+from mcp_actors.cli._support import displays_paused
 from mcp_actors.cli._terminal import TerminalConsole
 
 __all__ = ["SAMPLING_DECLINED", "TerminalElicitor", "cli_callbacks", "decline_sampling"]
@@ -101,6 +103,8 @@ class TerminalElicitor:
         console: Where prompts go (stderr in the CLI).
         read_line: Reads one answer line (blocking; the handler runs it in a worker thread).
         open_url: Opens a URL in a browser; returns whether it could.
+        paused: While a question is asked, the live displays (the call's progress bar) are
+            off the terminal under this context manager, so that none draws over a prompt.
     """
 
     def __init__(
@@ -108,10 +112,12 @@ class TerminalElicitor:
         console: Console,
         read_line: Callable[[], str],
         open_url: Callable[[str], bool] = webbrowser.open,
+        paused: Callable[[], contextlib.AbstractContextManager[None]] = displays_paused,
     ) -> None:
         self._console = console
         self._read_line = read_line
         self._open_url = open_url
+        self._paused = paused
         self._waiting: dict[str, str] = {}
         self._idle = trio.Event()
         self._idle.set()
@@ -163,14 +169,15 @@ class TerminalElicitor:
         return line.rstrip("\n")
 
     def ask(self, server_id: str, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
-        """Ask the person; blocking. End of input (Ctrl-D) is ``cancel``."""
-        try:
-            if isinstance(params, mcp_types.ElicitRequestURLParams):
-                return self._ask_url(params)
-            return self._ask_form(params)
-        except (EOFError, KeyboardInterrupt):
-            self._console.print("\n[yellow]cancelled[/]")
-            return mcp_types.ElicitResult(action="cancel")
+        """Ask the person; blocking. End of input (Ctrl-D) is ``cancel``. No live display draws meanwhile."""
+        with self._paused():
+            try:
+                if isinstance(params, mcp_types.ElicitRequestURLParams):
+                    return self._ask_url(params)
+                return self._ask_form(params)
+            except (EOFError, KeyboardInterrupt):
+                self._console.print("\n[yellow]cancelled[/]")
+                return mcp_types.ElicitResult(action="cancel")
 
     def _ask_url(self, params: mcp_types.ElicitRequestURLParams) -> mcp_types.ElicitResult:
         self._console.print(f"[bold]A server asks you to open a page:[/] {escape(params.message)}")

@@ -8,6 +8,7 @@ never do.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import json
@@ -15,8 +16,9 @@ import math
 import re
 import shlex
 import sys
+import threading
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from mcp_actors.errors import (
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CliError",
+    "displays_paused",
+    "live_display",
     "ExitCode",
     "PROGRAM",
     "error_json",
@@ -204,6 +208,49 @@ def write_text(text: str, *, stderr: bool = False) -> None:
     stream = sys.stderr if stderr else sys.stdout
     stream.write(terminal_safe(text))
     stream.flush()
+
+
+_live: list[Any] = []
+_live_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def live_display(display: Any) -> Iterator[Any]:
+    """While the block runs, ``display`` (a started rich ``Progress``, ``Status`` or ``Live``) is on the terminal.
+
+    Registered so that :func:`displays_paused` can take it off the screen while the
+    terminal asks the user something. Yields ``display``.
+    """
+    with _live_lock:
+        _live.append(display)
+    try:
+        yield display
+    finally:
+        with _live_lock:
+            _live[:] = [d for d in _live if d is not display]
+
+
+@contextlib.contextmanager
+def displays_paused() -> Iterator[None]:
+    """Stop every live display (:func:`live_display`) for the block; start again those still shown after it.
+
+    Wraps every question asked on the terminal (an elicitation's question and field
+    prompts, the approval of a call): a progress bar redraws its line several times a
+    second, which would erase a prompt (a line without its end) and the answer being
+    typed. A transient display clears its lines when stopped, so the question starts on
+    a clean line; after the answer it is drawn again below. May run in a worker thread.
+    """
+    with _live_lock:
+        paused = list(_live)
+    for display in reversed(paused):
+        display.stop()
+    try:
+        yield
+    finally:
+        with _live_lock:
+            shown = [d for d in paused if any(d is live for live in _live)]
+        for display in shown:
+            display.start()
 
 
 def parse_timeout(value: float | None, option: str = "--timeout") -> float | None:
@@ -497,7 +544,7 @@ async def list_tools_with_progress(
             for record in records:
                 nursery.start_soon(one, record)
         return results, failures
-    with progress:
+    with progress, live_display(progress):
         async with trio.open_nursery() as outer:
             outer.start_soon(tick, progress)
             async with trio.open_nursery() as nursery:

@@ -246,8 +246,18 @@ def test_call_asks_on_a_terminal(tmp_path: Path) -> None:
     assert "declined" in no_screen
 
 
-def _type_on_prompts(args: Sequence[str], env: dict[str, str], answers: Sequence[tuple[str, bytes]]) -> str:
-    """Run on a pseudo-terminal; type each answer once its prompt shows; return the whole screen."""
+def _type_on_prompts(
+    args: Sequence[str],
+    env: dict[str, str],
+    answers: Sequence[tuple[str, bytes]],
+    bound: float = RUN_BOUND,
+    think: float = 0.0,
+) -> str:
+    """Run on a pseudo-terminal; type each answer once its prompt shows; return the whole screen.
+
+    A person takes ``think`` seconds to type each answer after its prompt shows. A prompt
+    that has not shown within ``bound`` seconds fails the test (the command is killed).
+    """
     master, slave = pty.openpty()
     try:
         proc = subprocess.Popen([*CLI, *args], stdin=slave, stdout=slave, stderr=slave, env=env)
@@ -255,10 +265,12 @@ def _type_on_prompts(args: Sequence[str], env: dict[str, str], answers: Sequence
         os.close(slave)
     screen = bytearray()
     pending = list(answers)
-    deadline = time.monotonic() + RUN_BOUND
+    deadline = time.monotonic() + bound
+    typed_at = 0  # where the screen was when the last answer was typed
+    shown_at: float | None = None  # when the next answer's prompt showed
     try:
         while time.monotonic() < deadline:
-            ready, _, _ = select.select([master], [], [], 0.5)
+            ready, _, _ = select.select([master], [], [], 0.1)
             if ready:
                 try:
                     chunk = os.read(master, 4096)
@@ -267,10 +279,14 @@ def _type_on_prompts(args: Sequence[str], env: dict[str, str], answers: Sequence
                 if not chunk:
                     break
                 screen.extend(chunk)
-            if pending and pending[0][0].encode() in screen:
-                os.write(master, pending.pop(0)[1])
+            if pending and pending[0][0].encode() in screen[typed_at:]:
+                shown_at = shown_at or time.monotonic()
+                if time.monotonic() - shown_at >= think:
+                    os.write(master, pending.pop(0)[1])
+                    typed_at, shown_at = len(screen), None
             if proc.poll() is not None and not ready:
                 break
+        assert not pending, f"never shown: {pending[0][0]!r}; the screen: {screen.decode(errors='replace')!r}"
         proc.wait(timeout=RUN_BOUND)
     finally:
         if proc.poll() is None:
@@ -360,6 +376,64 @@ def test_call_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     assert proc.returncode == 0
     assert stdout == b"slept 1 s\n"
     assert b"demo/sleep: slept" in drawn
+
+
+_ASKER = """
+import anyio
+import mcp.types as types
+from mcp.server.mcpserver import Context, MCPServer
+
+from mcp_actors._demo.callbacks import _answer, _ask, _modern
+
+NAME = {"type": "object", "properties": {"name": {"type": "string", "title": "Your name"}}, "required": ["name"]}
+server = MCPServer(name="asker")
+
+
+@server.tool(description="Reports progress, then asks the user's name, then reports progress again.")
+async def ask(ctx: Context) -> str | types.InputRequiredResult:
+    await ctx.report_progress(1, 3, "warming up")
+    await anyio.sleep(1.0)  # long enough for the bar to be drawn, and redrawn
+    if _modern(ctx):
+        answer = _answer(ctx, "name")
+        if not isinstance(answer, types.ElicitResult):
+            params = types.ElicitRequestFormParams(message="What is your name?", requested_schema=NAME)
+            return _ask("name", types.ElicitRequest(params=params))
+        content = answer.content or {}
+    else:
+        result = await ctx.session.elicit_form("What is your name?", NAME, related_request_id=ctx.request_id)
+        content = result.content or {}
+    await ctx.report_progress(2, 3, "answered")
+    await anyio.sleep(0.5)
+    return f"hello {content.get('name')}"
+
+
+server.run()
+"""
+
+
+def test_call_pauses_its_progress_bar_while_a_server_asks_the_user(tmp_path: Path) -> None:
+    """On a terminal a question asked mid-call shows, and stays shown, while the user answers; the bar then resumes.
+
+    Before, the progress bar kept redrawing over the question, and a field's prompt (a line
+    without its end) never showed at all: the user answered blind.
+    """
+    script = tmp_path / "asker.py"
+    script.write_text(_ASKER, encoding="utf-8")
+    config = write_config(tmp_path / "mcp-config.json", stdio("asker", [sys.executable, str(script)], trusted=True))
+    screen = _type_on_prompts(
+        ["call", "asker/ask"],
+        cli_env(config, TERM="xterm-256color"),
+        [("[c]ancel: ", b"y\n"), ("string: ", b"Ada\n")],
+        bound=60.0,
+        think=1.0,
+    )
+    assert "asker/ask: warming up" in screen  # the bar was up before the question
+    # Each answer is echoed right after its prompt: nothing was drawn over the prompt meanwhile.
+    assert "[c]ancel: y" in screen and "string: Ada" in screen, repr(screen)
+    typed = screen.index("string: Ada")
+    assert "What is your name?" in screen[:typed]
+    assert "asker/ask: answered" in screen[typed:]  # the bar came back after the answer
+    assert "hello Ada" in screen[typed:]
 
 
 # --------------------------------------------------------------------------- a fresh interpreter, process limits
