@@ -75,6 +75,7 @@ import enum
 import json
 import math
 import re
+import shlex
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
@@ -91,7 +92,7 @@ from mcp_actors._config.record import (
     new_server_id,
 )
 from mcp_actors._config.record import _type_name as _json_type
-from mcp_actors._config.variables import resolvable_at_start
+from mcp_actors._config.variables import resolvable_at_start, update_options
 from mcp_actors.errors import ConfigError, InvalidServerConfig, McpActorsError
 
 __all__ = [
@@ -448,19 +449,26 @@ def _placeholder_note(name: str, config: Mapping[str, Any]) -> str | None:
     :mod:`mcp_actors._config.variables`); ``${workspaceFolder}`` and ``${input:ID}`` only at
     import, so one still here was not answered; a whole-value ``$VAR`` is not expanded.
     """
-    stuck = [
-        f"{match} in {path}"
+    found = [
+        (match, path, text)
         for key in ("command", "args", "env", "cwd", "envFile", "headers", "url")
         if key in config
         for path, text in _strings_in(config[key], key)
         for match in _PLACEHOLDER_RE.findall(text)
         if not resolvable_at_start(match)
     ]
-    if not stuck:
+    if not found:
         return None
+    stuck = [f"{match} in {path}" for match, path, _ in found]
+    values: dict[str, str] = {}
+    for match, path, text in found:
+        values[path] = values.get(path, text).replace(match, "VALUE")
+    args = config.get("args")
+    known_args = [str(a) for a in args] if isinstance(args, list) else None
+    options = " ".join(update_options(list(values.items()), known_args))
     return (
         f"unresolved: {', '.join(stuck)}; the server fails to start until each is replaced, e.g. "
-        f"'mcp-actors servers update {name} --env KEY=VALUE' (${{env:NAME}} and ${{NAME}} are read from "
+        f"'mcp-actors servers update {shlex.quote(name)} {options}' (${{env:NAME}} and ${{NAME}} are read from "
         "the environment at start)"
     )
 

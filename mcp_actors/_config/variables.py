@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -43,6 +44,7 @@ __all__ = [
     "load_env_file",
     "placeholders_in",
     "resolvable_at_start",
+    "update_options",
 ]
 
 PLACEHOLDER_RE: Final = re.compile(r"\$\{([^}]*)\}")
@@ -93,8 +95,57 @@ def placeholders_in(text: str) -> list[str]:
     return [match.group(0) for match in PLACEHOLDER_RE.finditer(text)]
 
 
-def _unresolved(placeholder: str, body: str, field: str, server: str) -> UnresolvedPlaceholder:
-    fix = f"or run '{_PROGRAM} servers update {server} ...' to replace it"
+_OPTIONS: Final = {"command": "--command", "cwd": "--cwd", "envFile": "--env-file", "url": "--url"}
+"""The ``servers update`` option of each single-valued field of a record's config."""
+_ARG_RE: Final = re.compile(r"args\[(\d+)\]")
+
+
+def update_options(fields: Sequence[tuple[str, str]], args: Sequence[str] | None = None) -> list[str]:
+    """The ``mcp-actors servers update`` options that give ``fields`` new values, for a fix hint.
+
+    The one map from where a placeholder sits to the option that replaces it: an ``env``
+    value is ``--env KEY=VALUE``, a header ``--header KEY=VALUE``, an argument ``--arg``
+    (which replaces every argument, so all of ``args`` are given, when known), ``url``
+    ``--url`` and so on.
+
+    Args:
+        fields: ``(field, value)`` pairs: the field's path, with or without ``config.``
+            (``env.API_KEY``, ``config.headers.Authorization``, ``args[1]``), and the value
+            to show (the stored one with its placeholder replaced by ``VALUE``).
+        args: The record's arguments, to spell out the ``--arg`` options in full.
+
+    Returns:
+        The options, shell-quoted, in the order of ``fields``; the arguments once.
+    """
+    options: list[str] = []
+    new_args = list(args) if args is not None else None
+    arg_at = -1
+    for field, value in fields:
+        path = field.removeprefix("config.")
+        key, _, name = path.partition(".")
+        index = _ARG_RE.fullmatch(path)
+        if key == "env" and name:
+            options.append(f"--env {shlex.quote(f'{name}={value}')}")
+        elif key == "headers" and name:
+            options.append(f"--header {shlex.quote(f'{name}={value}')}")
+        elif index is not None:
+            if new_args is not None and int(index.group(1)) < len(new_args):
+                new_args[int(index.group(1))] = value
+            if arg_at < 0:
+                arg_at = len(options)
+                options.append("")
+        elif path in _OPTIONS:
+            options.append(f"{_OPTIONS[path]} {shlex.quote(value)}")
+    if arg_at >= 0:
+        # --arg replaces every argument: all of them are given again (or said to be, when unknown).
+        given = new_args if new_args is not None else ["ARG", "..."]
+        options[arg_at] = " ".join(f"--arg={shlex.quote(a)}" if a != "..." else a for a in given)
+    return options
+
+
+def _unresolved(placeholder: str, body: str, field: str, server: str, text: str) -> UnresolvedPlaceholder:
+    options = " ".join(update_options([(field, text.replace(placeholder, "VALUE"))])) or "..."
+    fix = f"or run '{_PROGRAM} servers update {server} {options}' to replace it"
     if body.startswith("input:"):
         why = "is an input that was not answered at import (import the file on a terminal to be asked)"
     elif body == "workspaceFolder" or body.startswith("workspaceFolder"):
@@ -138,7 +189,7 @@ def expand(text: str, *, field: str, server: str, environ: Mapping[str, str] | N
         name = _env_name(body)
         value = env.get(name) if name is not None else None
         if value is None:
-            raise _unresolved(match.group(0), body, field, server)
+            raise _unresolved(match.group(0), body, field, server, text)
         used.append(value)
         return value
 

@@ -436,3 +436,41 @@ def test_mistyped_protocol_client_keys_name_the_key(config: dict[str, Any], fiel
     entry = _one(config)
     assert entry.error is not None
     assert (entry.error.server, entry.error.field) == ("s", field)
+
+
+def test_the_fix_for_an_unresolved_input_names_the_option_of_its_field() -> None:
+    """An unanswered ${input:ID} is fixed with the option that sets its field: --header, --arg, --env, --url ..."""
+    document = {
+        "mcpServers": {
+            "hdr": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer ${input:token}"}},
+            "arg": {"command": "srv", "args": ["--key", "${input:key}"]},
+            "env": {"command": "srv", "env": {"KEY": "${input:key}"}},
+            "url": {"url": "https://example.com/${input:path}"},
+        }
+    }
+    notes = {entry.name: " ".join(entry.notes) for entry in parse_server_configs(json.dumps(document)).entries}
+    assert "'mcp-actors servers update hdr --header 'Authorization=Bearer VALUE''" in notes["hdr"], notes["hdr"]
+    assert "'mcp-actors servers update arg --arg=--key --arg=VALUE'" in notes["arg"], notes["arg"]
+    assert "'mcp-actors servers update env --env KEY=VALUE'" in notes["env"], notes["env"]
+    assert "'mcp-actors servers update url --url https://example.com/VALUE'" in notes["url"], notes["url"]
+    assert not any("--env" in notes[name] for name in ("hdr", "arg", "url"))
+
+
+def test_the_fix_for_a_placeholder_unresolved_at_start_names_the_option_of_its_field() -> None:
+    """The start-time error (UnresolvedPlaceholder) names the option of the field the placeholder sits in."""
+    from mcp_actors._config import variables
+    from mcp_actors.errors import UnresolvedPlaceholder
+
+    cases = {
+        "config.headers.Authorization": "--header Authorization=VALUE",
+        "config.env.KEY": "--env KEY=VALUE",
+        "config.args[1]": "--arg=ARG ...",
+        "config.url": "--url VALUE",
+        "config.cwd": "--cwd VALUE",
+        "config.envFile": "--env-file VALUE",
+        "config.command": "--command VALUE",
+    }
+    for field, option in cases.items():
+        with pytest.raises(UnresolvedPlaceholder) as error:
+            variables.expand("${input:token}", field=field, server="gh", environ={})
+        assert f"'mcp-actors servers update gh {option}" in str(error.value), str(error.value)
