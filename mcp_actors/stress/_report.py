@@ -197,7 +197,8 @@ def _svg(title: str, body: Sequence[str], legend: Sequence[tuple[str, str]]) -> 
     )
     return (
         f'<figure><figcaption>{html.escape(title)}<span class="legend">{items}</span></figcaption>'
-        f'<svg viewBox="0 0 {_W} {_H}" width="{_W}" height="{_H}" role="img" aria-label="{html.escape(title)}">'
+        # The viewBox keeps the drawing's proportions; CSS makes it as wide as the page.
+        f'<svg viewBox="0 0 {_W} {_H}" role="img" aria-label="{html.escape(title)}">'
         + "".join(body)
         + "</svg></figure>"
     )
@@ -309,6 +310,7 @@ h1{font-size:20px;margin:0 0 4px} .sub{color:#4a5568;margin-bottom:16px}
 .card b{display:block;font-size:20px} .card span{color:#4a5568;font-size:12px}
 .bad b{color:#c53030} .good b{color:#2f855a}
 figure{margin:0 0 18px} figcaption{font-weight:600;margin-bottom:4px}
+figure svg{display:block;width:100%;height:auto}
 .legend{font-weight:400;margin-left:16px;color:#4a5568}
 .key{margin-right:12px}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;border-radius:2px}
 svg .plot{fill:#fbfdff;stroke:#cbd5e0} svg .grid{stroke:#edf2f7}

@@ -97,3 +97,33 @@ def test_report_renders_offline_in_chromium(tmp_path: Path) -> None:
     assert spectrum["lines"][0] > 300 and spectrum["points"] > 10
     assert len(throughput["bars"]) == 5 + 1 and all(h > 0 for h in throughput["bars"])  # 5 ok bars, 1 error bar
     assert "server_connection_lost" in text and "recovered after" in text
+
+
+def test_charts_use_the_full_width_of_the_page(tmp_path: Path) -> None:
+    """Each chart is as wide as the page's content, on a wide window and a narrow one (and keeps its proportions)."""
+    report = tmp_path / "report.html"
+    report.write_text(render_html(_document()), encoding="utf-8")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, timeout=60_000)
+        try:
+            sizes = {}
+            for width in (1600, 700):
+                page = browser.new_page(viewport={"width": width, "height": 1400})
+                page.goto(report.as_uri(), wait_until="load", timeout=60_000)
+                sizes[width] = page.evaluate(
+                    """() => ({
+                        body: document.body.getBoundingClientRect().width,
+                        charts: [...document.querySelectorAll('figure svg')].map(svg => {
+                            const box = svg.getBoundingClientRect();
+                            return {width: box.width, height: box.height};
+                        }),
+                    })"""
+                )
+                page.close()
+        finally:
+            browser.close()
+    for width, seen in sizes.items():
+        assert len(seen["charts"]) == 3
+        for chart in seen["charts"]:
+            assert chart["width"] >= seen["body"] - 1, (width, seen)
+            assert abs(chart["height"] / chart["width"] - 260 / 760) < 0.02, (width, chart)
