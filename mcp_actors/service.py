@@ -28,7 +28,7 @@ import trio.lowlevel
 
 from mcp_actors import events
 from mcp_actors._config.host_import import AddJsonEntryResult, parse_server_configs
-from mcp_actors._config.record import LOG_LEVELS, McpServerRecord
+from mcp_actors._config.record import LOG_LEVELS, InstallSource, McpServerRecord
 from mcp_actors._connection.call_ids import new_call_id
 from mcp_actors._connection.call_input import check_timeout, checked_arguments
 from mcp_actors._connection.callbacks import DEFAULT_CALLBACK_TIMEOUT, RootsSource
@@ -287,18 +287,24 @@ class McpService:
         saved: McpServerRecord = outcome
         return saved
 
-    async def add_json(self, text: str) -> builtins.list[AddJsonEntryResult]:
+    async def add_json(
+        self, text: str, *, install_source: InstallSource = InstallSource.MANUAL
+    ) -> builtins.list[AddJsonEntryResult]:
         """Add every server of a desktop-app / IDE ``mcpServers`` document (or VS Code ``servers``).
 
         Good entries are saved (in one write) even when others are rejected; each entry gets
         its own result. As with :meth:`add`, nothing is spawned until a server's first use.
+        Each new record's ``installSource`` is ``install_source``: ``manual`` (the default)
+        for JSON a person typed or pasted, ``unknown`` for a file another host wrote (what
+        ``mcp-actors servers import`` records); records of mcp-actors' own list form keep
+        theirs.
 
         Raises:
             ConfigError: The text is not JSON, or not any known shape (line/column given).
             ConfigStoreError: The config file could not be written; no entry was saved.
         """
         await trio.lowlevel.checkpoint()
-        report = parse_server_configs(text)
+        report = parse_server_configs(text, install_source=install_source)
         good = tuple(entry.record for entry in report.entries if entry.record is not None)
         outcomes: tuple[McpServerRecord | McpActorsError, ...] = ()
         if good:

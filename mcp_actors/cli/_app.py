@@ -472,7 +472,10 @@ def servers_import(
         from rich.text import Text
 
         async def run(service: McpService) -> Any:
-            return await service.add_json(text)
+            from mcp_actors._config.record import InstallSource
+
+            # Another host's file: who put each server there, and how, is not known here.
+            return await service.add_json(text, install_source=InstallSource.UNKNOWN)
 
         results = await _with_service(opts, run)
         rejected = [r for r in results if not r.ok]
