@@ -25,6 +25,7 @@ __all__ = [
     "direct_tool_name",
     "hash_suffixed",
     "is_provider_safe",
+    "plural",
     "tool_id",
 ]
 
@@ -32,6 +33,15 @@ MAX_TOOL_NAME_LENGTH: Final = 64
 TOOL_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_-]{0,63}$")
 _NOT_ALNUM: Final = re.compile(r"[^a-zA-Z0-9]")
 _HASH_LENGTH: Final = 8
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``count`` and ``noun`` as a person writes them: ``1 tool``, ``5 tools``, ``0 tools``.
+
+    ``many`` is the plural when adding an ``s`` is wrong (``process`` -> ``processes``).
+    The one rule for counts in messages and tables; never ``tool(s)``.
+    """
+    return f"{count} {noun if count == 1 else (many or noun + 's')}"
 
 
 def clean_name(name: str) -> str:

@@ -94,6 +94,7 @@ from mcp_actors._config.record import (
 from mcp_actors._config.record import _type_name as _json_type
 from mcp_actors._config.variables import resolvable_at_start, update_options
 from mcp_actors.errors import ConfigError, InvalidServerConfig, McpActorsError
+from mcp_actors.naming import plural
 
 __all__ = [
     "AddJsonEntryResult",
@@ -678,7 +679,7 @@ def _translate(
         tools = _tool_names(approved, approve_key)
         if tools and not trust:
             notes.append(
-                f"{approve_key} lists {len(tools)} tool(s) ({', '.join(tools)}); mcp-actors auto-approves per "
+                f"{approve_key} lists {plural(len(tools), 'tool')} ({', '.join(tools)}); mcp-actors auto-approves per "
                 "server (isTrusted), so the server was imported untrusted and these calls will ask for "
                 "approval; mark the server trusted to auto-approve all of its tools"
             )

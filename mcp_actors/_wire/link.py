@@ -23,6 +23,7 @@ from mcp_actors._config.redact import redact_text
 from mcp_actors._process.tracker import ProcessIdentity
 from mcp_actors._wire.base import Wire
 from mcp_actors.errors import InvalidServerConfig
+from mcp_actors.naming import plural
 
 if TYPE_CHECKING:
     from mcp_actors._config.record import McpServerRecord, ServerType
@@ -199,7 +200,7 @@ class TransportLink:
         if not self.garbage_lines:
             return ""
         return (
-            f"the server wrote {self.garbage_lines} non-JSON line(s) to stdout "
+            f"the server wrote {plural(self.garbage_lines, 'non-JSON line')} to stdout "
             f"(first: {self.garbage_sample!r}); stdout must carry only JSON-RPC — log to stderr"
         )
 

@@ -477,6 +477,8 @@ def servers_import(
             # Another host's file: who put each server there, and how, is not known here.
             return await service.add_json(text, install_source=InstallSource.UNKNOWN)
 
+        from mcp_actors.naming import plural
+
         results = await _with_service(opts, run)
         rejected = [r for r in results if not r.ok]
         if as_json:
@@ -512,7 +514,8 @@ def servers_import(
             raise CliError("the input holds no servers; nothing was imported")
         if rejected:
             print(
-                f"{PROGRAM}: error: {len(rejected)} of {len(results)} server(s) rejected "
+                f"{PROGRAM}: error: {len(rejected)} of {plural(len(results), 'server')}"
+                f" {'was' if len(rejected) == 1 else 'were'} rejected "
                 f"({', '.join(repr(r.name) for r in rejected)}); the others were saved; fix those entries and"
                 " import them again",
                 file=sys.stderr,
@@ -945,9 +948,11 @@ def servers_tools(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fal
     """Connect to a server and list all of its tools: enabled or not, auto-approved or not, and their ids."""
 
     async def body(opts: _Options) -> ExitCode:
+        from rich.markup import escape
         from rich.table import Table
         from rich.text import Text
 
+        from mcp_actors.naming import plural
         from mcp_actors.naming import tool_id as make_tool_id
 
         async def run(service: McpService) -> tuple[McpServerRecord, Any]:
@@ -972,7 +977,7 @@ def servers_tools(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fal
         if as_json:
             print_json({"server": record.name, "trusted": record.is_trusted, "tools": rows})
             return ExitCode.OK
-        table = Table(caption=f"server {record.name}: {len(rows)} tool(s)", caption_justify="left")
+        table = Table(caption=f"server {escape(record.name)}: {plural(len(rows), 'tool')}", caption_justify="left")
         for column in ("TOOL", "ENABLED", "AUTO-APPROVE", "ID"):
             table.add_column(column, overflow="fold")
         for row in rows:
@@ -1148,7 +1153,9 @@ def test_server(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False
                 )
             )
             names = ", ".join(result.tool_names) or "(none)"
-            _console.out().print(Text(f"  {len(result.tool_names)} tool(s): {names}"))
+            from mcp_actors.naming import plural
+
+            _console.out().print(Text(f"  {plural(len(result.tool_names), 'tool')}: {names}"))
         return ExitCode.OK
 
     _run_async(ctx, body, as_json=as_json, rewrite=lambda line: without_test_advice(line, server))
@@ -1319,7 +1326,9 @@ def _print_tools_table(found: Sequence[McpTool], server_count: int) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(caption=f"{len(found)} tool(s) from {server_count} server(s)", caption_justify="left")
+    from mcp_actors.naming import plural
+
+    table = Table(caption=f"{plural(len(found), 'tool')} from {plural(server_count, 'server')}", caption_justify="left")
     for column in ("ID", "SERVER", "DESCRIPTION"):
         table.add_column(column, overflow="fold")
     for tool in found:
@@ -1609,9 +1618,10 @@ def watch(ctx: typer.Context, as_json: JsonFlag = False) -> None:
                         nursery.start_soon(stop_on_signal)
                         records = [r for r in await service.list() if r.is_active]
                         if not as_json:
-                            _console.err().print(
-                                Text(f"Watching {len(records)} active server(s); press Ctrl-C to stop.", style="dim")
-                            )
+                            from mcp_actors.naming import plural
+
+                            watching = f"Watching {plural(len(records), 'active server')}; press Ctrl-C to stop."
+                            _console.err().print(Text(watching, style="dim"))
                         for record in records:
                             nursery.start_soon(_connect_quietly, service, record.id)
                         async for event in events:

@@ -35,6 +35,7 @@ from rich.text import Text
 
 from mcp_actors.cli._support import CliError, ExitCode, error_line, print_json
 from mcp_actors.errors import McpActorsError, ServerConnectionLost, ToolCallTimeout
+from mcp_actors.naming import plural
 
 if TYPE_CHECKING:
     import mcp.types as mcp_types
@@ -186,7 +187,7 @@ async def _walkthrough(demo: _Demo) -> None:
         state["tools"] = result.tool_names
         return (
             f"pid {state['pid']}: connected in {result.connect_seconds:.2f} s, "
-            f"{len(result.tool_names)} tools: {', '.join(result.tool_names)}",
+            f"{plural(len(result.tool_names), 'tool')}: {', '.join(result.tool_names)}",
             True,
         )
 

@@ -18,6 +18,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from mcp_actors.naming import plural
+
 __all__ = ["render_csv", "render_html", "render_tables", "render_compare"]
 
 _SERIES_COLUMNS = ("t", "sent", "ok", "errors", "p50_ms", "p90_ms", "p99_ms", "max_ms")
@@ -46,7 +48,8 @@ def render_tables(doc: Mapping[str, Any]) -> Group:
         load = f"closed model, {settings['users']} users" + (
             f", think {settings['think']:g}s" if settings["think"] else ""
         )
-    head.add_row("load", f"{load}, {settings['workers']} worker(s) x {settings['connections']} connection(s)")
+    workers, connections = plural(settings["workers"], "worker"), plural(settings["connections"], "connection")
+    head.add_row("load", f"{load}, {workers} x {connections}")
     head.add_row(
         "requests", f"{s['requests']} in {s['measured_seconds']:.2f} s ({s['warmup_calls']} warmup calls excluded)"
     )
@@ -131,7 +134,8 @@ def render_tables(doc: Mapping[str, Any]) -> Group:
 
 def _late_text(s: Mapping[str, Any]) -> str:
     return (
-        f"{s['late_sends']} calls were sent more than 10 ms after their intended time (up to "
+        f"{plural(s['late_sends'], 'call')} {'was' if s['late_sends'] == 1 else 'were'} sent more than 10 ms after"
+        f" {'its' if s['late_sends'] == 1 else 'their'} intended time (up to "
         f"{_ms(s['max_send_lag_ms'])}): the load generator could not keep the schedule; their latency still "
         "counts from the intended time, but use more workers or machines (or a larger --max-in-flight)"
     )
@@ -409,7 +413,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
 <body>
 <h1>mcp-actors stress: {e(target["name"])}</h1>
 <div class="sub">{e(target["type"])} {e(target["where"])} &middot; started {e(doc["started_at"])} &middot; {model}
-&middot; {settings["workers"]} worker(s) &middot; {s["measured_seconds"]:.2f} s measured</div>
+&middot; {plural(settings["workers"], "worker")} &middot; {s["measured_seconds"]:.2f} s measured</div>
 <div class="cards">{card_html}</div>
 {f'<p class="fail">{e(_late_text(s))}</p>' if s.get("late_sends") else ""}
 {_latency_over_time(doc)}

@@ -258,7 +258,7 @@ def test_test_and_discover(config: Path) -> None:
     tested, broken, discovered = invoke_each(
         config, ["test", "fs"], ["test", "broken", "--json"], ["discover", "demo", "--json"]
     )
-    assert tested.rc == 0 and "5 tool(s): echo, add, sleep, big, fail" in tested.stdout
+    assert tested.rc == 0 and "5 tools: echo, add, sleep, big, fail" in tested.stdout
     assert "connected in" in tested.stdout and "mcp-actors-fault" in tested.stdout
     assert broken.rc == 3 and "not found on PATH" in broken.error_line()
     assert broken.json()["ok"] is False and broken.json()["tools"] == [] and "not found" in broken.json()["error"]

@@ -8,9 +8,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
-from clikit import invoke, write_config
+from clikit import invoke, stdio, write_config
+
+from mcp_actors.testing import fault_server_command
 
 pytestmark = pytest.mark.usefixtures("servers_in_memory")
 
@@ -20,6 +23,27 @@ NARROW = {"COLUMNS": "80"}
 def _cells(output: str) -> list[str]:
     """Every table cell's text on every line (borders dropped, each cell stripped)."""
     return [cell.strip() for line in output.splitlines() for cell in re.split(r"[│┃]", line) if cell.strip()]
+
+
+def test_counts_read_in_the_right_number(tmp_path: Path) -> None:
+    """One tool, one server, one call: no "1 tools", "server(s)" or "1 calls were"."""
+    config = write_config(tmp_path / "mcp-config.json", stdio("fs", fault_server_command(), trusted=True))
+    tools = invoke(config, "tools", "--server", "fs")
+    assert "5 tools from 1 server" in tools.stdout and "(s)" not in tools.stdout, tools.stdout
+    tested = invoke(config, "test", "fs")
+    assert "  5 tools: echo" in tested.stdout and "(s)" not in tested.stdout, tested.stdout
+    listed = invoke(config, "servers", "tools", "fs")
+    assert "server fs: 5 tools" in listed.stdout and "(s)" not in listed.stdout, listed.stdout
+    source = tmp_path / "two.json"
+    source.write_text(json.dumps({"mcpServers": {"ok": {"command": "x"}, "bad": {"command": 42}}}), encoding="utf-8")
+    imported = invoke(config, "servers", "import", str(source))
+    assert "1 of 2 servers was rejected" in imported.stderr, imported.stderr
+
+    from mcp_actors.stress._report import _late_text
+
+    late: dict[str, Any] = {"late_sends": 1, "max_send_lag_ms": 12.0}
+    assert _late_text(late).startswith("1 call was sent more than 10 ms after its intended time")
+    assert _late_text({**late, "late_sends": 3}).startswith("3 calls were sent more than 10 ms after their intended")
 
 
 def test_an_imported_server_says_it_was_imported_not_added_by_hand(tmp_path: Path) -> None:
