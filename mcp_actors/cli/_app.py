@@ -51,6 +51,7 @@ from mcp_actors.cli._support import (
     PROGRAM,
     CliError,
     ExitCode,
+    add_columns,
     displays_paused,
     exit_code_for,
     failure_lines,
@@ -283,8 +284,7 @@ def servers_list(ctx: typer.Context, as_json: JsonFlag = False) -> None:
             print_json({"config": str(store.path), "servers": [record_json(r) for r in records]})
             return
         table = Table(title=None, caption=f"config: {escape(str(store.path))}", caption_justify="left")
-        for column in ("NAME", "TYPE", "ACTIVE", "TRUSTED", "COMMAND / URL", "SOURCE"):
-            table.add_column(column, overflow="fold")
+        add_columns(table, "NAME", "TYPE", "ACTIVE", "TRUSTED", "COMMAND / URL", "SOURCE")
         for r in records:
             table.add_row(
                 Text(r.name, style="bold"),
@@ -497,8 +497,7 @@ def servers_import(
             )
         else:
             table = Table()
-            for column in ("NAME", "RESULT", "DETAILS"):
-                table.add_column(column, overflow="fold")
+            add_columns(table, "NAME", "RESULT", "DETAILS")
             for r in results:
                 details = [str(r.error)] if r.error is not None else []
                 details += list(r.notes)
@@ -978,8 +977,7 @@ def servers_tools(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fal
             print_json({"server": record.name, "trusted": record.is_trusted, "tools": rows})
             return ExitCode.OK
         table = Table(caption=f"server {escape(record.name)}: {plural(len(rows), 'tool')}", caption_justify="left")
-        for column in ("TOOL", "ENABLED", "AUTO-APPROVE", "ID"):
-            table.add_column(column, overflow="fold")
+        add_columns(table, "TOOL", "ENABLED", "AUTO-APPROVE", "ID")
         for row in rows:
             enabled = _yes_no(bool(row["enabled"])) + ("" if row["offered"] else " (not offered)")
             table.add_row(
@@ -1200,13 +1198,11 @@ def _print_discovery(found: Any) -> None:
     from rich.text import Text
 
     tools = Table(title=f"Tools ({len(found.tools)})", title_justify="left")
-    tools.add_column("ID", overflow="fold")
-    tools.add_column("DESCRIPTION", overflow="fold")
+    add_columns(tools, "ID", "DESCRIPTION")
     for tool in found.tools:
         tools.add_row(Text(tool.id, style="bold"), Text(_first_line(tool.description)))
     prompts = Table(title=f"Prompts ({len(found.prompts)})", title_justify="left")
-    for column in ("NAME", "DESCRIPTION", "ARGUMENTS"):
-        prompts.add_column(column, overflow="fold")
+    add_columns(prompts, "NAME", "DESCRIPTION", "ARGUMENTS")
     for prompt in found.prompts:
         arguments = ", ".join(a.name + ("" if a.required else "?") for a in prompt.arguments or ())
         prompts.add_row(Text(prompt.name, style="bold"), Text(_first_line(prompt.description)), Text(arguments))
@@ -1329,8 +1325,7 @@ def _print_tools_table(found: Sequence[McpTool], server_count: int) -> None:
     from mcp_actors.naming import plural
 
     table = Table(caption=f"{plural(len(found), 'tool')} from {plural(server_count, 'server')}", caption_justify="left")
-    for column in ("ID", "SERVER", "DESCRIPTION"):
-        table.add_column(column, overflow="fold")
+    add_columns(table, "ID", "SERVER", "DESCRIPTION")
     for tool in found:
         table.add_row(Text(tool.id, style="bold"), Text(tool.server_name), Text(_first_line(tool.description)))
     _console.out().print(table)

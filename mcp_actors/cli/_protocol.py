@@ -24,7 +24,7 @@ import typer
 
 from mcp_actors.cli import _console
 from mcp_actors.cli._run import _run_async, _with_service
-from mcp_actors.cli._support import CliError, ExitCode, print_json, write_text
+from mcp_actors.cli._support import CliError, ExitCode, add_columns, print_json, write_text
 
 if TYPE_CHECKING:
     from mcp_actors.service import McpService
@@ -182,8 +182,7 @@ def prompts_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = Fals
         print_json([_dump(p) for p in prompts])
         return
     table = Table(title=f"Prompts ({len(prompts)})", title_justify="left")
-    for column in ("NAME", "ARGUMENTS", "DESCRIPTION"):
-        table.add_column(column, overflow="fold")
+    add_columns(table, "NAME", "ARGUMENTS", "DESCRIPTION")
     for p in prompts:
         arguments = ", ".join(a.name + ("" if a.required else "?") for a in p.arguments or ())
         table.add_row(Text(p.name, style="bold"), Text(arguments), Text(p.description or ""))
@@ -239,8 +238,7 @@ def tasks_list(ctx: typer.Context, server: ServerArg, as_json: JsonFlag = False)
         print_json([_dump(t) for t in tasks])
         return
     table = Table(title=f"Tasks ({len(tasks)})", title_justify="left")
-    for column in ("TASK", "STATUS", "MESSAGE", "UPDATED"):
-        table.add_column(column, overflow="fold")
+    add_columns(table, "TASK", "STATUS", "MESSAGE", "UPDATED")
     for t in tasks:
         style = {"completed": "green", "failed": "red", "cancelled": "yellow"}.get(t.status, "")
         table.add_row(

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CliError",
+    "add_columns",
     "displays_paused",
     "live_display",
     "ExitCode",
@@ -251,6 +252,27 @@ def displays_paused() -> Iterator[None]:
             shown = [d for d in paused if any(d is live for live in _live)]
         for display in shown:
             display.start()
+
+
+WHOLE: Final = frozenset(
+    {"NAME", "ID", "TOOL", "SERVER", "TYPE", "ACTIVE", "TRUSTED", "SOURCE", "RESULT", "AUTO-APPROVE", "TASK", "STATUS"}
+)
+"""The columns of names, ids and short words: kept whole on one line at any terminal width."""
+
+
+def add_columns(table: Any, *names: str) -> None:
+    """Add the columns ``names`` to a rich ``table``: names and ids whole, long text wrapped between words.
+
+    A column in :data:`WHOLE` never wraps (a table narrower than the terminal shrinks the
+    text columns instead; a name wider than the whole terminal ends in an ellipsis rather
+    than being folded mid-word); any other column wraps at spaces, and folds only a word
+    longer than the column.
+    """
+    for name in names:
+        if name in WHOLE:
+            table.add_column(name, no_wrap=True, overflow="ellipsis")
+        else:
+            table.add_column(name, overflow="fold")
 
 
 def parse_timeout(value: float | None, option: str = "--timeout") -> float | None:

@@ -25,6 +25,31 @@ def _cells(output: str) -> list[str]:
     return [cell.strip() for line in output.splitlines() for cell in re.split(r"[│┃]", line) if cell.strip()]
 
 
+def test_tables_at_80_columns_keep_names_and_ids_whole(tmp_path: Path) -> None:
+    """At 80 columns a table wraps its long text between words; a name or a tool id is never cut."""
+    config = write_config(
+        tmp_path / "mcp-config.json",
+        stdio("filesystem-tools", fault_server_command(), trusted=True),
+        stdio("github-enterprise-server", ["npx", "-y", "server-github", "--url", "https://example.com/api/v3"]),
+    )
+    listed = invoke(config, "servers", "list", env=NARROW)
+    assert listed.rc == 0, listed.stderr
+    assert max(len(line) for line in listed.stdout.splitlines()) <= 80
+    cells = _cells(listed.stdout)
+    assert "github-enterprise-server" in cells and "filesystem-tools" in cells, listed.stdout
+    assert "TRUSTED" in cells and "SOURCE" in cells
+    tools = invoke(config, "tools", "--server", "filesystem-tools", env=NARROW)
+    assert tools.rc == 0, tools.stderr
+    assert max(len(line) for line in tools.stdout.splitlines()) <= 80
+    cells = _cells(tools.stdout)
+    for name in ("echo", "add", "sleep", "big", "fail"):
+        assert f"mcp__filesystem_tools__{name}" in cells, tools.stdout
+    words = {w for cell in cells for w in cell.split()}
+    # The descriptions wrap between words: each of their words is whole on some line.
+    for word in ("unchanged.", "progress", "(isError:", "results."):
+        assert word in words, tools.stdout
+
+
 def test_counts_read_in_the_right_number(tmp_path: Path) -> None:
     """One tool, one server, one call: no "1 tools", "server(s)" or "1 calls were"."""
     config = write_config(tmp_path / "mcp-config.json", stdio("fs", fault_server_command(), trusted=True))
