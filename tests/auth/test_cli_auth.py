@@ -1,28 +1,42 @@
-"""``mcp-actors auth login/status/logout`` as a user runs them: real processes, a test that plays the browser."""
+"""``mcp-actors auth login/status/logout`` as a user runs them, with a test that plays the browser.
+
+The command runs in this process (``clikit.invoke``: milliseconds instead of the ~3 s a
+process spends importing the MCP SDK), in a worker thread, because the command's
+``trio.run`` cannot nest in the test's: the test's loop meanwhile plays the browser and
+drains the test authorization server, a real process on a real port. The login reads the
+URL the command prints on stderr and delivers the redirect to the command's loopback
+listener or pastes it on the command's stdin (a pipe). Nothing here depends on the
+command being a process of its own; the entry points are tested in
+``tests/cli/test_cli_process.py``.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import io
 import json
 import os
 import socket
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx2
 import pytest
 import trio
+from testkit import Result
 
 from mcp_actors._config.codec import document_from_records
 from mcp_actors._config.record import McpServerRecord, OAuthConfig, ServerConfig, ServerType
 from tests.auth.conftest import AuthServer, fail_after
+from tests.cli.clikit import invoke
 
 _TOKEN_PREFIXES = ("at-", "rt-")  # every token the test authorization server issues starts so
 
 
-def _env(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "MCP_ACTORS_STATE_DIR": str(tmp_path / "state"), "MCP_ACTORS_NO_BROWSER": "1"}
+def _env(tmp_path: Path) -> dict[str, str | None]:
+    return {"MCP_ACTORS_STATE_DIR": str(tmp_path / "state"), "MCP_ACTORS_NO_BROWSER": "1"}
 
 
 def _write_config(tmp_path: Path, server: AuthServer, oauth: OAuthConfig | None = None) -> Path:
@@ -34,86 +48,86 @@ def _write_config(tmp_path: Path, server: AuthServer, oauth: OAuthConfig | None 
     return path
 
 
-async def _cli(tmp_path: Path, config: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
-    argv = [sys.executable, "-m", "mcp_actors", "--config", str(config), *args]
-    with fail_after():
-        return await trio.run_process(argv, capture_stdout=True, capture_stderr=True, check=False, env=_env(tmp_path))
+async def _cli(
+    tmp_path: Path,
+    config: Path,
+    *args: str,
+    stdin: bytes | BinaryIO = b"",
+    watch: Any = None,
+) -> Result:
+    """``mcp-actors --config CONFIG ARGS`` in a worker thread (every command here bounds its own waits)."""
+    run = functools.partial(invoke, None, "--config", str(config), *args, stdin=stdin, env=_env(tmp_path), watch=watch)
+    return await trio.to_thread.run_sync(run)
 
 
-def _no_tokens(*texts: bytes | str) -> None:
+def _no_tokens(*texts: str) -> None:
     for text in texts:
-        shown = text.decode() if isinstance(text, bytes) else text
         for prefix in _TOKEN_PREFIXES:
-            assert prefix not in shown, shown
+            assert prefix not in text, text
 
 
-async def _login(tmp_path: Path, config: Path, *, paste: bool) -> tuple[int, bytes, bytes]:
+@contextlib.contextmanager
+def _stdin_pipe() -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """A pipe for the command's stdin: its read end and the end a test pastes to."""
+    read_end, write_end = os.pipe()
+    with open(read_end, "rb") as reader, open(write_end, "wb", buffering=0) as writer:
+        yield reader, writer
+
+
+async def _login(tmp_path: Path, config: Path, *, paste: bool) -> Result:
     """Run `auth login` and play the browser: follow the URL, deliver the redirect (loopback or pasted)."""
-    argv = [sys.executable, "-m", "mcp_actors", "--config", str(config), "auth", "login", "guarded", "--no-browser"]
-    argv.append("--json")
-    process = await trio.lowlevel.open_process(
-        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(tmp_path)
-    )
-    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
-    err = b""
-    out = b""
-    try:
-        with fail_after():
-            while b"/authorize?" not in err:
-                chunk = await process.stderr.receive_some()
-                assert chunk, err.decode()
-                err += chunk
-            url = next(line.strip() for line in err.decode().splitlines() if "/authorize?" in line)
+    printed: list[io.BytesIO] = []
+    done: list[Result] = []
+    # The command's stdin stays open while it waits, as a terminal's does: in the loopback case
+    # nothing is pasted and the redirect must arrive at the listener.
+    with _stdin_pipe() as (stdin, paste_to):
+        async with trio.open_nursery() as nursery:
+
+            async def run() -> None:
+                args = ("auth", "login", "guarded", "--no-browser", "--timeout", "60", "--json")
+                done.append(await _cli(tmp_path, config, *args, stdin=stdin, watch=printed.append))
+
+            nursery.start_soon(run)
+            with fail_after():
+                while "/authorize?" not in (err := printed[0].getvalue().decode() if printed else ""):
+                    assert not done, f"login ended before printing the URL: {done}"
+                    await trio.sleep(0.01)
+            url = next(line.strip() for line in err.splitlines() if "/authorize?" in line)
             async with httpx2.AsyncClient() as client:
                 redirect = (await client.get(url)).headers["location"]
                 if paste:
-                    await process.stdin.send_all(redirect.encode() + b"\n")
+                    paste_to.write(redirect.encode() + b"\n")
                 else:
                     page = await client.get(redirect)
                     assert "Logged in" in page.text
-            async with trio.open_nursery() as nursery:
-
-                async def drain_err() -> None:
-                    nonlocal err
-                    while chunk := await process.stderr.receive_some():  # type: ignore[union-attr]
-                        err += chunk
-
-                nursery.start_soon(drain_err)
-                while chunk := await process.stdout.receive_some():
-                    out += chunk
-            code = await process.wait()
-    finally:
-        if process.returncode is None:
-            process.kill()
-            with trio.CancelScope(shield=True):
-                await process.wait()
-        await process.stdin.aclose()
-    return code, out, err
+        paste_to.close()  # ends the command's stdin reader (abandoned by the loopback case) before the read end closes
+    return done[0]
 
 
 @pytest.mark.parametrize("paste", [False, True], ids=["loopback-redirect", "pasted-url"])
 async def test_login_status_call_logout(auth_server: AuthServer, tmp_path: Path, paste: bool) -> None:
     """A new user logs in from the CLI, sees the login, calls a tool with the stored token, logs out."""
     config = _write_config(tmp_path, auth_server)
-    code, out, err = await _login(tmp_path, config, paste=paste)
-    assert code == 0, err.decode()
-    login = json.loads(out)
+    result = await _login(tmp_path, config, paste=paste)
+    assert result.rc == 0, result.stderr
+    login = result.json()
     assert login["loggedIn"] is True and login["scopes"] == ["mcp"] and login["server"] == "guarded"
-    _no_tokens(out, err)
+    _no_tokens(result.stdout, result.stderr)
 
     status = await _cli(tmp_path, config, "auth", "status", "--json")
-    assert status.returncode == 0, status.stderr.decode()
+    assert status.rc == 0, status.stderr
     (row,) = json.loads(status.stdout)
     assert row["loggedIn"] and row["expiresAt"] > 0 and row["clientId"]
     _no_tokens(status.stdout, status.stderr)
 
     table = await _cli(tmp_path, config, "auth", "status")
-    assert b"guarded" in table.stdout and b"yes" in table.stdout
+    assert table.rc == 0, table.stderr
+    assert "guarded" in table.stdout and "yes" in table.stdout
     _no_tokens(table.stdout, table.stderr)
 
     call = await _cli(tmp_path, config, "call", "guarded/echo", "--args", '{"text": "from the cli"}', "--json")
-    assert call.returncode == 0, call.stderr.decode()
-    assert "from the cli" in call.stdout.decode()
+    assert call.rc == 0, call.stderr
+    assert "from the cli" in call.stdout
     _no_tokens(call.stdout, call.stderr)
 
     token_file = tmp_path / "state" / "oauth-tokens.json"
@@ -132,8 +146,8 @@ async def test_call_without_login_names_the_fix(auth_server: AuthServer, tmp_pat
     """A call to a server nobody logged in to fails at once (exit 3) naming `mcp-actors auth login`."""
     config = _write_config(tmp_path, auth_server)
     call = await _cli(tmp_path, config, "call", "guarded/echo", "--args", '{"text": "x"}')
-    assert call.returncode == 3
-    assert "mcp-actors auth login guarded" in call.stderr.decode()
+    assert call.rc == 3
+    assert "mcp-actors auth login guarded" in call.stderr
     assert await auth_server.count("authorize") == 0
 
 
@@ -145,12 +159,12 @@ async def test_client_credentials_login_needs_no_person(tmp_path: Path) -> None:
         oauth = OAuthConfig(grant="client_credentials", client_id="machine", client_secret="cli-m2m-secret")  # type: ignore[arg-type]
         config = _write_config(tmp_path, server, oauth)
         login = await _cli(tmp_path, config, "auth", "login", "guarded", "--json")
-        assert login.returncode == 0, login.stderr.decode()
+        assert login.rc == 0, login.stderr
         document: dict[str, Any] = json.loads(login.stdout)
         assert document["loggedIn"] and document["clientId"] == "machine"
         assert document["grant"] == "client_credentials"
         for text in (login.stdout, login.stderr):
-            assert b"cli-m2m-secret" not in text
+            assert "cli-m2m-secret" not in text
         _no_tokens(login.stdout, login.stderr)
 
 
@@ -160,8 +174,8 @@ async def test_login_of_a_stdio_server_is_a_usage_error(tmp_path: Path) -> None:
     config = tmp_path / "cfg.json"
     config.write_text(json.dumps(document_from_records([record])))
     login = await _cli(tmp_path, config, "auth", "login", "local")
-    assert login.returncode == 2
-    assert "stdio" in login.stderr.decode()
+    assert login.rc == 2
+    assert "stdio" in login.stderr
 
 
 async def test_status_json_failure_prints_one_document(tmp_path: Path) -> None:
@@ -175,8 +189,8 @@ async def test_status_json_failure_prints_one_document(tmp_path: Path) -> None:
     config.write_text(json.dumps(document_from_records([record])))
     for name, kind in (("nosuch", "ServerNotFound"), ("local", "CliError")):
         status = await _cli(tmp_path, config, "auth", "status", name, "--json")
-        assert status.returncode == 2, status.stderr
-        assert len(status.stderr.decode().splitlines()) == 1
+        assert status.rc == 2, status.stderr
+        assert len(status.stderr.splitlines()) == 1
         document = json.loads(status.stdout)
         assert document["ok"] is False
         assert (document["error"]["type"], document["error"]["exitCode"]) == (kind, 2)
@@ -190,5 +204,5 @@ async def test_login_on_a_busy_port_says_so(auth_server: AuthServer, tmp_path: P
         busy.listen()
         port = busy.getsockname()[1]
         login = await _cli(tmp_path, config, "auth", "login", "guarded", "--no-browser", "--port", str(port))
-    assert login.returncode == 2
-    assert f"127.0.0.1:{port}" in login.stderr.decode() and "--port" in login.stderr.decode()
+    assert login.rc == 2
+    assert f"127.0.0.1:{port}" in login.stderr and "--port" in login.stderr

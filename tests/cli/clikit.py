@@ -17,12 +17,13 @@ level (created at import; see :func:`_plain_consoles`).
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import os
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from rich.console import Console
 from testkit import Result
@@ -85,23 +86,33 @@ def _plain_consoles() -> Iterator[None]:
 def invoke(
     config: Path | None,
     *args: str,
-    stdin: str | bytes = b"",
+    stdin: str | bytes | BinaryIO = b"",
     env: Mapping[str, str | None] | None = None,
+    watch: Callable[[io.BytesIO], None] | None = None,
 ) -> Result:
     """Run ``mcp-actors ARGS`` on ``config`` in this process; its exit status and both streams.
 
     Args:
         config: The config file (``MCP_ACTORS_CONFIG``); None leaves the variable as it is.
         args: The command line after ``mcp-actors``.
-        stdin: What the command reads on stdin (empty by default, never a terminal).
+        stdin: What the command reads on stdin (empty by default, never a terminal); a binary
+            stream (the read end of a pipe) for input a test writes while the command runs.
         env: More environment for the run; a None value unsets that variable.
+        watch: Called with the run's stderr buffer as the command starts, for a test that
+            reads what the command printed while it still runs (from another thread: a
+            command that waits on the test runs in a worker thread, ``trio.to_thread``).
     """
     environ: dict[str, str | None] = {"COLUMNS": "200"}
     if config is not None:
         environ["MCP_ACTORS_CONFIG"] = str(config)
     environ.update(env or {})
     with _restored_process_state(), _plain_consoles():
-        with CliRunner().isolation(input=stdin, env=environ) as (out, err, _):
+        stream = not isinstance(stdin, str | bytes)
+        with CliRunner().isolation(input=b"" if stream else stdin, env=environ) as (out, err, _):
+            if stream:  # typer's runner takes only str or bytes; the isolation puts sys.stdin back after
+                sys.stdin = io.TextIOWrapper(stdin, encoding="utf-8")  # type: ignore[arg-type]
+            if watch is not None:
+                watch(err)
             try:
                 code: Any = main(list(args))
             except SystemExit as exit:  # the command ends as the script would, with this status
