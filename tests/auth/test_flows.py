@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import socket
+import sys
 import time
 import urllib.parse
 from pathlib import Path
@@ -16,6 +18,7 @@ from mcp_actors._auth.oauth import AuthSettings, OAuthTarget, ServerAuth, build_
 from mcp_actors._auth.token_store import FileTokenStore, MemoryTokenStore
 from mcp_actors._config.record import OAuthConfig, OAuthGrant
 from mcp_actors.errors import AuthorizationFailed, AuthorizationRequired, AuthorizationServerUnreachable
+from mcp_actors.testing import serve_http
 from tests.auth.conftest import AuthServer, browser, fail_after, oauth_server
 
 
@@ -47,6 +50,27 @@ async def test_dynamic_registration_login_then_call(auth_server: AuthServer) -> 
     assert status.logged_in and status.scopes == ("mcp",) and status.client_id is not None
     stats = await auth_server.stats()
     assert stats["resources"] == [auth_server.url]  # RFC 8707: the resource is the server's URL
+
+
+async def test_the_server_command_serves_the_flows() -> None:
+    """``python -m mcp_actors.testing._oauth_server`` (docs/auth.md) is the server the other tests run in a thread.
+
+    As a process, with its options on the command line: it announces its URL, a fresh client
+    registers, logs in and calls a tool, a pre-registered client of ``--options`` gets a
+    client_credentials token, and ``_stats`` counts what happened.
+    """
+    options = {"clients": {"machine": {"secret": "m2m-secret"}}}
+    argv = [sys.executable, "-m", "mcp_actors.testing._oauth_server", "--options", json.dumps(options)]
+    async with serve_http(argv) as handle:
+        server = AuthServer(handle.url)
+        store = MemoryTokenStore()
+        target = await _login(server, _settings(store))
+        assert (await store.status(target.server_id)).logged_in
+        oauth = OAuthConfig(grant=OAuthGrant.CLIENT_CREDENTIALS, client_id="machine", client_secret="m2m-secret")
+        machine = server.target(oauth, name="machine")
+        assert await _echo(machine, build_auth(machine, _settings(handler=False))) == "hi"
+        counts = (await server.stats())["counts"]
+        assert (counts["register"], counts["token:authorization_code"], counts["token:client_credentials"]) == (1, 1, 1)
 
 
 @pytest.mark.parametrize(
