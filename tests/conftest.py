@@ -30,11 +30,19 @@ if TYPE_CHECKING:
 settings.register_profile("shared-machine", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("shared-machine")
 
-# Ledgers and configs of the whole run go to a private directory, never the user's.
+# Ledgers and configs of the whole run go to a private directory, never the user's: one per
+# test process. pytest-xdist's workers inherit the environment of the process that started
+# them, which has already set these to its own directory (_OWN_STATE says so), so a worker
+# takes a directory of its own instead of sharing one with the other workers.
+_OWN_STATE = "MCP_ACTORS_TEST_OWN_STATE_DIR"
 _STATE = tempfile.mkdtemp(prefix="mcp-actors-test-state-")
 atexit.register(shutil.rmtree, _STATE, ignore_errors=True)
-os.environ.setdefault("MCP_ACTORS_STATE_DIR", _STATE)
-os.environ.setdefault("MCP_ACTORS_CONFIG", os.path.join(_STATE, "mcp-config.json"))
+_inherited = os.environ.get(_OWN_STATE)
+if os.environ.get("MCP_ACTORS_STATE_DIR") in (None, _inherited):
+    os.environ["MCP_ACTORS_STATE_DIR"] = _STATE
+if os.environ.get("MCP_ACTORS_CONFIG") in (None, _inherited and os.path.join(_inherited, "mcp-config.json")):
+    os.environ["MCP_ACTORS_CONFIG"] = os.path.join(_STATE, "mcp-config.json")
+os.environ[_OWN_STATE] = _STATE
 
 
 def _stray_children() -> list[psutil.Process]:
