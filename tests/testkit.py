@@ -3,8 +3,9 @@
 One home for what tests kept writing again: the text of a tool result, draining an event
 subscription, a runtime on the test's own config file, connection slots run for a block
 (``running``) with their event waits, how often the scheduler ran a task
-(``counting_steps``), and in which scheduler pass a supervisor's children were spawned
-(``child_spawn_passes``).
+(``counting_steps``), in which scheduler pass a supervisor's children were spawned
+(``child_spawn_passes``), and an HTTP server in a thread of the test process
+(``serve_in_thread``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import socket
+import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -170,3 +173,60 @@ sidecar, trio-parallel's workers and the resource tracker multiprocessing starts
 def is_infrastructure(cmdline: str) -> bool:
     """Whether a process with this command line is one of :data:`INFRASTRUCTURE`."""
     return any(marker in cmdline for marker in INFRASTRUCTURE)
+
+
+@contextlib.asynccontextmanager
+async def serve_in_thread(build_app: Callable[[], Any], path: str = "/mcp") -> AsyncIterator[str]:
+    """Serve the ASGI app ``build_app()`` on a free loopback port, in a thread; yield its URL (with ``path``).
+
+    As ``python -m mcp_actors.demo_server --transport streamable-http`` serves (uvicorn on
+    asyncio, a real socket), without the process: a process spends a second or more of CPU
+    importing the MCP SDK, which a test of the client over HTTP does not need. The client under
+    test shares nothing with the server but the socket. Tests of the server's process (its
+    stderr, its exit, killing it) use :func:`mcp_actors.testing.serve_http`.
+
+    ``build_app`` runs in the server's thread: the SDK's apps make anyio primitives that belong
+    to the event loop current when they are made, which must not be the test's trio loop.
+    """
+    import asyncio
+
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(
+        None, log_config=None, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+    )
+    server = uvicorn.Server(config)
+    failure: list[BaseException] = []
+
+    def serve() -> None:
+        try:
+            config.app = build_app()
+            asyncio.run(server.serve(sockets=[sock]))
+        except BaseException as exc:  # reported by the waits below
+            failure.append(exc)
+
+    thread = threading.Thread(target=serve, name=f"test-http-server:{port}", daemon=True)
+    thread.start()
+    try:
+        with trio.fail_after(30):
+            while not server.started:
+                assert thread.is_alive(), f"the test HTTP server did not start: {failure!r}"
+                await trio.sleep(0.01)
+        yield f"http://127.0.0.1:{port}{path}"
+    finally:
+        server.should_exit = True
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(thread.join, 30.0)
+        sock.close()
+        assert not thread.is_alive(), "the test HTTP server did not stop within 30 s"
+    assert not failure, f"the test HTTP server failed: {failure!r}"
+
+
+def demo_http_app() -> Any:
+    """The demo server's streamable HTTP app, as ``--transport streamable-http`` serves it (for ``serve_in_thread``)."""
+    from mcp_actors.demo_server import create_demo_server
+
+    return create_demo_server().streamable_http_app(host="127.0.0.1")

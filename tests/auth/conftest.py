@@ -9,6 +9,7 @@ from typing import Any
 import httpx2
 import pytest
 import trio
+from testkit import serve_in_thread
 
 from mcp_actors._auth.oauth import OAuthTarget
 from mcp_actors._config.record import OAuthConfig
@@ -18,56 +19,22 @@ from mcp_actors._config.record import OAuthConfig
 async def oauth_server(**options: Any) -> AsyncIterator[AuthServer]:
     """Run the test authorization server (and the demo MCP server behind it) with ``options``.
 
-    It is the app ``python -m mcp_actors.testing._oauth_server`` serves, served the same way
-    (uvicorn on asyncio, on a real loopback socket), in a thread of the test process rather
-    than a process of its own: a process spends about a second importing the MCP SDK, and
-    these tests check the client's flows over HTTP, not the server's process. The client
-    under test never shares anything with it but the socket.
+    The app ``python -m mcp_actors.testing._oauth_server`` serves, served the same way, in a
+    thread of the test process (``testkit.serve_in_thread``): these tests check the client's
+    flows over HTTP, not the server's process (``test_the_server_command_serves_the_flows``
+    runs the command once).
     """
-    import asyncio
-    import socket
-    import threading
 
-    import uvicorn
+    def build() -> Any:
+        from mcp_actors.demo_server import create_demo_server
+        from mcp_actors.testing._oauth_server import OAuthTestServer
 
-    from mcp_actors.demo_server import create_demo_server
-    from mcp_actors.testing._oauth_server import OAuthTestServer
+        mcp_app = create_demo_server().streamable_http_app(host="127.0.0.1")
+        sse_app = create_demo_server().sse_app(host="127.0.0.1")
+        return OAuthTestServer(options, mcp_app, sse_app)
 
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        None, log_config=None, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    failure: list[BaseException] = []
-
-    def serve() -> None:
-        try:
-            # Built here, not on the test's trio loop: the SDK's apps make anyio primitives
-            # that belong to the loop current when they are made.
-            mcp_app = create_demo_server().streamable_http_app(host="127.0.0.1")
-            sse_app = create_demo_server().sse_app(host="127.0.0.1")
-            config.app = OAuthTestServer(options, mcp_app, sse_app)
-            asyncio.run(server.serve(sockets=[sock]))
-        except BaseException as exc:  # reported by the test that waits for the start
-            failure.append(exc)
-
-    thread = threading.Thread(target=serve, name=f"oauth-test-server:{port}", daemon=True)
-    thread.start()
-    try:
-        with trio.fail_after(30):
-            while not server.started:
-                assert thread.is_alive(), f"the test authorization server did not start: {failure!r}"
-                await trio.sleep(0.01)
-        yield AuthServer(f"http://127.0.0.1:{port}/mcp")
-    finally:
-        server.should_exit = True
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(thread.join, 30.0)
-        sock.close()
-        assert not thread.is_alive(), "the test authorization server did not stop within 30 s"
-    assert not failure, f"the test authorization server failed: {failure!r}"
+    async with serve_in_thread(build) as url:
+        yield AuthServer(url)
 
 
 class AuthServer:

@@ -7,10 +7,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from testkit import demo_http_app, serve_in_thread
+
 from mcp_actors import events
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
-from mcp_actors.testing import demo_server_command, serve_http
+from mcp_actors.testing import demo_server_command
 
 TRANSPORTS = ("stdio", "http")
 PROTOCOLS = ("legacy", "auto")
@@ -33,7 +35,7 @@ def text_of(result: Any) -> str:
 
 @asynccontextmanager
 async def demo_service(tmp_path: Path, transport: str, **config: Any) -> AsyncIterator[McpService]:
-    """A runtime with the demo server named 'srv', spawned (stdio) or served here (streamable HTTP)."""
+    """A runtime with the demo server named 'srv', spawned (stdio) or served in a thread here (streamable HTTP)."""
     base = {"pingInterval": 0, **config}
     async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False) as rt:
         if transport == "stdio":
@@ -43,8 +45,8 @@ async def demo_service(tmp_path: Path, transport: str, **config: Any) -> AsyncIt
             )
             yield rt.service
             return
-        async with serve_http(demo_server_command("--transport", "streamable-http")) as server:
-            await rt.service.add({"name": "srv", "type": "http", "config": {"url": server.url, **base}})
+        async with serve_in_thread(demo_http_app) as url:
+            await rt.service.add({"name": "srv", "type": "http", "config": {"url": url, **base}})
             yield rt.service
 
 
