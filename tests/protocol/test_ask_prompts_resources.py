@@ -18,12 +18,13 @@ import pytest
 import trio
 from mcp.shared.exceptions import MCPError
 from protocol_bed import BOUND, NEGOTIATED, negotiated
+from testkit import demo_http_app, serve_in_thread
 
 from mcp_actors._demo.callbacks import ASKING_PROMPT
 from mcp_actors.errors import ServerProtocolError, ServerRequestFailed
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
-from mcp_actors.testing import demo_server_command, serve_http
+from mcp_actors.testing import demo_server_command
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -40,8 +41,8 @@ async def asking_service(tmp_path: Path, transport: str, protocol: str, **handle
             )
             yield rt.service
             return
-        async with serve_http(demo_server_command("--transport", "streamable-http")) as server:
-            await rt.service.add({"name": "srv", "type": "http", "config": {"url": server.url, **config}})
+        async with serve_in_thread(demo_http_app) as url:
+            await rt.service.add({"name": "srv", "type": "http", "config": {"url": url, **config}})
             yield rt.service
 
 

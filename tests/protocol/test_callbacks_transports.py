@@ -16,6 +16,7 @@ import mcp.types as mcp_types
 import pytest
 import trio
 from mcp.shared.exceptions import MCPError
+from testkit import demo_http_app, serve_in_thread
 
 from mcp_actors import events
 from mcp_actors._config.codec import record_to_json_dict
@@ -26,7 +27,7 @@ from mcp_actors._wire.transports import HttpParams, StdioParams, TransportParams
 from mcp_actors.errors import InvalidServerConfig, ToolCallFailed
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
-from mcp_actors.testing import demo_server_command, serve_http
+from mcp_actors.testing import demo_server_command
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -108,9 +109,9 @@ async def test_callbacks_over_stdio(tmp_path: Path) -> None:
 async def test_callbacks_over_streamable_http(tmp_path: Path) -> None:
     """Over streamable HTTP (the demo server on 127.0.0.1) every host callback is answered."""
     with trio.fail_after(120):
-        async with serve_http(demo_server_command("--transport", "streamable-http", "--port", "0")) as server:
+        async with serve_in_thread(demo_http_app) as url:
             async with runtime(tmp_path) as svc:
-                config = {"url": server.url, "pingInterval": 0, **LEGACY}
+                config = {"url": url, "pingInterval": 0, **LEGACY}
                 await svc.add({"name": "remote", "type": "http", "config": config})
                 await exercise(svc, "remote")
 
@@ -178,8 +179,8 @@ async def test_input_required_over_real_transports(transport: str) -> None:
             argv = demo_server_command()
             await check(StdioParams(command=argv[0], args=argv[1:]))
         else:
-            async with serve_http(demo_server_command("--transport", "streamable-http", "--port", "0")) as server:
-                await check(HttpParams(url=server.url, kind="http"))  # type: ignore[arg-type]
+            async with serve_in_thread(demo_http_app) as url:
+                await check(HttpParams(url=url, kind="http"))  # type: ignore[arg-type]
     assert seen == ["id-wire"]
 
 
@@ -219,9 +220,8 @@ async def test_refusing_raising_and_timing_out_over_real_transports(tmp_path: Pa
                 await pin_legacy(rt.service, "demo")
                 await run(rt.service, "demo")
             else:
-                argv = demo_server_command("--transport", "streamable-http", "--port", "0")
-                async with serve_http(argv) as server:
-                    await rt.service.add({"name": "remote", "type": "http", "config": {"url": server.url, **LEGACY}})
+                async with serve_in_thread(demo_http_app) as url:
+                    await rt.service.add({"name": "remote", "type": "http", "config": {"url": url, **LEGACY}})
                     await run(rt.service, "remote")
 
 
@@ -272,6 +272,6 @@ async def test_callbacks_at_2026_over_real_transports(tmp_path: Path, transport:
             if transport == "stdio":
                 await run(rt.service, "demo")
             else:
-                async with serve_http(demo_server_command("--transport", "streamable-http", "--port", "0")) as server:
-                    await rt.service.add({"name": "remote", "type": "http", "config": {"url": server.url}})
+                async with serve_in_thread(demo_http_app) as url:
+                    await rt.service.add({"name": "remote", "type": "http", "config": {"url": url}})
                     await run(rt.service, "remote")
