@@ -271,9 +271,11 @@ async def stop_process(
     if process.returncode is None:
         with trio.move_on_after(close_grace):
             await process.wait()
-    elif target.cgroup is not None and not _kill.cgroup_populated(target.cgroup):
-        # The server had already exited (a crash) and nothing is left in its cgroup, so
-        # nothing of its tree anywhere: return at once (the restart waits for no scan).
+    elif target.cgroup is not None and target.tag is None and not _kill.cgroup_populated(target.cgroup):
+        # The server had already exited (a crash), nothing is left in its cgroup and it has
+        # no tag that a process outside the cgroup could carry: return at once. With a tag
+        # the walk below still runs: what the server forked before it was moved into its
+        # cgroup is outside it, and only the tag finds it.
         _kill.remove_cgroup(target.cgroup)  # an rmdir or two
         return
     elif target.cgroup is None and target.tag is None and not _kill.group_alive(target.pgid):

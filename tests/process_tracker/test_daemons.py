@@ -144,19 +144,24 @@ def daemon_settings(pidfile: Path, *flags: str, env: dict[str, str] | None = Non
 
 @pytest.mark.parametrize(
     ("own_tracker", "clear_env"),
-    [("cgroups", False), ("cgroups", True), ("no-cgroups", False)],
-    ids=["cgroups-marked", "cgroups-env-cleared", "no-cgroups-marked"],
+    [("cgroups", False), ("cgroups", True), ("no-cgroups", False), ("cgroups", "outside")],
+    ids=["cgroups-marked", "cgroups-env-cleared", "no-cgroups-marked", "cgroups-marked-outside-its-cgroup"],
     indirect=["own_tracker"],
 )
 async def test_a_crashing_servers_daemon_dies_at_each_restart(
-    own_tracker: ProcessTracker, tmp_path: Path, clear_env: bool
+    own_tracker: ProcessTracker, tmp_path: Path, clear_env: bool | str
 ) -> None:
     """A server that leaves a setsid daemon and exits, restarted by its slot: each restart ends its daemon.
 
     Without cgroups only a daemon that keeps its environment (the host's marker) can be found.
     """
     pidfile = tmp_path / "daemons.txt"
-    env = {"SETSID_SERVER_CLEAR_ENV": "1"} if clear_env else None
+    # "outside": a marked daemon that left the server's cgroup (forked before the server was
+    # moved in): the server's cgroup is empty once it crashed, and only the marker finds it.
+    if clear_env == "outside":
+        env: dict[str, str] | None = {"SETSID_SERVER_LEAVE_CGROUP": "1"}
+    else:
+        env = {"SETSID_SERVER_CLEAR_ENV": "1"} if clear_env else None
     with killed_after(pidfile):
         async with running(daemon_settings(pidfile, "--crash-on-call", "1", env=env)) as ([handle], _):
             await handle.connect()
