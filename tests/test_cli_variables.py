@@ -1,4 +1,4 @@
-"""Placeholders, env files and the state directory, below the command line (issue 13, items 2 and 6).
+"""Placeholders, env files and the state directory, below the command line.
 
 The CLI tests (``tests/cli/test_cli_everyday.py``) show what a person sees; these pin the rules:
 what expands from where, what counts as a secret, that an unresolved placeholder opens the

@@ -1,4 +1,4 @@
-"""Everyday use of the ``mcp-actors`` command (issue 13), run in this process (``clikit.invoke``).
+"""Everyday use of the ``mcp-actors`` command, run in this process (``clikit.invoke``).
 
 Fixing imported servers without editing JSON (show / update / tools / tool switches),
 placeholders, big arguments, one JSON document on failure, tool ids in the tool's own
@@ -499,7 +499,7 @@ def test_version_and_short_help(tmp_path: Path) -> None:
 
 
 def test_small_messages_are_tidy(tmp_path: Path) -> None:
-    """--format, --config, test and empty-name messages say the right thing (issue 13, item 8)."""
+    """--format, --config, test and empty-name messages say the right thing."""
     config = write_config(tmp_path / "mcp-config.json", stdio("ex", [sys.executable, "-c", "import sys; sys.exit(3)"]))
     fmt, flag_dir, empty, failing_test = invoke_each(
         config,
