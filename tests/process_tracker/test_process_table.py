@@ -12,8 +12,10 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 import psutil
+import pytest
 
 from mcp_actors._process import kill as _kill
 
@@ -86,22 +88,44 @@ def test_a_long_environment_is_read_to_its_end() -> None:
         _stop(child)
 
 
-def test_kills_at_once_share_walks_and_each_sees_what_existed_when_it_asked() -> None:
+def test_kills_at_once_share_walks_and_each_sees_what_existed_when_it_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     """Sixteen threads released together, each with a fresh child: each snapshot holds its
-    child's marker (no walk older than the ask), and they took fewer walks than callers."""
+    child's marker (no walk older than the ask), and they took fewer walks than callers.
+
+    The first walk lasts until every caller has asked (as a walk of a busy machine's table
+    does), so the sharing does not depend on how the threads happen to be scheduled.
+    """
     walks = _kill._SharedWalks()
     count = 16
     barrier = threading.Barrier(count)
     children: list[subprocess.Popen[bytes]] = []
     missing: list[str] = []
     lock = threading.Lock()
+    asked = threading.Semaphore(0)
+    first_walk = threading.Lock()
+    real_table = _kill._ProcessTable
+
+    class SlowFirstWalk(real_table):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if first_walk.acquire(blocking=False):  # the first walk waits for every caller to ask
+                for _ in range(count):
+                    assert asked.acquire(timeout=60), "a caller never asked for a walk"
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(_kill, "_ProcessTable", SlowFirstWalk)
 
     def kill_like(n: int) -> None:
         child = _spawn({_kill.MARKER_ENV: f"walk-test-{os.getpid()}/{n}"})
         with lock:
             children.append(child)
         barrier.wait(timeout=60)
-        table = walks.table()
+        asked.release()
+        try:
+            table = walks.table()
+        except Exception as exc:  # a thread's failure fails the test, not only a warning
+            with lock:
+                missing.append(f"child {n}: {exc!r}")
+            return
         if [proc.pid for proc in table.carriers(f"walk-test-{os.getpid()}/{n}", exact=True)] != [child.pid]:
             with lock:
                 missing.append(f"child {n} (pid {child.pid}) not in its snapshot")
