@@ -14,7 +14,7 @@ import psutil
 import pytest
 import trio
 from hypothesis import HealthCheck, settings
-from testkit import is_infrastructure
+from testkit import count_tasks, is_infrastructure
 
 if TYPE_CHECKING:
     import ssl
@@ -81,24 +81,13 @@ def no_leaked_processes() -> Iterator[None]:
             pytest.fail(f"test left processes behind: {described}")
 
 
-def _count_tasks() -> int:
-    count = 0
-    stack = [trio.lowlevel.current_root_task()]
-    while stack:
-        task = stack.pop()
-        count += 1
-        for nursery in task.child_nurseries:
-            stack.extend(nursery.child_tasks)
-    return count
-
-
 @pytest.fixture
 async def no_leaked_tasks() -> AsyncIterator[None]:
     """Fail a trio test that leaves tasks running in the run after it returns."""
-    before = _count_tasks()
+    before = count_tasks()
     yield
     await trio.testing.wait_all_tasks_blocked()
-    after = _count_tasks()
+    after = count_tasks()
     assert after <= before, f"{after - before} trio task(s) left running after the test"
 
 

@@ -230,3 +230,15 @@ def demo_http_app() -> Any:
     from mcp_actors.demo_server import create_demo_server
 
     return create_demo_server().streamable_http_app(host="127.0.0.1")
+
+
+def count_tasks() -> int:
+    """Every task of the current trio run, from its root down (for tests that bound how many are alive)."""
+    count = 0
+    stack = [trio.lowlevel.current_root_task()]
+    while stack:
+        task = stack.pop()
+        count += 1
+        for nursery in task.child_nurseries:
+            stack.extend(nursery.child_tasks)
+    return count

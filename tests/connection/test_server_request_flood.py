@@ -15,7 +15,7 @@ import attrs
 import mcp.types as mcp_types
 import pytest
 import trio
-from testkit import running
+from testkit import count_tasks, running
 
 from mcp_actors._config.codec import record_from_json_dict
 from mcp_actors._connection.callbacks import HostCallbacks
@@ -42,17 +42,6 @@ def flood_settings(argv: Sequence[str], host: HostCallbacks, **overrides: Any) -
         host=host,
     )
     return attrs.evolve(settings, **overrides)
-
-
-def count_tasks() -> int:
-    count = 0
-    stack = [trio.lowlevel.current_root_task()]
-    while stack:
-        task = stack.pop()
-        count += 1
-        for nursery in task.child_nurseries:
-            stack.extend(nursery.child_tasks)
-    return count
 
 
 @attrs.define
