@@ -31,9 +31,19 @@ def tool_result(text: str, structured: dict[str, Any] | None = None) -> dict[str
 class RawServer:
     """Reads JSON-RPC lines on stdin, answers the handshake and ``tools/*``, writes raw lines on stdout."""
 
-    def __init__(self, tools: dict[str, Tool], *, on_ping: Callable[[RawServer, Any], None] | None = None) -> None:
+    def __init__(
+        self,
+        tools: dict[str, Tool],
+        *,
+        on_ping: Callable[[RawServer, Any], None] | None = None,
+        listing: list[dict[str, Any]] | None = None,
+        name: str = "hostile",
+    ) -> None:
         self.tools = tools
         self.on_ping = on_ping
+        self.listing = listing
+        """What ``tools/list`` answers (default: each tool by name with an open object schema)."""
+        self.name = name
         self.on_response: Callable[[dict[str, Any]], None] | None = None
         self._out = sys.stdout.buffer
         self._lock = threading.Lock()
@@ -79,7 +89,7 @@ class RawServer:
                 {
                     "protocolVersion": params.get("protocolVersion", "2025-11-25"),
                     "capabilities": {"tools": {}},
-                    "serverInfo": {"name": "hostile", "version": "0"},
+                    "serverInfo": {"name": self.name, "version": "0"},
                 },
             )
         elif method == "ping":
@@ -88,7 +98,9 @@ class RawServer:
             else:
                 self.answer(rpc_id, {})
         elif method == "tools/list":
-            tools = [{"name": name, "inputSchema": {"type": "object"}} for name in self.tools]
+            tools = self.listing
+            if tools is None:
+                tools = [{"name": name, "inputSchema": {"type": "object"}} for name in self.tools]
             self.answer(rpc_id, {"tools": tools})
         elif method == "tools/call" and params.get("name") in self.tools:
             out = self.tools[params["name"]](self, rpc_id, params.get("arguments") or {})

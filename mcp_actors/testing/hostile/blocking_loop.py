@@ -13,14 +13,13 @@ writing raw lines: no SDK, so the bytes are what any server could send.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any, Final
 
-__all__ = ["main"]
+from mcp_actors.testing.hostile._wire_base import RawServer, tool_result
 
-_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+__all__ = ["main"]
 
 _TOOLS: Final[list[dict[str, Any]]] = [
     {
@@ -36,53 +35,20 @@ _TOOLS: Final[list[dict[str, Any]]] = [
 ]
 
 
-def _text(text: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "isError": False}
+def _echo(server: RawServer, rpc_id: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    return tool_result(str(arguments.get("text", "")))
 
 
-def _answer(message: dict[str, Any]) -> dict[str, Any] | None:
-    """The reply to one request (None for a notification); ``block`` blocks right here."""
-    if "id" not in message:
-        return None
-    request_id = message["id"]
-    params = message.get("params") or {}
-    arguments = params.get("arguments") or {}
-    match message.get("method"):
-        case "initialize":
-            requested = params.get("protocolVersion")
-            result: dict[str, Any] = {
-                "protocolVersion": requested if requested in _VERSIONS else _VERSIONS[-1],
-                "capabilities": {"tools": {"listChanged": False}},
-                "serverInfo": {"name": "blocking-loop", "version": "1.0.0"},
-            }
-        case "ping":
-            result = {}
-        case "tools/list":
-            result = {"tools": _TOOLS}
-        case "tools/call" if params.get("name") == "echo":
-            result = _text(str(arguments.get("text", "")))
-        case "tools/call" if params.get("name") == "block":
-            seconds = float(arguments.get("seconds", 0))
-            print(f"blocking_loop: blocking {seconds:g} s", file=sys.stderr, flush=True)
-            time.sleep(seconds)
-            result = _text(f"blocked {seconds:g} s")
-        case method:
-            error = {"code": -32601, "message": f"method not found: {method}"}
-            return {"jsonrpc": "2.0", "id": request_id, "error": error}
-    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+def _block(server: RawServer, rpc_id: Any, arguments: dict[str, Any]) -> dict[str, Any]:
+    seconds = float(arguments.get("seconds", 0))
+    print(f"blocking_loop: blocking {seconds:g} s", file=sys.stderr, flush=True)
+    time.sleep(seconds)  # the only thread: nothing is read meanwhile
+    return tool_result(f"blocked {seconds:g} s")
 
 
 def main() -> None:
     """Serve stdin/stdout, one line at a time, until stdin ends."""
-    for line in sys.stdin.buffer:
-        try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        reply = _answer(message) if isinstance(message, dict) else None
-        if reply is not None:
-            sys.stdout.buffer.write(json.dumps(reply, separators=(",", ":")).encode() + b"\n")
-            sys.stdout.buffer.flush()
+    RawServer({"echo": _echo, "block": _block}, listing=_TOOLS, name="blocking-loop").serve()
 
 
 if __name__ == "__main__":
