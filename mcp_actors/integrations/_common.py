@@ -1,0 +1,136 @@
+"""What every framework integration shares: choosing tools, naming them, failures as text.
+
+One home for these rules, so the six frameworks cannot drift apart: which servers and
+tools a toolset offers (:func:`select_tools`), under which names (:data:`ToolNaming`), and
+how a typed failure reads to a model (:func:`failure_message`). A call goes through
+:class:`~mcp_actors.adapters.McpToolAdapter`: bounded from start to end, connecting a lazy
+server first, asking the service's approver, relaying progress, cancelled with its caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Literal, TypeAlias
+
+import attrs
+
+from mcp_actors._loops import RuntimeHop
+from mcp_actors.adapters import DEFAULT_TOOL_TIMEOUT, ERROR_PREFIX, McpToolAdapter, load_mcp_tools
+from mcp_actors.errors import McpActorsError
+from mcp_actors.service import McpService
+from mcp_actors.tools import McpTool
+
+__all__ = ["SelectedTool", "ToolNaming", "ToolSelection", "failure_message", "select_tools"]
+
+ToolNaming: TypeAlias = Literal["id", "tool"] | Callable[[McpTool], str]
+"""How a toolset names a tool to the model.
+
+* ``"id"`` (default): the runtime's tool id, ``mcp__<server>__<tool>`` — unique across
+  servers and safe for every provider.
+* ``"tool"``: the tool's own name on its server (as the framework's own MCP client names
+  it); two servers offering the same name is an error that names both.
+* a function of the :class:`~mcp_actors.tools.McpTool`: any other scheme; the names it
+  gives must be unique.
+"""
+
+ToolSelection: TypeAlias = Collection[str] | Callable[[McpTool], bool] | None
+"""Which tools a toolset offers: ``None`` (all enabled), names or ids, or a predicate.
+
+A string matches a tool's id (``mcp__demo__echo``) or its own name (``echo``); a predicate
+gets the :class:`~mcp_actors.tools.McpTool`. Tools in a server's ``disabledTools`` are never
+offered, whatever the selection says.
+"""
+
+
+@attrs.frozen(kw_only=True)
+class SelectedTool:
+    """One tool a toolset offers: the name the model sees and the adapter that calls it.
+
+    Attributes:
+        name: The name under the toolset's :data:`ToolNaming`.
+        adapter: Calls the tool through the service (bounded, approved, progress relayed).
+    """
+
+    name: str
+    adapter: McpToolAdapter
+
+    @property
+    def mcp_tool(self) -> McpTool:
+        """The listed tool (id, own name, description, input schema, server)."""
+        return self.adapter.mcp_tool
+
+
+def _name_of(tool: McpTool, naming: ToolNaming) -> str:
+    if naming == "id":
+        return tool.id
+    if naming == "tool":
+        return tool.name
+    if callable(naming):
+        name = naming(tool)
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"naming gave {name!r} for tool {tool.id!r}: it must return a non-empty string")
+        return name
+    raise ValueError(f"naming must be 'id', 'tool' or a function of the McpTool, got {naming!r}")
+
+
+def _selected(tool: McpTool, selection: ToolSelection) -> bool:
+    if selection is None:
+        return True
+    if callable(selection):
+        return bool(selection(tool))
+    return tool.id in selection or tool.name in selection
+
+
+async def select_tools(
+    service: McpService | RuntimeHop,
+    servers: Iterable[str] | None = None,
+    *,
+    tools: ToolSelection = None,
+    naming: ToolNaming = "id",
+    timeout: float = DEFAULT_TOOL_TIMEOUT,
+) -> tuple[tuple[SelectedTool, ...], Mapping[str, McpActorsError]]:
+    """The tools a toolset offers now, and the servers that could not be listed.
+
+    Servers are listed concurrently; one that fails (down, disabled, unknown) is left out
+    and reported in the second value, never failing the listing.
+
+    Args:
+        service: The runtime's ``McpService`` (trio) or the asyncio facade.
+        servers: Server names or ids, in order; ``None`` means every active server.
+        tools: Which tools (see :data:`ToolSelection`).
+        naming: How tools are named (see :data:`ToolNaming`).
+        timeout: The bound of each call, connecting included (seconds).
+
+    Raises:
+        ValueError: Two tools got the same name (the message names both), or ``naming``
+            or ``timeout`` is not valid.
+        TypeError: ``servers`` is one string instead of a collection.
+    """
+    if isinstance(tools, str):
+        raise TypeError(f"tools must be a collection of tool names or ids, or a predicate; got the string {tools!r}")
+    loaded = await load_mcp_tools(service, servers, timeout=timeout)
+    chosen: list[SelectedTool] = []
+    owner: dict[str, str] = {}
+    for adapter in loaded:
+        tool = adapter.mcp_tool
+        if not _selected(tool, tools):
+            continue
+        name = _name_of(tool, naming)
+        if name in owner:
+            raise ValueError(
+                f"two tools would both be named {name!r}: {owner[name]!r} and {tool.id!r};"
+                " use naming='id' (unique ids), a naming function, or select one of them"
+            )
+        owner[name] = tool.id
+        chosen.append(SelectedTool(name=name, adapter=adapter))
+    return tuple(chosen), loaded.failures
+
+
+def failure_message(error: McpActorsError) -> str:
+    """A typed failure as the text a model reads: ``Error: tool '<name>': <what happened and what to do>``.
+
+    For frameworks whose failing tool answers the model with a message instead of raising.
+    """
+    return f"{ERROR_PREFIX}{error}"
+
+
