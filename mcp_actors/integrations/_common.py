@@ -132,5 +132,3 @@ def failure_message(error: McpActorsError) -> str:
     For frameworks whose failing tool answers the model with a message instead of raising.
     """
     return f"{ERROR_PREFIX}{error}"
-
-

@@ -1,0 +1,9 @@
+"""One module per agent framework for ``benchmarks.integrations``: our toolset against the framework's own MCP client.
+
+Each module ``<key>.py`` defines ``CONTENDERS``: ``{"ours": opener, "own": opener}``, where
+an opener is an async context manager factory ``opener(server_argv)`` that connects to the
+light stdio server and yields ``call()``, a coroutine function making one ``echo`` call
+*through the framework's own tool interface* (the object the framework's agent loop would
+invoke), raising on any failure. ``python -m benchmarks._integrations.<key> --contender ours``
+measures one contender in its own process (:func:`benchmarks._integrations._measure.main`).
+"""
