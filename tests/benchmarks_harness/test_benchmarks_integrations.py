@@ -1,0 +1,58 @@
+"""``benchmarks.integrations``: contenders read without importing, medians, the per-call ratio and its goal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from benchmarks import integrations
+
+
+def test_module_constants_are_read_without_importing_the_framework(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A module that imports a missing framework still tells its contenders and peer packages."""
+    (tmp_path / "fake.py").write_text(
+        "import framework_that_is_not_installed\n"
+        "CONTENDER_NAMES = ('ours', 'own', 'raw')\n"
+        "PEER_PACKAGES: dict[str, tuple[str, ...]] = {'own': ('pkg==1.0',)}\n"
+    )
+    (tmp_path / "plain.py").write_text("X = 1\n")
+    (tmp_path / "_private.py").write_text("")
+    monkeypatch.setattr(integrations, "MODULES_DIR", tmp_path)
+    assert integrations.framework_modules() == ["fake", "plain"]
+    assert integrations.contenders_of("fake") == ["ours", "own", "raw"]
+    assert integrations.contenders_of("plain") == ["ours", "own"]
+    assert integrations._module_constant("fake", "PEER_PACKAGES") == {"own": ("pkg==1.0",)}
+
+
+def test_summary_takes_medians_and_judges_the_goal() -> None:
+    """Per-call cost of ours over own: sequential latency, and the inverse of calls/s."""
+    runs = {
+        "ours": [
+            {"sequential_ms": 0.2, "calls_per_s": 4000.0},
+            {"sequential_ms": 0.3, "calls_per_s": 5000.0},
+            {"sequential_ms": 0.25, "calls_per_s": 6000.0},
+        ],
+        "own": [{"sequential_ms": 0.6, "calls_per_s": 2000.0}, {"error": "exit 1: boom"}],
+    }
+    summary = integrations.summarize("fw", runs)
+    ours, own = summary["contenders"]["ours"], summary["contenders"]["own"]
+    assert ours["sequential_ms"] == pytest.approx(0.25) and ours["calls_per_s"] == pytest.approx(5000.0)
+    assert own["runs"] == 1 and own["errors"] == ["exit 1: boom"]
+    assert summary["sequential_ratio"] == pytest.approx(0.25 / 0.6)
+    assert summary["inflight_cost_ratio"] == pytest.approx(2000.0 / 5000.0)
+    assert summary["goal_met"] is True
+    table = integrations.render([summary], 50)
+    assert "goal met" in table and "failed: exit 1: boom" in table
+
+
+def test_a_slower_ours_misses_the_goal() -> None:
+    runs = {
+        "ours": [{"sequential_ms": 0.5, "calls_per_s": 3000.0}],
+        "own": [{"sequential_ms": 0.6, "calls_per_s": 2000.0}],
+    }
+    summary = integrations.summarize("fw", runs)
+    assert summary["goal_met"] is False
+    assert "not met" in integrations.render([summary], 50)
