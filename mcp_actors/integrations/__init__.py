@@ -24,7 +24,8 @@ from __future__ import annotations
 from mcp_actors.integrations._common import SelectedTool as SelectedTool
 from mcp_actors.integrations._common import ToolNaming as ToolNaming
 from mcp_actors.integrations._common import ToolSelection as ToolSelection
+from mcp_actors.integrations._common import check_selection as check_selection
 from mcp_actors.integrations._common import failure_message as failure_message
 from mcp_actors.integrations._common import select_tools as select_tools
 
-__all__ = ["SelectedTool", "ToolNaming", "ToolSelection", "failure_message", "select_tools"]
+__all__ = ["SelectedTool", "ToolNaming", "ToolSelection", "check_selection", "failure_message", "select_tools"]

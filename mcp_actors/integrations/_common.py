@@ -16,11 +16,12 @@ import attrs
 
 from mcp_actors._loops import RuntimeHop
 from mcp_actors.adapters import DEFAULT_TOOL_TIMEOUT, ERROR_PREFIX, McpToolAdapter, load_mcp_tools
+from mcp_actors.adapters._base import _check_timeout
 from mcp_actors.errors import McpActorsError
 from mcp_actors.service import McpService
 from mcp_actors.tools import McpTool
 
-__all__ = ["SelectedTool", "ToolNaming", "ToolSelection", "failure_message", "select_tools"]
+__all__ = ["SelectedTool", "ToolNaming", "ToolSelection", "check_selection", "failure_message", "select_tools"]
 
 ToolNaming: TypeAlias = Literal["id", "tool"] | Callable[[McpTool], str]
 """How a toolset names a tool to the model.
@@ -81,6 +82,44 @@ def _selected(tool: McpTool, selection: ToolSelection) -> bool:
     return tool.id in selection or tool.name in selection
 
 
+def check_selection(
+    servers: Iterable[str] | None = None,
+    *,
+    tools: ToolSelection = None,
+    naming: ToolNaming = "id",
+    timeout: float = DEFAULT_TOOL_TIMEOUT,
+) -> tuple[str, ...] | None:
+    """Check a toolset's options when it is built, before any server is listed.
+
+    A framework may list a toolset's tools long after it was built, and some swallow an
+    error raised then (Google ADK drops the toolset and runs the agent without it): a
+    constructor that calls this fails where the mistake is made. :func:`select_tools`
+    checks the same rules, so both raise the same errors.
+
+    Args:
+        servers: Server names or ids, or ``None`` (every active server).
+        tools: Which tools (see :data:`ToolSelection`).
+        naming: How tools are named (see :data:`ToolNaming`).
+        timeout: The bound of each call (seconds).
+
+    Returns:
+        ``servers`` as a tuple (an iterator is read once, here), or ``None``.
+
+    Raises:
+        TypeError: ``servers`` or ``tools`` is one string instead of a collection.
+        ValueError: ``naming`` is not ``"id"``, ``"tool"`` or a function, or ``timeout``
+            is not a finite number of seconds > 0.
+    """
+    if isinstance(servers, str):
+        raise TypeError(f"servers must be a collection of server names or ids, got the string {servers!r}")
+    if isinstance(tools, str):
+        raise TypeError(f"tools must be a collection of tool names or ids, or a predicate; got the string {tools!r}")
+    if naming not in ("id", "tool") and not callable(naming):
+        raise ValueError(f"naming must be 'id', 'tool' or a function of the McpTool, got {naming!r}")
+    _check_timeout(None, None, timeout)
+    return None if servers is None else tuple(servers)
+
+
 async def select_tools(
     service: McpService | RuntimeHop,
     servers: Iterable[str] | None = None,
@@ -106,8 +145,7 @@ async def select_tools(
             or ``timeout`` is not valid.
         TypeError: ``servers`` is one string instead of a collection.
     """
-    if isinstance(tools, str):
-        raise TypeError(f"tools must be a collection of tool names or ids, or a predicate; got the string {tools!r}")
+    servers = check_selection(servers, tools=tools, naming=naming, timeout=timeout)
     loaded = await load_mcp_tools(service, servers, timeout=timeout)
     chosen: list[SelectedTool] = []
     owner: dict[str, str] = {}
