@@ -1,0 +1,103 @@
+"""Google ADK: one ``echo`` call through the tool object ADK's agent loop would run, ``run_async``.
+
+* ``ours``: :class:`~mcp_actors.integrations.google_adk.McpActorsToolset` over the portal's
+  asyncio facade, the light stdio server as the only record of a private config file.
+* ``own``: ADK's own ``McpToolset`` with ``StdioConnectionParams`` on the same server. It
+  runs in our venv: google-adk's MCP client works with our ``mcp`` 2.3 (its
+  ``google.adk.dependencies._mcp`` speaks both SDK majors), so no peer venv is needed. Its
+  ``timeout`` (the connection timeout, which ADK also makes the bound of every request on a
+  stdio session, 5 s by default) is raised to :data:`~benchmarks._integrations._measure.CALL_TIMEOUT`
+  so that neither contender is cut short by a bound the other does not have.
+
+Both are called as ADK calls a tool: ``await tool.run_async(args=..., tool_context=...)``,
+with a minimal ``ToolContext`` built as ADK's own tests build one (an ``InvocationContext``
+over an in-memory session). A tool error, or a failure answered as ``{"error": ...}``, raises.
+
+    python -m benchmarks._integrations.google_adk --contender ours|own --seconds 3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.agents.llm_agent import LlmAgent
+from google.adk.sessions.in_memory_session_service import InMemorySessionService
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.mcp_tool.mcp_session_manager import StdioConnectionParams
+from google.adk.tools.mcp_tool.mcp_toolset import McpToolset
+from google.adk.tools.tool_context import ToolContext
+from mcp import StdioServerParameters
+
+from benchmarks._integrations._measure import CALL_TIMEOUT, Call, main
+from mcp_actors.integrations.google_adk import McpActorsToolset
+from mcp_actors.portal import start_portal
+from mcp_actors.records import new_server_id
+
+__all__ = ["CONTENDERS"]
+
+ARGS = {"text": "hello"}
+
+
+async def tool_context() -> ToolContext:
+    """A minimal ToolContext, as ADK's tests make one: an invocation over an in-memory session."""
+    sessions = InMemorySessionService()
+    session = await sessions.create_session(app_name="bench", user_id="bench")
+    agent = LlmAgent(name="bench", model="unused")
+    return ToolContext(InvocationContext(session_service=sessions, invocation_id="bench", agent=agent, session=session))
+
+
+def caller(tool: BaseTool, context: ToolContext) -> Call:
+    """One ``echo`` call through ``tool.run_async``; anything but the echoed text raises."""
+
+    async def call() -> object:
+        result: dict[str, Any] = await tool.run_async(args=ARGS, tool_context=context)
+        if result.get("isError") or "error" in result or result["content"][0]["text"] != ARGS["text"]:
+            raise RuntimeError(f"echo failed: {result}")
+        return result
+
+    return call
+
+
+def config_of(server: list[str]) -> dict[str, Any]:
+    """The stdio record's ``config``: the server's command line."""
+    return {"command": server[0], "args": server[1:]}
+
+
+@contextlib.asynccontextmanager
+async def ours(server: list[str]) -> AsyncIterator[Call]:
+    """Our toolset over the portal's asyncio facade, the server the config's only record."""
+    with tempfile.TemporaryDirectory() as state:
+        path = Path(state) / "mcp-config.json"
+        record = {"id": new_server_id(), "name": "bench", "type": "stdio"}
+        path.write_text(json.dumps({"version": 1, "mcpServers": [{**record, "config": config_of(server)}]}))
+        with start_portal(str(path)) as portal:
+            toolset = McpActorsToolset(portal.asyncio_service(), ["bench"], tools=["echo"])
+            [echo] = await toolset.get_tools()
+            yield caller(echo, await tool_context())
+            await toolset.close()
+
+
+@contextlib.asynccontextmanager
+async def own(server: list[str]) -> AsyncIterator[Call]:
+    """ADK's own McpToolset on the same server (stdio, its session held by the toolset)."""
+    params = StdioServerParameters(command=server[0], args=server[1:])
+    toolset = McpToolset(
+        connection_params=StdioConnectionParams(server_params=params, timeout=CALL_TIMEOUT), tool_filter=["echo"]
+    )
+    try:
+        [echo] = await toolset.get_tools()
+        yield caller(echo, await tool_context())
+    finally:
+        await toolset.close()
+
+
+CONTENDERS = {"ours": ours, "own": own}
+
+if __name__ == "__main__":
+    main(CONTENDERS)
