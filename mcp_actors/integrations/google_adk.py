@@ -96,7 +96,10 @@ A plain (not async) callable, called once per call with the tool's name and the 
 ``ToolContext`` (its session state, say); it returns the call's async callback, or ``None``.
 """
 
-RESERVED_TOOL_NAMES: Final = frozenset(
+# Names ADK gives its own function calls: a server tool offered under one would be run in
+# their place (or they in its), so such a tool is left out, with a warning. Only naming="tool"
+# or a naming function can produce them; the default ids (mcp__<server>__<tool>) cannot.
+_RESERVED_NAMES: Final = frozenset(
     {
         # ADK's own McpToolset refuses these (google.adk.tools.mcp_tool.mcp_tool): the
         # framework's human-in-the-loop calls, agent transfer, structured output.
@@ -109,9 +112,6 @@ RESERVED_TOOL_NAMES: Final = frozenset(
         "finish_task",
     }
 )
-"""Names ADK gives its own function calls: a server tool offered under one would be run in
-their place (or they in its), so such a tool is left out, with a warning. Only ``naming="tool"``
-or a naming function can produce them; the default ids (``mcp__<server>__<tool>``) cannot."""
 
 # Server-owned JSON inside a result: its keys are not renamed.
 _OPAQUE_KEYS: Final = frozenset({"_meta", "structuredContent"})
@@ -130,7 +130,7 @@ def _meta_as_meta(value: Any) -> Any:
     return value
 
 
-def result_payload(result: mcp_types.CallToolResult) -> dict[str, Any]:
+def _payload(result: mcp_types.CallToolResult) -> dict[str, Any]:
     """An MCP tool result as ADK's ``McpTool`` returns it to the flow (and so to the model).
 
     The result's JSON with the MCP wire keys (``content``, ``structuredContent``,
@@ -228,7 +228,7 @@ class McpActorsTool(BaseTool):
             tool_context: The call's ADK context (given to a progress factory).
 
         Returns:
-            :func:`result_payload` of the MCP result (a tool-level error has
+            The MCP result as ADK's ``McpTool`` returns it (a tool-level error has
             ``"isError": true``), or ``{"error": "Error: tool '<id>': ..."}`` when the call
             failed with a typed :class:`~mcp_actors.errors.McpActorsError`.
 
@@ -244,7 +244,7 @@ class McpActorsTool(BaseTool):
             result = await adapter.call(args)
         except McpActorsError as exc:
             return {"error": failure_message(exc)}
-        return result_payload(result)
+        return _payload(result)
 
     def _detect_error_in_response(self, response: Any) -> str | None:
         """ADK's telemetry hook (read with ``getattr``): a tool-level error, as ADK's ``McpTool`` reports it."""
@@ -314,6 +314,7 @@ class McpActorsToolset(BaseToolset):
         self._progress_callback = progress_callback
         self._built: dict[str, McpActorsTool] = {}
         self._failures: Mapping[str, McpActorsError] = {}
+        self._warned: set[str] = set()  # tools left out for their name: said once, not at every listing
 
     @property
     def failures(self) -> Mapping[str, McpActorsError]:
@@ -341,13 +342,15 @@ class McpActorsToolset(BaseToolset):
         built: dict[str, McpActorsTool] = {}
         offered: list[BaseTool] = []
         for one in selected:
-            if one.name in RESERVED_TOOL_NAMES:
-                logger.warning(
-                    "tool %r of server %r is left out: ADK calls its own function %r; use naming='id'",
-                    one.mcp_tool.name,
-                    one.mcp_tool.server_name,
-                    one.name,
-                )
+            if one.name in _RESERVED_NAMES:
+                if one.mcp_tool.id not in self._warned:
+                    self._warned.add(one.mcp_tool.id)
+                    logger.warning(
+                        "tool %r of server %r is left out: ADK calls its own function %r; use naming='id'",
+                        one.mcp_tool.name,
+                        one.mcp_tool.server_name,
+                        one.name,
+                    )
                 continue
             tool = previous.get(one.name)
             if tool is None or tool.mcp_tool is not one.mcp_tool:

@@ -431,11 +431,13 @@ def test_tools_named_like_adks_own_functions_are_left_out(
     servers_in_memory: InMemoryServers, portal: RuntimePortal, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Under ``naming="tool"`` the demo's ``finish_task``, and a name mapped to ``transfer_to_agent``, are not
-    offered (ADK would run its own function in their place), each with a warning naming tool and server."""
+    offered (ADK would run its own function in their place), each with one warning naming tool and server."""
     service = portal.asyncio_service()
 
     async def main() -> tuple[list[str], list[str]]:
-        own = [tool.name for tool in await McpActorsToolset(service, ["demo"], naming="tool").get_tools()]
+        by_own_name = McpActorsToolset(service, ["demo"], naming="tool")
+        own = [tool.name for tool in await by_own_name.get_tools()]
+        assert [tool.name for tool in await by_own_name.get_tools()] == own  # listed again: warned once
         mapped = McpActorsToolset(service, ["demo"], naming=lambda t: "transfer_to_agent" if t.name == "add" else t.id)
         return own, [tool.name for tool in await mapped.get_tools()]
 
@@ -444,7 +446,7 @@ def test_tools_named_like_adks_own_functions_are_left_out(
     assert "echo" in own and "finish_task" not in own
     assert "mcp__demo__echo" in mapped and "transfer_to_agent" not in mapped
     warnings = [record.getMessage() for record in caplog.records]
-    assert any("'finish_task' of server 'demo'" in w for w in warnings)
+    assert sum("'finish_task' of server 'demo'" in w for w in warnings) == 1
     assert any("'add' of server 'demo'" in w and "'transfer_to_agent'" in w for w in warnings)
 
 
