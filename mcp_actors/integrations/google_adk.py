@@ -257,10 +257,10 @@ class McpActorsToolset(BaseToolset):
     """The runtime's supervised MCP servers as one ADK toolset.
 
     ``LlmAgent(model=..., tools=[McpActorsToolset(portal.asyncio_service())])``. ADK asks
-    :meth:`get_tools` before each model call (once per invocation); every ask lists the
-    servers through the service, whose cache answers until a server's tools change
-    (``notifications/tools/list_changed``, a reconnect), so a changed list is seen on the
-    next ask. Tool objects are kept while their listed tool is unchanged.
+    :meth:`get_tools` before a model call and keeps the answer for the rest of the
+    invocation; every ask lists the servers through the service, whose cache answers until a
+    server's tools change (``notifications/tools/list_changed``, a reconnect), so a changed
+    list is seen on the next ask. Tool objects are kept while their listed tool is unchanged.
 
     A server that cannot be listed (down, disabled, unknown) is left out of that ask, with a
     warning, and named in :attr:`failures`; the other servers' tools are offered.
