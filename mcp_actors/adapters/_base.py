@@ -173,10 +173,14 @@ def _in_context(exc: McpActorsError, name: str) -> McpActorsError:
 
     Built without calling ``__init__`` (whose signature differs per class, and which for
     connection errors would append the stderr line a second time); every attribute
-    (``server``, ``tool``, ``stderr_tail``, ``timeout``, ...) is carried over.
+    (``server``, ``tool``, ``stderr_tail``, ``timeout``, ...) is carried over. ``args`` is
+    set as well: ``OSError.__new__`` leaves it empty when a subclass has its own
+    ``__init__``, and ``ToolCallDenied`` (a ``PermissionError``) would read as ``""``.
     """
     cls = type(exc)
-    renamed = cls.__new__(cls, f"tool {name!r}: {exc}")
+    message = f"tool {name!r}: {exc}"
+    renamed = cls.__new__(cls, message)
+    renamed.args = (message,)
     renamed.__dict__.update(exc.__dict__)
     return renamed
 

@@ -41,6 +41,7 @@ from mcp_actors.errors import (
     ServerConnectionLost,
     ServerNotFound,
     ServerStartFailed,
+    ToolCallDenied,
     ToolCallTimeout,
 )
 from mcp_actors.service import McpService
@@ -229,6 +230,18 @@ async def test_errors_name_the_tool_and_server(tmp_path: Path, servers_in_memory
             await echo.execute({"text": "x"})
         assert str(info.value).startswith("tool 'mcp__gone__echo': ")
         assert info.value.server == echo.mcp_tool.server_id
+
+
+async def test_a_denied_call_keeps_its_message(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
+    """ToolCallDenied (a PermissionError, whose ``__new__`` keeps no args) reads "tool '<name>': ...", not ""."""
+    async with service_with(tmp_path, stdio_entry("guarded", fault_server_command())) as service:
+        echo = (await adapters_of(service, "guarded"))["echo"]
+        service.set_approver(lambda request: False)
+        with pytest.raises(ToolCallDenied) as info:
+            await echo.execute({"text": "x"})
+        service.set_approver(None)
+        assert str(info.value) == "tool 'mcp__guarded__echo': the call to 'echo' of server 'guarded' was not approved"
+        assert info.value.tool == "echo" and info.value.server == "guarded"
 
 
 # ---------------------------------------------------------------------- timeouts
