@@ -20,6 +20,8 @@ PACKAGES = [
     "mcp_actors.errors",
     "mcp_actors.events",
     "mcp_actors.formats",
+    "mcp_actors.integrations",
+    "mcp_actors.integrations.openai_agents",
     "mcp_actors.naming",
     "mcp_actors.portal",
     "mcp_actors.process_tracker",
@@ -92,6 +94,7 @@ def test_every_module_is_documented_public_private_or_a_program() -> None:
 
 
 PUBLIC_SUBMODULES = {
+    "mcp_actors.integrations.openai_agents",
     "mcp_actors.testing.fault_server",
     "mcp_actors.testing.hostile",
     "mcp_actors.testing.memory",

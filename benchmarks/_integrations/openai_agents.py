@@ -1,0 +1,93 @@
+"""OpenAI Agents SDK: ``SupervisedMcpServer`` ("ours") against the SDK's own ``MCPServerStdio`` ("own").
+
+Both contenders are called through ``MCPServer.call_tool(name, arguments)``: the method the
+SDK's tool wrapper (``MCPUtil.invoke_mcp_tool``, behind the ``FunctionTool`` an agent's
+model calls) awaits for every call, so both pay the same wrapper on top and the wrapper is
+left out of both. Each lists its tools once first, as an agent's first turn does.
+
+* "ours": a portal on a temporary config holding the light stdio server, its asyncio
+  facade, and the server's ``SupervisedMcpServer`` (the tool's default name,
+  ``mcp__bench__echo``).
+* "own": ``MCPServerStdio`` with ``cache_tools_list=True``, connected (``async with``) to the
+  same server program, as ``benchmarks/drivers/openai_agents.py`` configures it (session
+  read timeout raised to 60 s so a queue of in-flight calls measures speed, not time-outs).
+
+Both run in this project's venv: ``openai-agents`` (the ``openai-agents`` extra) works with
+our ``mcp`` 2.x, so no peer venv is needed.
+
+    python -m benchmarks._integrations.openai_agents --contender ours|own --seconds 3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from agents.mcp import MCPServerStdio, MCPServerStdioParams
+
+from benchmarks._integrations._measure import Call, main
+from mcp_actors.integrations.openai_agents import SupervisedMcpServer, mcp_servers
+from mcp_actors.portal import start_portal
+
+__all__ = ["CONTENDERS", "open_ours", "open_own"]
+
+SESSION_TIMEOUT = 60.0
+"""The SDK session's read timeout for "own" (its default, 5 s, would fail calls queued behind 50 in flight)."""
+
+
+def _check(result: object) -> None:
+    if getattr(result, "is_error", False):
+        raise RuntimeError(f"the echo call failed: {result!r}")
+
+
+@contextlib.asynccontextmanager
+async def open_ours(server_argv: list[str]) -> AsyncIterator[Call]:
+    """A runtime on a temporary config with the light server; yields one ``echo`` through our MCPServer."""
+    with tempfile.TemporaryDirectory(prefix="bench-openai-agents-") as tmp:
+        config = Path(tmp) / "mcp-config.json"
+        record = {
+            "id": "mcp_bench",
+            "name": "bench",
+            "type": "stdio",
+            "config": {"command": server_argv[0], "args": server_argv[1:]},
+            "isTrusted": True,
+        }
+        config.write_text(json.dumps({"version": 1, "mcpServers": [record]}), encoding="utf-8")
+        with start_portal(str(config)) as portal:
+            [server] = await mcp_servers(portal.asyncio_service(), ["bench"])
+            await _first_listing(server)
+
+            async def call() -> None:
+                _check(await server.call_tool("mcp__bench__echo", {"text": "hi"}))
+
+            yield call
+
+
+async def _first_listing(server: SupervisedMcpServer | MCPServerStdio) -> None:
+    names = [tool.name for tool in await server.list_tools()]
+    if not any(name.endswith("echo") for name in names):
+        raise RuntimeError(f"the light server offers no echo tool: {names}")
+
+
+@contextlib.asynccontextmanager
+async def open_own(server_argv: list[str]) -> AsyncIterator[Call]:
+    """The SDK's own stdio client on the light server; yields one ``echo`` through its MCPServer."""
+    params: MCPServerStdioParams = {"command": server_argv[0], "args": server_argv[1:]}
+    async with MCPServerStdio(
+        params, cache_tools_list=True, name="bench", client_session_timeout_seconds=SESSION_TIMEOUT
+    ) as server:
+        await _first_listing(server)
+
+        async def call() -> None:
+            _check(await server.call_tool("echo", {"text": "hi"}))
+
+        yield call
+
+
+CONTENDERS = {"ours": open_ours, "own": open_own}
+
+if __name__ == "__main__":
+    main(CONTENDERS)
