@@ -1,0 +1,77 @@
+"""LlamaIndex: our ``McpFunctionTool`` against ``llama-index-tools-mcp``'s, one ``echo`` call at a time.
+
+Both contenders call the light stdio server's ``echo`` as LlamaIndex's agents call a tool,
+``await tool.acall(text=...)``, on the tool object the framework's agent would hold:
+
+* ``ours``: a temporary config with the server as the record ``bench``, the runtime in a
+  portal (:func:`mcp_actors.portal.start_portal`), and the tool from
+  ``McpActorsToolSpec(portal.asyncio_service(), ["bench"], tools=["echo"])``.
+* ``own``: LlamaIndex's own MCP client, ``McpToolSpec(BasicMCPClient(argv[0], args=argv[1:]),
+  allowed_tools=["echo"])``. Its client opens a new session for every call: over stdio, a new
+  server process per call, which is what this contender measures.
+
+``own`` needs ``llama-index-tools-mcp`` (0.6.0 measured), which is not one of this project's
+extras. It asks ``mcp>=2,<3`` and so installs in the project's own venv beside ``mcp`` 2.3,
+changing nothing else: ``.venv/bin/pip install llama-index-tools-mcp``; no peer venv.
+
+    python -m benchmarks._integrations.llamaindex --contender ours --seconds 3
+    python -m benchmarks._integrations.llamaindex --contender own --seconds 3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import AsyncIterator
+
+from benchmarks._integrations._measure import Call, main
+
+
+def _echo_call(tool: object) -> Call:
+    async def call() -> object:
+        output = await tool.acall(text="ping")  # type: ignore[attr-defined]
+        if output.is_error or "ping" not in output.content:  # own's content is the result's repr
+            raise RuntimeError(f"echo failed: {output.content!r}")
+        return output
+
+    return call
+
+
+@contextlib.asynccontextmanager
+async def ours(server: list[str]) -> AsyncIterator[Call]:
+    """Our toolset's ``echo`` tool over a portal whose config holds the server as ``bench``."""
+    from mcp_actors._config.codec import record_from_json_dict
+    from mcp_actors._config.record import new_server_id
+    from mcp_actors._config.store import ConfigStore
+    from mcp_actors.integrations.llamaindex import McpActorsToolSpec
+    from mcp_actors.portal import start_portal
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = os.path.join(directory, "bench-config.json")
+        record = {"name": "bench", "type": "stdio", "config": {"command": server[0], "args": server[1:]}}
+        ConfigStore(path).save([record_from_json_dict({"id": new_server_id(), **record})])
+        with start_portal(path) as portal:
+            spec = McpActorsToolSpec(portal.asyncio_service(), ["bench"], tools=["echo"])
+            [echo] = await spec.to_tool_list_async()
+            yield _echo_call(echo)
+
+
+@contextlib.asynccontextmanager
+async def own(server: list[str]) -> AsyncIterator[Call]:
+    """``llama-index-tools-mcp``'s ``echo`` tool (a new session, so a new process, per call)."""
+    try:
+        from llama_index.tools.mcp import BasicMCPClient, McpToolSpec  # type: ignore[import-untyped]
+    except ImportError as exc:
+        raise SystemExit(
+            f"the 'own' contender needs llama-index-tools-mcp: .venv/bin/pip install llama-index-tools-mcp ({exc})"
+        ) from None
+    spec = McpToolSpec(BasicMCPClient(server[0], args=server[1:]), allowed_tools=["echo"])
+    [echo] = await spec.to_tool_list_async()
+    yield _echo_call(echo)
+
+
+CONTENDERS = {"ours": ours, "own": own}
+
+if __name__ == "__main__":
+    main(CONTENDERS)
