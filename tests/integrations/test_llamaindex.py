@@ -23,7 +23,7 @@ import attrs
 import psutil
 import pytest
 import trio
-from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
+from llama_index.core.agent.workflow import FunctionAgent, ReActAgent, ToolCallResult
 from llama_index.core.base.llms.types import ToolCallBlock
 from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.llms.mock import MockFunctionCallingLLM
@@ -220,6 +220,29 @@ def test_cancelling_the_agent_cancels_the_call_on_the_server(own_portal: Runtime
 
     asyncio.run(asyncio.wait_for(main(), BOUND))
     assert own_portal.sync_service().status("f").calls_in_flight == 0
+
+
+def test_a_react_agent_reads_the_servers_schema_and_calls_the_tool(shared: RuntimePortal) -> None:
+    """ReActAgent: its prompt carries the server's schema; the Action it parses calls the tool; the answer has it."""
+    prompts: list[str] = []
+
+    def react(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        prompts.append("\n".join(m.content or "" for m in messages))
+        observed = [m.content for m in messages if (m.content or "").startswith("Observation:")]
+        if not observed:
+            text = 'Thought: I need the tool.\nAction: mcp__f__add\nAction Input: {"a": 20, "b": 22}'
+        else:
+            text = f"Thought: I can answer.\nAnswer: the sum is {observed[-1].removeprefix('Observation:').strip()}"
+        return ChatMessage(role=MessageRole.ASSISTANT, content=text)
+
+    async def main() -> str:
+        tools = await load_tools(shared.asyncio_service(), ["f"], tools=["add"])
+        agent = ReActAgent(tools=tools, llm=MockFunctionCallingLLM(response_generator=react))
+        return str(await asyncio.wait_for(agent.run("add"), BOUND))
+
+    assert asyncio.run(main()) == "the sum is 42"
+    [add] = asyncio.run(load_tools(shared.asyncio_service(), ["f"], tools=["add"]))
+    assert f"Tool Args: {add.metadata.fn_schema_str}" in prompts[0]
 
 
 # ---------------------------------------------------------------------- selection, naming, approval, progress
