@@ -11,8 +11,11 @@ Both contenders call the light stdio server's ``echo`` as LlamaIndex's agents ca
   server process per call, which is what this contender measures.
 
 ``own`` needs ``llama-index-tools-mcp`` (0.6.0 measured), which is not one of this project's
-extras. It asks ``mcp>=2,<3`` and so installs in the project's own venv beside ``mcp`` 2.3,
-changing nothing else: ``.venv/bin/pip install llama-index-tools-mcp``; no peer venv.
+extras. It asks ``mcp>=2,<3``, so it also installs in the project's own venv beside ``mcp``
+2.3, changing nothing else (``.venv/bin/pip install llama-index-tools-mcp``, then run this
+module directly). ``python -m benchmarks.integrations`` runs it in a venv of its own
+(:data:`PEER_PACKAGES`, under ``benchmarks/.venvs/``), with the same ``mcp`` minor as ours, so
+that neither our venv nor our extras change.
 
     python -m benchmarks._integrations.llamaindex --contender ours --seconds 3
     python -m benchmarks._integrations.llamaindex --contender own --seconds 3
@@ -26,6 +29,9 @@ import tempfile
 from collections.abc import AsyncIterator
 
 from benchmarks._integrations._measure import Call, main
+
+PEER_PACKAGES: dict[str, tuple[str, ...]] = {"own": ("llama-index-tools-mcp==0.6.0", "mcp>=2.3,<2.4")}
+"""What ``own`` needs beyond the standard library, for its venv (``benchmarks.integrations``)."""
 
 
 def _echo_call(tool: object) -> Call:
