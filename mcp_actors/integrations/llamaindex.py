@@ -20,8 +20,8 @@ model (``ToolMetadata.fn_schema``); LlamaIndex gives the model
 ``fn_schema.model_json_schema()``, keeping its ``type``, ``properties``, ``required``,
 ``$defs`` and ``definitions``. ``McpToolSpec`` builds that model field by field from the
 server's JSON schema and the model sees what the model makes of it: nested inline objects
-turn into bare ``object``\\ s, and ``minimum``, ``pattern``, ``format``, ``items`` of
-nested arrays, ``oneOf`` ... are lost. Our model's ``model_json_schema()`` *is* the server's
+turn into bare ``object``\\ s, and ``minimum``, ``pattern``, ``format``, ``oneOf`` ... are
+lost. Our model's ``model_json_schema()`` *is* the server's
 schema (a copy), so the model sees it as sent, under LlamaIndex's own top-level rule; its
 fields (one per top-level property, typed ``Any``, the server validating the values) are
 there for code that introspects ``model_fields``.
