@@ -73,6 +73,7 @@ from mcp_actors.integrations._common import (
     SelectedTool,
     ToolNaming,
     ToolSelection,
+    check_selection,
     failure_message,
     select_tools,
 )
@@ -309,6 +310,10 @@ class McpActorsToolSpec(BaseToolSpec):
 
     Attributes:
         failures: The servers the last listing could not list, and why.
+
+    Raises:
+        TypeError: ``servers`` or ``tools`` is one string instead of a collection.
+        ValueError: ``naming`` or ``timeout`` is not valid.
     """
 
     def __init__(
@@ -322,11 +327,10 @@ class McpActorsToolSpec(BaseToolSpec):
         progress: bool = False,
         return_direct: bool = False,
     ) -> None:
-        if isinstance(servers, str):
-            raise TypeError(f"servers must be a collection of server names or ids, got the string {servers!r}")
+        servers = check_selection(servers, tools=tools, naming=naming, timeout=timeout)  # fail here, not later
         self.spec_functions: list[SPEC_FUNCTION_TYPE] = []  # BaseToolSpec's; these tools come from the servers
         self.service = service
-        self.servers: tuple[str, ...] | None = None if servers is None else tuple(servers)
+        self.servers: tuple[str, ...] | None = servers
         self.tools = tools
         self.naming = naming
         self.timeout = timeout

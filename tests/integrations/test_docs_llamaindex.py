@@ -21,7 +21,8 @@ def first_python_block() -> str:
 
 def printed_output() -> str:
     """The ```text block right after the example: what the page says it prints."""
-    [text] = re.findall(r"It prints:\n\n```text\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.DOTALL)
+    texts: list[str] = re.findall(r"It prints:\n\n```text\n(.*?)```", DOC.read_text(encoding="utf-8"), flags=re.DOTALL)
+    [text] = texts
     return text
 
 

@@ -228,7 +228,7 @@ def test_a_react_agent_reads_the_servers_schema_and_calls_the_tool(shared: Runti
 
     def react(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
         prompts.append("\n".join(m.content or "" for m in messages))
-        observed = [m.content for m in messages if (m.content or "").startswith("Observation:")]
+        observed = [m.content or "" for m in messages if (m.content or "").startswith("Observation:")]
         if not observed:
             text = 'Thought: I need the tool.\nAction: mcp__f__add\nAction Input: {"a": 20, "b": 22}'
         else:
@@ -237,7 +237,7 @@ def test_a_react_agent_reads_the_servers_schema_and_calls_the_tool(shared: Runti
 
     async def main() -> str:
         tools = await load_tools(shared.asyncio_service(), ["f"], tools=["add"])
-        agent = ReActAgent(tools=tools, llm=MockFunctionCallingLLM(response_generator=react))
+        agent = ReActAgent(tools=list(tools), llm=MockFunctionCallingLLM(response_generator=react))
         return str(await asyncio.wait_for(agent.run("add"), BOUND))
 
     assert asyncio.run(main()) == "the sum is 42"
@@ -356,6 +356,19 @@ def test_a_spec_lists_anew_and_keeps_the_tools_whose_listing_is_unchanged(shared
     before, after, same = asyncio.run(main())
     assert "mcp__demo__extra" not in before and "mcp__demo__extra" in after
     assert same
+
+
+def test_bad_options_fail_when_the_spec_is_built(shared: RuntimePortal) -> None:
+    """A string for servers or tools, a bad naming or timeout: refused by the constructor, before any listing."""
+    service = shared.asyncio_service()
+    with pytest.raises(TypeError, match="servers"):
+        McpActorsToolSpec(service, "demo")
+    with pytest.raises(TypeError, match="tools"):
+        McpActorsToolSpec(service, tools="echo")
+    with pytest.raises(ValueError, match="naming"):
+        McpActorsToolSpec(service, naming="short")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="timeout"):
+        McpActorsToolSpec(service, timeout=0)
 
 
 def test_a_server_that_cannot_be_listed_is_left_out_and_reported(shared: RuntimePortal) -> None:
