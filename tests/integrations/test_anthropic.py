@@ -184,9 +184,11 @@ def test_the_runner_calls_an_mcp_tool_and_the_model_sees_its_output(
 
     async def main() -> tuple[list[McpAsyncFunctionTool], str, list[Any]]:
         tools = await asyncio.wait_for(async_tools(service, ["demo"]), BOUND)
+        listings = service.tool_list_requests
         text = await asyncio.wait_for(
             run_agent(api, tools, [tool_use("mcp__demo__echo", {"text": "hello from the server"})]), BOUND
         )
+        assert service.tool_list_requests == listings  # a call lists nothing
         return tools, text, await service.list_server_tools("demo")
 
     tools, final, listed = asyncio.run(main())
