@@ -9,13 +9,14 @@ back a ``tool_result``. The SDK's own MCP helper (``anthropic.lib.tools.mcp``:
 host opens, keeps alive and closes itself. This module builds them over the runtime:
 
 * :func:`async_tools` — one :class:`McpAsyncFunctionTool` (a ``BetaAsyncFunctionTool``) per
-  tool, for the async runner, over the asyncio facade (``portal.asyncio_service()``), or over the runtime's
-  ``McpService`` when the runner runs on trio (the SDK's async client runs on trio too).
+  tool, for the async runner, over the asyncio facade (``portal.asyncio_service()``), or
+  over the runtime's ``McpService`` when the runner runs on trio (the SDK's async client
+  runs on trio too).
 * :func:`sync_tools` — one :class:`McpFunctionTool` (a ``BetaFunctionTool``) per tool, for
-  the sync runner, over ``portal.sync_service()``. The sync runner is the shape of the SDK's own examples
-  (``Anthropic()`` and a ``for message in runner`` loop), and the SDK's sync ``mcp_tool`` only
-  works from a worker thread of an anyio loop; ours blocks the calling thread only, from any
-  thread, while the runtime's thread serves the call.
+  the sync runner, over ``portal.sync_service()``. The sync runner is the shape of the SDK's
+  own examples (``Anthropic()`` and a ``for message in runner`` loop), and the SDK's sync
+  ``mcp_tool`` only works from a worker thread of an anyio loop; ours blocks the calling
+  thread only, from any thread, while the runtime's thread serves the call.
 
 How a call maps onto the runner:
 
