@@ -42,7 +42,8 @@ How a call maps onto the runner:
   naming the tool, the server and what to do — chained to the typed error (``__cause__``).
   The model reads a sentence, not a Python repr, and the runner goes on.
 * Progress: the runner has no progress channel (a tool gets its input and nothing else),
-  so progress goes to the host: ``on_progress(progress, total, message)``.
+  so progress goes to the host: ``on_progress(tool, progress, total, message)``, ``tool``
+  being the name the model called (:data:`~mcp_actors.integrations.ToolProgress`).
 * Cancellation: the async runner awaits ``call`` in the runner's task; cancelling that task
   cancels the call on the runtime and the server is told (``notifications/cancelled``). The
   sync runner calls ``call`` on its own thread: a ``KeyboardInterrupt`` there cancels the
@@ -65,12 +66,20 @@ from anthropic.lib.tools.mcp import UnsupportedMCPValueError, mcp_content
 from anthropic.types.beta import BetaCacheControlEphemeralParam
 from anthropic.types.beta.beta_tool_result_block_param import Content as BetaContent
 
-from mcp_actors._connection.status import ProgressCallback
 from mcp_actors._loops import RuntimeHop
 from mcp_actors.adapters import DEFAULT_TOOL_TIMEOUT, ERROR_PREFIX, McpToolAdapter, flatten_content
 from mcp_actors.errors import McpActorsError
-from mcp_actors.integrations._common import SelectedTool, ToolNaming, ToolSelection, failure_message, select_tools
-from mcp_actors.portal import AsyncioProgressCallback, SyncMcpService, SyncProgressCallback
+from mcp_actors.integrations._common import (
+    SelectedTool,
+    ToolNaming,
+    ToolProgress,
+    ToolSelection,
+    bind_progress,
+    check_selection,
+    failure_message,
+    select_tools,
+)
+from mcp_actors.portal import SyncMcpService
 from mcp_actors.service import McpService
 from mcp_actors.tools import McpTool
 
@@ -320,7 +329,7 @@ async def async_tools(
     tools: ToolSelection = None,
     naming: ToolNaming = "id",
     timeout: float = DEFAULT_TOOL_TIMEOUT,
-    on_progress: AsyncioProgressCallback | ProgressCallback | None = None,
+    on_progress: ToolProgress | None = None,
     cache_control: BetaCacheControlEphemeralParam | None = None,
     defer_loading: bool | None = None,
     allowed_callers: AllowedCallers | None = None,
@@ -343,9 +352,10 @@ async def async_tools(
             ``"id"`` (``mcp__<server>__<tool>``), ``"tool"`` (the server's own name, as the
             SDK's helper names it) or a function of the ``McpTool``.
         timeout: The bound of each call, connecting and approval included (seconds).
-        on_progress: Called with ``(progress, total, message)`` for the progress of every
-            call (a function or coroutine function, on the caller's asyncio loop; on trio, a
-            plain function). The runner itself has no progress channel.
+        on_progress: Called with ``(tool, progress, total, message)`` for the progress of
+            every call (see :data:`~mcp_actors.integrations.ToolProgress`): a function or a
+            coroutine function, run on the caller's asyncio loop (on trio, in the runtime).
+            The runner itself has no progress channel.
         cache_control: Put on the last tool, which caches every tool definition before it.
         defer_loading: ``defer_loading`` of every tool (for the tool search tool).
         allowed_callers: ``allowed_callers`` of every tool.
@@ -358,6 +368,7 @@ async def async_tools(
     Raises:
         ValueError: Two tools would get the same name (the message names both), or
             ``naming`` or ``timeout`` is not valid.
+        TypeError: ``servers`` or ``tools`` is one string instead of a collection.
         RuntimeError: Awaited on asyncio with the trio ``McpService`` (pass the facade).
     """
     selected, failures = await select_tools(service, servers, tools=tools, naming=naming, timeout=timeout)
@@ -385,7 +396,7 @@ def sync_tools(
     tools: ToolSelection = None,
     naming: ToolNaming = "id",
     timeout: float = DEFAULT_TOOL_TIMEOUT,
-    on_progress: SyncProgressCallback | None = None,
+    on_progress: Callable[[str, float, float | None, str | None], None] | None = None,
     cache_control: BetaCacheControlEphemeralParam | None = None,
     defer_loading: bool | None = None,
     allowed_callers: AllowedCallers | None = None,
@@ -403,9 +414,9 @@ def sync_tools(
         tools: Which tools (see :data:`~mcp_actors.integrations.ToolSelection`).
         naming: How the model sees them (see :data:`~mcp_actors.integrations.ToolNaming`).
         timeout: The bound of each call, connecting and approval included (seconds).
-        on_progress: Called with ``(progress, total, message)`` for the progress of every
-            call, on the runtime's thread: it must return quickly (hand the value over, as
-            to a queue).
+        on_progress: Called with ``(tool, progress, total, message)`` for the progress of
+            every call, on the runtime's thread: a plain function that returns quickly
+            (hand the value over, as to a queue).
         cache_control: Put on the last tool, which caches every tool definition before it.
         defer_loading: ``defer_loading`` of every tool.
         allowed_callers: ``allowed_callers`` of every tool.
@@ -417,7 +428,8 @@ def sync_tools(
 
     Raises:
         ValueError: Two tools would get the same name, or ``naming`` or ``timeout`` is not valid.
-        TypeError: ``service`` is not the blocking facade.
+        TypeError: ``service`` is not the blocking facade, or ``servers`` or ``tools`` is one
+            string instead of a collection.
         ActorStopped: The portal is closed.
     """
     if not isinstance(service, SyncMcpService):
@@ -426,8 +438,8 @@ def sync_tools(
             "for the async runner use async_tools"
         )
     portal = service.portal
-    # Read here, not on the runtime's thread: a generator of names is the caller's.
-    names = servers if servers is None or isinstance(servers, str) else list(servers)
+    # Checked and read here, on the caller's thread (an iterator of names is the caller's).
+    names = check_selection(servers, tools=tools, naming=naming, timeout=timeout)
 
     async def select() -> tuple[tuple[SelectedTool, ...], Mapping[str, McpActorsError]]:
         return await select_tools(portal.service, names, tools=tools, naming=naming, timeout=timeout)
@@ -451,5 +463,7 @@ def sync_tools(
     return McpToolList(made, failures)
 
 
-def _with_progress(selected: SelectedTool, on_progress: Any) -> SelectedTool:
-    return attrs.evolve(selected, adapter=attrs.evolve(selected.adapter, on_progress=on_progress))
+def _with_progress(selected: SelectedTool, on_progress: ToolProgress) -> SelectedTool:
+    """``selected`` whose adapter reports its calls' progress to ``on_progress``, under the tool's name."""
+    relay = bind_progress(on_progress, selected.name)
+    return attrs.evolve(selected, adapter=attrs.evolve(selected.adapter, on_progress=relay))

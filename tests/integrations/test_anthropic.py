@@ -373,15 +373,15 @@ def test_selection_naming_and_disabled_tools(portal: RuntimePortal) -> None:
 
 
 def test_cancelling_the_runners_task_cancels_the_call(portal: RuntimePortal, api: ScriptedMessagesApi) -> None:
-    """Progress reaches the host's callback; cancelling the runner's task ends the call in the runtime at once."""
+    """Progress reaches the host's coroutine on its loop, named; cancelling the runner's task ends the call at once."""
     service = portal.asyncio_service()
 
-    async def main() -> tuple[list[float], float, dict[str, Any]]:
+    async def main() -> tuple[list[tuple[str, float, int]], float, dict[str, Any]]:
         running = asyncio.Event()
-        progress: list[float] = []
+        progress: list[tuple[str, float, int]] = []
 
-        def on_progress(value: float, total: float | None, message: str | None) -> None:
-            progress.append(value)
+        async def on_progress(tool: str, value: float, total: float | None, message: str | None) -> None:
+            progress.append((tool, value, threading.get_ident()))
             running.set()
 
         tools = await async_tools(service, ["demo"], tools=["sleep"], on_progress=on_progress)
@@ -401,7 +401,9 @@ def test_cancelling_the_runners_task_cancels_the_call(portal: RuntimePortal, api
         return progress, ended, dict(event.data)
 
     progress, ended, called = asyncio.run(main())
-    assert progress and progress[0] > 0
+    first_tool, first_value, _ = progress[0]
+    assert first_tool == "mcp__demo__sleep" and first_value == pytest.approx(LONG_CALL / 10)
+    assert {ident for _, _, ident in progress} == {threading.get_ident()}  # on the runner's loop
     assert ended < FAST  # the long call ended when its caller went away
     assert called["toolName"] == "sleep" and called["success"] is False
     assert portal.sync_service().status("demo").calls_in_flight == 0
@@ -456,10 +458,10 @@ def test_the_sync_runner_with_sync_tools(portal: RuntimePortal, api: ScriptedMes
     failures map as on asyncio."""
     service = portal.sync_service()
     service.set_approver(lambda request: request.tool_name != "add")
-    progress: list[tuple[float, float | None]] = []
+    progress: list[tuple[str, float, float | None]] = []
 
-    def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, total))
+    def on_progress(tool: str, value: float, total: float | None, message: str | None) -> None:
+        progress.append((tool, value, total))
 
     chosen = ["echo", "sleep", "mcp__guarded__add"]
     tools = sync_tools(service, ["demo", "guarded"], tools=chosen, on_progress=on_progress)
@@ -479,12 +481,15 @@ def test_the_sync_runner_with_sync_tools(portal: RuntimePortal, api: ScriptedMes
     results = api.results()
     assert only_text(results["echo"]) == "from a thread"
     assert only_text(results["sleep"]) == "slept 0.05 s"
-    assert progress and progress[-1][0] == pytest.approx(0.05) and progress[-1][1] == 0.05  # before the result
+    last_tool, last_value, last_total = progress[-1]  # reported before the result came back
+    assert last_tool == "mcp__demo__sleep" and last_value == pytest.approx(0.05) and last_total == 0.05
     assert results["add"]["is_error"] is True
     assert "of server 'guarded' was not approved" in only_text(results["add"])
     assert final.content[0].type == "text" and "from a thread" in final.content[0].text
     with pytest.raises(TypeError, match=r"portal\.sync_service\(\)"):
         sync_tools(portal.asyncio_service())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="servers must be a collection"):
+        sync_tools(service, "demo")
 
 
 async def test_the_runner_on_trio_with_the_runtimes_service(
