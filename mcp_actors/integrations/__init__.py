@@ -23,9 +23,20 @@ from __future__ import annotations
 
 from mcp_actors.integrations._common import SelectedTool as SelectedTool
 from mcp_actors.integrations._common import ToolNaming as ToolNaming
+from mcp_actors.integrations._common import ToolProgress as ToolProgress
 from mcp_actors.integrations._common import ToolSelection as ToolSelection
+from mcp_actors.integrations._common import bind_progress as bind_progress
 from mcp_actors.integrations._common import check_selection as check_selection
 from mcp_actors.integrations._common import failure_message as failure_message
 from mcp_actors.integrations._common import select_tools as select_tools
 
-__all__ = ["SelectedTool", "ToolNaming", "ToolSelection", "check_selection", "failure_message", "select_tools"]
+__all__ = [
+    "SelectedTool",
+    "ToolNaming",
+    "ToolProgress",
+    "ToolSelection",
+    "bind_progress",
+    "check_selection",
+    "failure_message",
+    "select_tools",
+]

@@ -9,8 +9,9 @@ server first, asking the service's approver, relaying progress, cancelled with i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Literal, TypeAlias
+import inspect
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
+from typing import Any, Literal, TypeAlias
 
 import attrs
 
@@ -21,7 +22,16 @@ from mcp_actors.errors import McpActorsError
 from mcp_actors.service import McpService
 from mcp_actors.tools import McpTool
 
-__all__ = ["SelectedTool", "ToolNaming", "ToolSelection", "check_selection", "failure_message", "select_tools"]
+__all__ = [
+    "SelectedTool",
+    "ToolNaming",
+    "ToolProgress",
+    "ToolSelection",
+    "bind_progress",
+    "check_selection",
+    "failure_message",
+    "select_tools",
+]
 
 ToolNaming: TypeAlias = Literal["id", "tool"] | Callable[[McpTool], str]
 """How a toolset names a tool to the model.
@@ -41,6 +51,33 @@ A string matches a tool's id (``mcp__demo__echo``) or its own name (``echo``); a
 gets the :class:`~mcp_actors.tools.McpTool`. Tools in a server's ``disabledTools`` are never
 offered, whatever the selection says.
 """
+
+
+ToolProgress: TypeAlias = Callable[[str, float, float | None, str | None], Awaitable[None] | None]
+"""``on_progress(tool, progress, total, message)``: one host callback for every tool of a toolset.
+
+For frameworks without a progress channel of their own; ``tool`` is the name the model
+called, so that a UI can tell two calls in flight apart. See :func:`bind_progress`.
+"""
+
+
+def bind_progress(callback: ToolProgress, tool: str) -> Callable[..., Any]:
+    """``callback`` with ``tool`` bound: the ``(progress, total, message)`` callback an adapter takes.
+
+    A coroutine function stays one, so that the asyncio facade still runs it on the
+    caller's loop; a plain function stays plain.
+    """
+    if inspect.iscoroutinefunction(callback):
+
+        async def relay_async(progress: float, total: float | None, message: str | None) -> None:
+            await callback(tool, progress, total, message)
+
+        return relay_async
+
+    def relay(progress: float, total: float | None, message: str | None) -> None:
+        callback(tool, progress, total, message)
+
+    return relay
 
 
 @attrs.frozen(kw_only=True)

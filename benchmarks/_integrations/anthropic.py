@@ -1,0 +1,92 @@
+"""The Anthropic SDK's tool runner: one ``echo`` call through each contender's function tool.
+
+* ``ours``: :func:`mcp_actors.integrations.anthropic.async_tools` over the portal's asyncio
+  facade (a temporary config with the light stdio server as ``bench``); one call is
+  ``await tool.call({"text": ...})`` — what ``BetaAsyncToolRunner`` awaits for a ``tool_use``.
+* ``own``: the SDK's own MCP helper, ``anthropic.lib.tools.mcp.async_mcp_tool``, over an
+  ``mcp.ClientSession`` on the official SDK's stdio client to the same server; one call is
+  the same ``await tool.call(...)``.
+
+Both run in the project's venv: the helper reads mcp 2.x's snake_case fields (and 1.x's
+camelCase ones), so "own" needs nothing beyond ``mcp-actors[anthropic]`` and ``mcp``.
+
+    python -m benchmarks._integrations.anthropic --contender ours --seconds 3
+    python -m benchmarks._integrations.anthropic --contender own --seconds 3
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from benchmarks._integrations._measure import Call, main
+
+__all__ = ["CONTENDERS"]
+
+_ARGUMENTS = {"text": "benchmark"}
+
+
+def _check(result: Any) -> object:
+    """The call's content, after checking it is the echoed text (a failure must not pass for a fast call)."""
+    if result != [{"type": "text", "text": _ARGUMENTS["text"]}]:
+        raise RuntimeError(f"echo answered {result!r}")
+    return result
+
+
+@asynccontextmanager
+async def ours(server_argv: list[str]) -> AsyncIterator[Call]:
+    """The light server behind a portal; ``echo`` as an ``McpAsyncFunctionTool``."""
+    from mcp_actors.integrations.anthropic import async_tools
+    from mcp_actors.portal import start_portal
+    from mcp_actors.records import new_server_id
+
+    with tempfile.TemporaryDirectory(prefix="bench-anthropic-") as tmp:
+        config = Path(tmp) / "mcp-config.json"
+        record = {
+            "id": new_server_id(),
+            "name": "bench",
+            "type": "stdio",
+            "config": {"command": server_argv[0], "args": server_argv[1:]},
+        }
+        config.write_text(json.dumps({"mcpServers": [record]}), encoding="utf-8")
+        portal = start_portal(str(config))
+        try:
+            [echo] = await async_tools(portal.asyncio_service(), ["bench"], tools=["echo"])
+
+            async def call() -> object:
+                return _check(await echo.call(_ARGUMENTS))
+
+            yield call
+        finally:
+            portal.close()
+
+
+@asynccontextmanager
+async def own(server_argv: list[str]) -> AsyncIterator[Call]:
+    """The light server on the official SDK's stdio client; ``echo`` as the SDK helper's ``async_mcp_tool``."""
+    from anthropic.lib.tools.mcp import async_mcp_tool
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    async with AsyncExitStack() as stack:
+        params = StdioServerParameters(command=server_argv[0], args=server_argv[1:])
+        read, write = await stack.enter_async_context(stdio_client(params))
+        session = await stack.enter_async_context(ClientSession(read, write))
+        await session.initialize()
+        listed = await session.list_tools()
+        [echo] = [async_mcp_tool(tool, session) for tool in listed.tools if tool.name == "echo"]
+
+        async def call() -> object:
+            return _check(await echo.call(_ARGUMENTS))
+
+        yield call
+
+
+CONTENDERS = {"ours": ours, "own": own}
+
+if __name__ == "__main__":
+    main(CONTENDERS)
