@@ -26,6 +26,15 @@ from mcp_actors.integrations._common import ToolNaming as ToolNaming
 from mcp_actors.integrations._common import ToolSelection as ToolSelection
 from mcp_actors.integrations._common import check_selection as check_selection
 from mcp_actors.integrations._common import failure_message as failure_message
+from mcp_actors.integrations._common import retry_may_help as retry_may_help
 from mcp_actors.integrations._common import select_tools as select_tools
 
-__all__ = ["SelectedTool", "ToolNaming", "ToolSelection", "check_selection", "failure_message", "select_tools"]
+__all__ = [
+    "SelectedTool",
+    "ToolNaming",
+    "ToolSelection",
+    "check_selection",
+    "failure_message",
+    "retry_may_help",
+    "select_tools",
+]
