@@ -307,8 +307,8 @@ class McpActorsToolset(AbstractToolset[Any]):
         return _map_result(result)
 
     def _adapter_named(self, name: str) -> McpToolAdapter:
-        # A ToolsetTool built elsewhere (durable execution rebuilds tools from their
-        # definitions): find the tool by name in the last listing.
+        # A ToolsetTool this toolset did not build (a host or wrapper that rebuilt it from
+        # its definition): the tool of that name in the last listing.
         known = self._definitions.get(name)
         if known is None:
             raise ModelRetry(f"Error: no tool named {name!r} is offered now; call one of the listed tools")

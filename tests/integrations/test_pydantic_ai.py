@@ -16,7 +16,7 @@ from typing import Any
 
 import psutil
 import pytest
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry
 from pydantic_ai.messages import (
     AgentStreamEvent,
     BinaryImage,
@@ -30,6 +30,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 from pydantic_ai.models.test import TestModel
 from pydantic_ai.tools import RunContext
+from pydantic_ai.toolsets import ToolsetTool
 from pydantic_ai.usage import RunUsage
 from testkit import is_infrastructure
 
@@ -301,6 +302,27 @@ def test_a_bare_run_context_calls_the_tool_and_drops_progress(memory_portal: Run
         return await toolset.call_tool("mcp__demo__sleep", {"seconds": 0.03}, ctx, tools["mcp__demo__sleep"])
 
     assert run(main) == "slept 0.03 s"
+
+
+def test_a_tool_rebuilt_from_its_definition_is_called_by_name(memory_portal: RuntimePortal) -> None:
+    """A plain ToolsetTool (not the toolset's own) is called by its name; a name not listed asks the model again."""
+    service = memory_portal.asyncio_service()
+
+    async def main() -> tuple[Any, ModelRetry]:
+        toolset = McpActorsToolset(service)
+        ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
+        listed = (await toolset.get_tools(ctx))["mcp__demo__echo"]
+        rebuilt = ToolsetTool(
+            toolset=toolset, tool_def=listed.tool_def, max_retries=1, args_validator=listed.args_validator
+        )
+        echoed = await toolset.call_tool("mcp__demo__echo", {"text": "by name"}, ctx, rebuilt)
+        with pytest.raises(ModelRetry) as unknown:
+            await toolset.call_tool("mcp__demo__nope", {}, ctx, rebuilt)
+        return echoed, unknown.value
+
+    echoed, unknown = run(main)
+    assert echoed == "by name"
+    assert "'mcp__demo__nope'" in unknown.message
 
 
 # ---------------------------------------------------------------------- in memory: selection, naming, composition
