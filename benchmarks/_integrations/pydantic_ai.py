@@ -9,13 +9,11 @@ once, then ``toolset.call_tool("echo", args, ctx, tool)`` per call, with a bare
   server), in this project's venv.
 * ``own`` — ``pydantic_ai.mcp.MCPToolset`` over a FastMCP ``StdioTransport`` of the same
   server (pydantic-ai 2.x replaced ``MCPServerStdio`` with this toolset). It needs
-  ``pydantic-ai-slim[mcp]`` (which brings ``fastmcp-slim[client]``), not in our venv:
-  installing it there would keep our ``mcp`` pin but move ``opentelemetry-api`` past our
-  ``opentelemetry-sdk``, so it runs in a peer venv of its own,
-  ``benchmarks/.venvs/pydantic-ai-own/`` (:data:`OWN_PEER`, made with
-  :func:`benchmarks._peers.ensure_peer_venv` on first use). Run from our venv,
-  ``--contender own`` makes that venv if needed and runs itself there; the server is
-  still started with our interpreter, as for every peer.
+  ``pydantic-ai-slim[mcp]`` (which brings ``fastmcp-slim[client]``, :data:`PEER_PACKAGES`),
+  not in our venv: installing it there would keep our ``mcp`` pin but move
+  ``opentelemetry-api`` past our ``opentelemetry-sdk``, so it runs in a peer venv of its own
+  (``benchmarks/.venvs/fw-pydantic_ai-own/``, made on first use by ``benchmarks.integrations``).
+  Run from our venv, ``--contender own`` makes that venv if needed and runs itself there.
 
 Usage::
 
@@ -26,8 +24,6 @@ Usage::
 from __future__ import annotations
 
 import contextlib
-import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -37,12 +33,10 @@ from typing import Any
 
 from benchmarks._integrations._measure import Call, main
 
-__all__ = ["CONTENDERS", "OWN_PACKAGES", "own", "ours"]
+__all__ = ["CONTENDERS", "PEER_PACKAGES", "own", "ours"]
 
-OWN_PACKAGES = ("pydantic-ai-slim[mcp]==2.78.0",)
-"""What "own" needs beside the standard library: pydantic-ai's MCP toolset and its FastMCP client."""
-
-_ROOT = Path(__file__).resolve().parents[2]
+PEER_PACKAGES = {"own": ("pydantic-ai-slim[mcp]==2.78.0",)}
+"""What "own" needs in its venv: pydantic-ai's MCP toolset and its FastMCP client (read by the runner)."""
 
 
 def _bare_context() -> Any:
@@ -77,7 +71,7 @@ async def ours(server: list[str]) -> AsyncIterator[Call]:
 
 @contextlib.asynccontextmanager
 async def own(server: list[str]) -> AsyncIterator[Call]:
-    """pydantic-ai's own ``MCPToolset`` over FastMCP's stdio transport (needs :data:`OWN_PACKAGES`)."""
+    """pydantic-ai's own ``MCPToolset`` over FastMCP's stdio transport (needs :data:`PEER_PACKAGES`)."""
     from fastmcp.client.transports import StdioTransport  # type: ignore[import-not-found]  # the peer venv has it
     from pydantic_ai.mcp import MCPToolset
 
@@ -106,23 +100,10 @@ def _own_available() -> bool:
 
 def _run_own_in_its_venv(argv: list[str]) -> int:
     """Make the peer venv (first use) and run this module there with the same arguments."""
-    from benchmarks._peers import Contender, ensure_peer_venv
+    from benchmarks.integrations import REPO, _python_for
 
-    peer = Contender(
-        key="pydantic-ai-own",
-        label="pydantic-ai MCPToolset",
-        driver="",
-        backend="asyncio",
-        packages=OWN_PACKAGES,
-        note="pydantic_ai.mcp.MCPToolset(StdioTransport) through call_tool",
-        explicit=True,
-    )
-    python = ensure_peer_venv(peer, log=lambda text: print(text, file=sys.stderr))
-    if "--server-json" not in argv:  # the server runs with our interpreter, as for every peer
-        argv = [*argv, "--server-json", json.dumps([sys.executable, str(_ROOT / "benchmarks" / "_toolserver.py")])]
-    env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env["PYTHONPATH"] = str(_ROOT)
-    return subprocess.run([str(python), "-m", "benchmarks._integrations.pydantic_ai", *argv], env=env).returncode
+    python = _python_for("pydantic_ai", "own")
+    return subprocess.run([str(python), "-m", "benchmarks._integrations.pydantic_ai", *argv], cwd=REPO).returncode
 
 
 if __name__ == "__main__":
