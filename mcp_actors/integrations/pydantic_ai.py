@@ -76,12 +76,12 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from mcp_actors._loops import RuntimeHop
 from mcp_actors.adapters import DEFAULT_TOOL_TIMEOUT, ERROR_PREFIX, McpToolAdapter, flatten_content, flatten_result
-from mcp_actors.adapters._base import _check_timeout
 from mcp_actors.errors import ActorStopped, McpActorsError
 from mcp_actors.integrations._common import (
     SelectedTool,
     ToolNaming,
     ToolSelection,
+    check_selection,
     failure_message,
     retry_may_help,
     select_tools,
@@ -156,7 +156,7 @@ class McpActorsToolset(AbstractToolset[Any]):
         id: The toolset's id (pydantic-ai needs one for durable execution); ``None`` by default.
 
     Raises:
-        ValueError: ``timeout``, ``max_retries`` or ``tool_error_behavior`` is not valid.
+        ValueError: ``naming``, ``timeout``, ``max_retries`` or ``tool_error_behavior`` is not valid.
         TypeError: ``servers`` or ``tools`` is one string instead of a collection.
     """
 
@@ -173,21 +173,16 @@ class McpActorsToolset(AbstractToolset[Any]):
         progress: bool = True,
         id: str | None = None,
     ) -> None:
-        if isinstance(servers, str):
-            raise TypeError(f"servers must be a collection of server names or ids, got the string {servers!r}")
-        if isinstance(tools, str):
-            raise TypeError(
-                f"tools must be a collection of tool names or ids, or a predicate; got the string {tools!r}"
-            )
         if max_retries is not None and (
             isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0
         ):
             raise ValueError(f"max_retries must be None or an int >= 0, got {max_retries!r}")
         if tool_error_behavior not in ("retry", "failed"):
             raise ValueError(f"tool_error_behavior must be 'retry' or 'failed', got {tool_error_behavior!r}")
-        _check_timeout(None, None, timeout)
+        # Refused here, where the mistake is made, not at the agent's first listing.
+        checked_servers = check_selection(servers, tools=tools, naming=naming, timeout=timeout)
         self._service = service
-        self._servers = None if servers is None else tuple(servers)
+        self._servers = checked_servers
         self._tools = tools
         self._naming = naming
         self._timeout = timeout

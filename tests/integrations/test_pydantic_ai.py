@@ -429,7 +429,7 @@ def test_test_model_calls_every_selected_tool(memory_portal: RuntimePortal) -> N
 
 
 def test_bad_arguments_are_refused_at_construction(memory_portal: RuntimePortal) -> None:
-    """A string for servers or tools, a bad timeout, retry budget or error behaviour: refused at once."""
+    """A string for servers or tools, a bad naming, timeout, retry budget or error behaviour: refused at once."""
     service = memory_portal.asyncio_service()
     with pytest.raises(TypeError, match="servers"):
         McpActorsToolset(service, "demo")
@@ -437,6 +437,8 @@ def test_bad_arguments_are_refused_at_construction(memory_portal: RuntimePortal)
         McpActorsToolset(service, tools="echo")
     with pytest.raises(ValueError, match="timeout"):
         McpActorsToolset(service, timeout=0)
+    with pytest.raises(ValueError, match="naming"):
+        McpActorsToolset(service, naming="name")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_retries"):
         McpActorsToolset(service, max_retries=-1)
     with pytest.raises(ValueError, match="tool_error_behavior"):
