@@ -28,6 +28,7 @@ from mcp_actors.integrations._common import ToolSelection as ToolSelection
 from mcp_actors.integrations._common import bind_progress as bind_progress
 from mcp_actors.integrations._common import check_selection as check_selection
 from mcp_actors.integrations._common import failure_message as failure_message
+from mcp_actors.integrations._common import retry_may_help as retry_may_help
 from mcp_actors.integrations._common import select_tools as select_tools
 
 __all__ = [
@@ -38,5 +39,6 @@ __all__ = [
     "bind_progress",
     "check_selection",
     "failure_message",
+    "retry_may_help",
     "select_tools",
 ]

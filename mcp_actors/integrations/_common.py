@@ -2,7 +2,8 @@
 
 One home for these rules, so the six frameworks cannot drift apart: which servers and
 tools a toolset offers (:func:`select_tools`), under which names (:data:`ToolNaming`), and
-how a typed failure reads to a model (:func:`failure_message`). A call goes through
+how a typed failure reads to a model (:func:`failure_message`), and whether the model
+trying the call again may help (:func:`retry_may_help`). A call goes through
 :class:`~mcp_actors.adapters.McpToolAdapter`: bounded from start to end, connecting a lazy
 server first, asking the service's approver, relaying progress, cancelled with its caller.
 """
@@ -18,7 +19,16 @@ import attrs
 from mcp_actors._loops import RuntimeHop
 from mcp_actors.adapters import DEFAULT_TOOL_TIMEOUT, ERROR_PREFIX, McpToolAdapter, load_mcp_tools
 from mcp_actors.adapters._base import _check_timeout
-from mcp_actors.errors import McpActorsError
+from mcp_actors.errors import (
+    ConnectionFailed,
+    InvalidCallInput,
+    McpActorsError,
+    ServerCircuitOpen,
+    ServerMessageTooLarge,
+    ServerMisconfigured,
+    ServerRequestFailed,
+    ToolCallTimeout,
+)
 from mcp_actors.service import McpService
 from mcp_actors.tools import McpTool
 
@@ -30,6 +40,7 @@ __all__ = [
     "bind_progress",
     "check_selection",
     "failure_message",
+    "retry_may_help",
     "select_tools",
 ]
 
@@ -207,3 +218,19 @@ def failure_message(error: McpActorsError) -> str:
     For frameworks whose failing tool answers the model with a message instead of raising.
     """
     return f"{ERROR_PREFIX}{error}"
+
+
+def retry_may_help(error: McpActorsError) -> bool:
+    """Whether the model calling the tool again (perhaps with other arguments) may succeed.
+
+    For frameworks that tell a *retryable* failure (the model is asked to try again, and a
+    retry budget is spent) from a *terminal* one (the model is told and adapts). True for
+    what passes or what the model can fix: the server's connection died (the supervisor
+    restarts it) or could not be made yet, the call timed out, the arguments or the request
+    were refused. False for what no retry in this run can fix: the approver said no, the
+    tool or server is disabled, unknown or misconfigured, its circuit is open (a person
+    must ``reconnect``), its answer is over the size limit, the runtime is closing.
+    """
+    if isinstance(error, ServerMisconfigured | ServerCircuitOpen | ServerMessageTooLarge):
+        return False
+    return isinstance(error, ConnectionFailed | ToolCallTimeout | InvalidCallInput | ServerRequestFailed)

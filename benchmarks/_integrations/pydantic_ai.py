@@ -1,0 +1,113 @@
+"""pydantic-ai: our toolset against pydantic-ai's own MCP toolset, one ``echo`` call through ``call_tool``.
+
+Both contenders are driven as pydantic-ai's agent loop drives a toolset: ``get_tools(ctx)``
+once, then ``toolset.call_tool("echo", args, ctx, tool)`` per call, with a bare
+``RunContext`` (as pydantic-ai's own tests build one: no agent, no event stream).
+
+* ``ours`` — :class:`mcp_actors.integrations.pydantic_ai.McpActorsToolset` over the
+  portal's asyncio facade (``start_portal`` on a temp config holding the light stdio
+  server), in this project's venv.
+* ``own`` — ``pydantic_ai.mcp.MCPToolset`` over a FastMCP ``StdioTransport`` of the same
+  server (pydantic-ai 2.x replaced ``MCPServerStdio`` with this toolset). It needs
+  ``pydantic-ai-slim[mcp]`` (which brings ``fastmcp-slim[client]``, :data:`PEER_PACKAGES`),
+  not in our venv: installing it there would keep our ``mcp`` pin but move
+  ``opentelemetry-api`` past our ``opentelemetry-sdk``, so it runs in a peer venv of its own
+  (``benchmarks/.venvs/fw-pydantic_ai-own/``, made on first use by ``benchmarks.integrations``).
+  Run from our venv, ``--contender own`` makes that venv if needed and runs itself there.
+
+Usage::
+
+    python -m benchmarks._integrations.pydantic_ai --contender ours --seconds 3
+    python -m benchmarks._integrations.pydantic_ai --contender own --seconds 3
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+from benchmarks._integrations._measure import Call, main
+
+__all__ = ["CONTENDERS", "PEER_PACKAGES", "own", "ours"]
+
+PEER_PACKAGES = {"own": ("pydantic-ai-slim[mcp]==2.78.0",)}
+"""What "own" needs in its venv: pydantic-ai's MCP toolset and its FastMCP client (read by the runner)."""
+
+
+def _bare_context() -> Any:
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.tools import RunContext
+    from pydantic_ai.usage import RunUsage
+
+    return RunContext(deps=None, model=TestModel(), usage=RunUsage())
+
+
+@contextlib.asynccontextmanager
+async def ours(server: list[str]) -> AsyncIterator[Call]:
+    """Our toolset over the portal's asyncio facade, offering the light server's echo (a temp config)."""
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+    from mcp_actors.portal import start_portal
+
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-bench-") as state:
+        record = {"name": "bench", "type": "stdio", "config": {"command": server[0], "args": server[1:]}}
+        with start_portal(str(Path(state) / "mcp-config.json")) as portal:
+            service = portal.asyncio_service()
+            await service.add(record)  # the built-in demo server is in the config too, never started
+            toolset = McpActorsToolset(service, ["bench"], tools=["echo"], naming="tool")
+            ctx = _bare_context()
+            async with toolset:
+                tool = (await toolset.get_tools(ctx))["echo"]
+
+                async def call() -> object:
+                    return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
+
+                yield call
+
+
+@contextlib.asynccontextmanager
+async def own(server: list[str]) -> AsyncIterator[Call]:
+    """pydantic-ai's own ``MCPToolset`` over FastMCP's stdio transport (needs :data:`PEER_PACKAGES`)."""
+    from fastmcp.client.transports import StdioTransport  # type: ignore[import-not-found]  # the peer venv has it
+    from pydantic_ai.mcp import MCPToolset
+
+    toolset: Any = MCPToolset(StdioTransport(command=server[0], args=server[1:]))
+    ctx = _bare_context()
+    async with toolset:
+        tool = (await toolset.get_tools(ctx))["echo"]
+
+        async def call() -> object:
+            return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
+
+        yield call
+
+
+CONTENDERS = {"ours": ours, "own": own}
+
+
+def _own_available() -> bool:
+    try:
+        import fastmcp  # type: ignore[import-not-found]  # noqa: F401
+        import pydantic_ai.mcp  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _run_own_in_its_venv(argv: list[str]) -> int:
+    """Make the peer venv (first use) and run this module there with the same arguments."""
+    from benchmarks.integrations import REPO, _python_for
+
+    python = _python_for("pydantic_ai", "own")
+    return subprocess.run([str(python), "-m", "benchmarks._integrations.pydantic_ai", *argv], cwd=REPO).returncode
+
+
+if __name__ == "__main__":
+    arguments = sys.argv[1:]
+    if ("own" in arguments or "--contender=own" in arguments) and not _own_available():
+        sys.exit(_run_own_in_its_venv(arguments))
+    main(CONTENDERS)
