@@ -35,8 +35,8 @@ that swapping one for the other changes no agent code):
   exception would reach LangGraph's ``ToolNode``, whose default handler re-raises all but
   argument errors and so ends the whole run: a crashed server must not end an agent. With
   ``handle_tool_error=False`` the ``ToolException`` propagates (for a ``ToolNode`` with
-  ``handle_tool_errors`` of its own). Misuse (the trio service awaited on asyncio, a closed
-  portal's facade used from its own thread) raises ``RuntimeError`` and is not hidden.
+  ``handle_tool_errors`` of its own). Misuse (the trio ``McpService`` awaited on asyncio, a
+  blocking call on a thread running a loop) raises ``RuntimeError`` and is not hidden.
 * **Progress**: LangChain has two channels and both get it. Each ``notifications/progress``
   of a call is dispatched as the custom callback event :data:`PROGRESS_EVENT`
   (``adispatch_custom_event``: ``on_custom_event`` in ``astream_events``, or any callback
@@ -192,7 +192,9 @@ class SupervisedMcpTool(BaseTool):
     """One MCP tool of the runtime as a LangChain tool, called through the runtime's service.
 
     Built by :func:`load_tools`; holds no connection of its own (the service's supervised
-    session is shared by every tool of the server). ``ainvoke`` is the path agents take;
+    session is shared by every tool of the server). A ``BaseTool`` of its own rather than a
+    ``StructuredTool`` around a coroutine: the adapter is a field, ``_arun`` and ``_run`` are
+    one pair, and LangChain's per-call inspection of the callable stays cheap. ``ainvoke`` is the path agents take;
     ``invoke`` blocks on the portal (see the module docstring). ``metadata`` names the
     server and the tool (``mcp_server``, ``mcp_tool``, ``mcp_tool_id``) for callback
     handlers and tracing.

@@ -302,10 +302,18 @@ def test_servers_tools_and_naming_choose_what_the_agent_gets(
     assert got["said"] == "saw: by its own name"
 
 
-def test_the_trio_service_awaited_on_asyncio_is_refused_naming_the_facade(portal: RuntimePortal) -> None:
-    """load_tools given the runtime's trio McpService in asyncio code: a RuntimeError naming asyncio_service()."""
+def test_the_trio_service_off_trio_is_refused_naming_the_facade(
+    servers_in_memory: InMemoryServers, portal: RuntimePortal
+) -> None:
+    """The runtime's trio McpService: refused on asyncio and by invoke, each RuntimeError naming the facade."""
     with pytest.raises(RuntimeError, match=r"portal\.asyncio_service\(\)"):
         asyncio.run(load_tools(portal.service, ["demo"]))
+    on_trio = portal.run(load_tools, portal.service, ["demo"])
+    echo = next(tool for tool in on_trio if tool.name == "mcp__demo__echo")
+    with pytest.raises(RuntimeError, match=r"portal\.asyncio_service\(\)"):
+        asyncio.run(echo.ainvoke({"text": "x"}))
+    with pytest.raises(RuntimeError, match=r"cannot be called synchronously with McpService.*asyncio_service"):
+        echo.invoke({"text": "x"})
 
 
 # ---------------------------------------------------------------------- progress and LangGraph
