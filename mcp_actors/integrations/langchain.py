@@ -13,8 +13,9 @@ one supervised session per server shared by every tool and every agent, a lazy s
 connected on first use, the service's approver asked, the whole call bounded by ``timeout``,
 a crashed server restarted by its supervisor.
 
-How the pieces map (modelled on ``langchain-mcp-adapters``, LangChain's own MCP client, so
-that swapping one for the other changes no agent code):
+How the pieces map (modelled on ``langchain-mcp-adapters``, LangChain's own MCP client: the
+same response format, artifact shape and error handling; its content is a list of LangChain
+content blocks, ours one text):
 
 * **Arguments**: ``args_schema`` is the server's JSON schema as a dict, which LangChain
   passes to the model as is and does not validate; the server validates and answers a
