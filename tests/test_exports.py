@@ -23,6 +23,7 @@ PACKAGES = [
     "mcp_actors.integrations",
     "mcp_actors.integrations.anthropic",
     "mcp_actors.integrations.google_adk",
+    "mcp_actors.integrations.langchain",
     "mcp_actors.integrations.llamaindex",
     "mcp_actors.integrations.openai_agents",
     "mcp_actors.integrations.pydantic_ai",
@@ -100,6 +101,7 @@ def test_every_module_is_documented_public_private_or_a_program() -> None:
 PUBLIC_SUBMODULES = {
     "mcp_actors.integrations.anthropic",
     "mcp_actors.integrations.google_adk",
+    "mcp_actors.integrations.langchain",
     "mcp_actors.integrations.llamaindex",
     "mcp_actors.integrations.openai_agents",
     "mcp_actors.integrations.pydantic_ai",

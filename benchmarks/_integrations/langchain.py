@@ -1,0 +1,85 @@
+"""LangChain: our ``SupervisedMcpTool`` against ``langchain-mcp-adapters``' own tool, one ``echo`` call each.
+
+Both contenders call ``await tool.ainvoke({"text": ...})`` on the LangChain ``BaseTool`` an
+agent's ``ToolNode`` would run, against the same light stdio server.
+
+* ``ours``: :func:`mcp_actors.integrations.langchain.load_tools` on the portal's asyncio
+  facade, over a temporary config holding only that server.
+* ``own``: ``langchain-mcp-adapters``' ``MultiServerMCPClient`` on its fast path, a session
+  kept open (``async with client.session("bench")`` + ``load_mcp_tools(session)``). Its
+  default path, ``client.get_tools()``, opens a new session (a new server process) for every
+  call; that is the ``langchain`` contender of ``benchmarks/_peers.py``.
+
+``own`` needs ``langchain-mcp-adapters`` (:data:`PEER_PACKAGES`), which pins ``mcp<2`` and so
+cannot be installed beside mcp-actors: run it with a peer venv's interpreter, e.g. the one
+``benchmarks/_peers.py`` makes for its ``langchain`` contender (the same pin)::
+
+    python -m benchmarks._integrations.langchain --contender ours --seconds 3
+    benchmarks/.venvs/langchain/bin/python -m benchmarks._integrations.langchain --contender own --seconds 3
+
+Each opener imports its own side only, so this module loads in either environment.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, Final
+
+from benchmarks._integrations._measure import Call, main
+
+__all__ = ["CONTENDERS", "PEER_PACKAGES", "open_ours", "open_own"]
+
+PEER_PACKAGES: Final = {"own": ("langchain-mcp-adapters==0.3.2",)}
+"""What each contender needs beyond our venv (a venv of its own): ``own`` is on ``mcp<2``."""
+
+_ARGUMENTS: Final = {"text": "hello"}
+
+
+@contextlib.asynccontextmanager
+async def open_ours(server: list[str]) -> AsyncIterator[Call]:
+    """Our runtime on a temporary config with the one server; the call is our LangChain tool's ``ainvoke``."""
+    from mcp_actors._config.codec import record_from_json_dict
+    from mcp_actors._config.record import new_server_id
+    from mcp_actors._config.store import ConfigStore
+    from mcp_actors.integrations.langchain import load_tools
+    from mcp_actors.portal import start_portal
+
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-bench-") as home:
+        config = Path(home) / "mcp-config.json"
+        record = {"name": "bench", "type": "stdio", "config": {"command": server[0], "args": server[1:]}}
+        ConfigStore(config).save([record_from_json_dict({"id": new_server_id(), **record})])
+        with start_portal(str(config)) as portal:
+            tools = await load_tools(portal.asyncio_service(), ["bench"], tools=["echo"])
+            (echo,) = tools
+
+            async def call() -> Any:
+                return await echo.ainvoke(_ARGUMENTS)
+
+            yield call
+
+
+@contextlib.asynccontextmanager
+async def open_own(server: list[str]) -> AsyncIterator[Call]:
+    """``langchain-mcp-adapters`` with one session kept open; the call is its tool's ``ainvoke``."""
+    from langchain_mcp_adapters.client import MultiServerMCPClient  # type: ignore[import-not-found,unused-ignore]
+    from langchain_mcp_adapters.tools import load_mcp_tools  # type: ignore[import-not-found,unused-ignore]
+
+    connection: Any = {"command": server[0], "args": server[1:], "transport": "stdio", "env": dict(os.environ)}
+    client = MultiServerMCPClient({"bench": connection})
+    async with client.session("bench") as session:
+        (echo,) = [tool for tool in await load_mcp_tools(session) if tool.name == "echo"]
+
+        async def call() -> Any:
+            return await echo.ainvoke(_ARGUMENTS)
+
+        yield call
+
+
+CONTENDERS: Final = {"ours": open_ours, "own": open_own}
+
+if __name__ == "__main__":
+    main(CONTENDERS)
