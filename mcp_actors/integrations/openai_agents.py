@@ -82,7 +82,14 @@ from mcp_actors._config.record import McpServerRecord
 from mcp_actors._loops import RuntimeHop, hop_for
 from mcp_actors.adapters import DEFAULT_TOOL_TIMEOUT, McpToolAdapter
 from mcp_actors.errors import ConnectionFailed, McpActorsError, ServerCircuitOpen, ServerMisconfigured
-from mcp_actors.integrations._common import ToolNaming, ToolSelection, failure_message, select_tools
+from mcp_actors.integrations._common import (
+    ToolNaming,
+    ToolProgress,
+    ToolSelection,
+    bind_progress,
+    failure_message,
+    select_tools,
+)
 from mcp_actors.service import McpService
 from mcp_actors.tools import McpTool
 
@@ -95,7 +102,7 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-ToolProgressCallback: TypeAlias = Callable[[str, float, float | None, str | None], Awaitable[None] | None]
+ToolProgressCallback: TypeAlias = ToolProgress
 """``on_progress(tool, progress, total, message)``: a function or coroutine function, run on the agent's loop.
 
 ``tool`` is the name the model called (under the server's naming), so that a UI can tell
@@ -157,21 +164,6 @@ class _Offered:
 def _transient(error: McpActorsError) -> bool:
     """Whether a listing failure may pass by itself: a server down or restarting, not misconfigured or parked."""
     return isinstance(error, ConnectionFailed) and not isinstance(error, ServerMisconfigured | ServerCircuitOpen)
-
-
-def _bound_progress(callback: ToolProgressCallback, tool: str) -> Callable[..., Any]:
-    """``callback`` with the tool's name bound: a coroutine function stays one (it runs on the agent's loop)."""
-    if inspect.iscoroutinefunction(callback):
-
-        async def relay_async(progress: float, total: float | None, message: str | None) -> None:
-            await callback(tool, progress, total, message)
-
-        return relay_async
-
-    def relay(progress: float, total: float | None, message: str | None) -> None:
-        callback(tool, progress, total, message)
-
-    return relay
 
 
 async def _in_runtime(service: McpService | RuntimeHop, what: str, fn: Callable[[McpService], Awaitable[T]]) -> T:
@@ -322,7 +314,7 @@ class SupervisedMcpServer(MCPServer):
         adapters = {
             chosen.name: chosen.adapter
             if self._on_progress is None
-            else attrs.evolve(chosen.adapter, on_progress=_bound_progress(self._on_progress, chosen.name))
+            else attrs.evolve(chosen.adapter, on_progress=bind_progress(self._on_progress, chosen.name))
             for chosen in selected
         }
         tools = tuple(
