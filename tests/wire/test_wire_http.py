@@ -178,13 +178,13 @@ class Seen:
     body: bytes
 
 
-async def _answer_once(respond: Callable[[Seen], bytes], seen: list[Seen], stream: trio.SocketStream) -> None:
-    """Read one HTTP request, record it, and write what ``respond`` makes of it; then close."""
+async def _read_request(stream: trio.SocketStream) -> Seen | None:
+    """Read one HTTP request from ``stream`` (None when the client closed first)."""
     data = b""
     while b"\r\n\r\n" not in data:
         chunk = await stream.receive_some(65536)
         if not chunk:
-            return
+            return None
         data += chunk
     head, _, body = data.partition(b"\r\n\r\n")
     lines = head.decode("latin-1").split("\r\n")
@@ -194,7 +194,14 @@ async def _answer_once(respond: Callable[[Seen], bytes], seen: list[Seen], strea
         headers[key.strip().lower()] = value.strip()
     while len(body) < int(headers.get("content-length", 0)):
         body += await stream.receive_some(65536)
-    request = Seen(method=lines[0].split(" ", 1)[0], headers=headers, body=body)
+    return Seen(method=lines[0].split(" ", 1)[0], headers=headers, body=body)
+
+
+async def _answer_once(respond: Callable[[Seen], bytes], seen: list[Seen], stream: trio.SocketStream) -> None:
+    """Read one HTTP request, record it, and write what ``respond`` makes of it; then close."""
+    request = await _read_request(stream)
+    if request is None:
+        return
     seen.append(request)
     await stream.send_all(respond(request))
     await stream.aclose()
@@ -385,6 +392,113 @@ async def test_an_answer_that_is_no_response_is_an_error_reply(answer: bytes, co
         error = inbox.response(7)["error"]
         assert error["code"] == code and text in error["message"], error
         assert link.death_reason is None
+
+
+def _resumable_server(
+    resumed: Callable[[Seen], bytes], times: list[tuple[str, str | None, float]]
+) -> Callable[[Seen], bytes]:
+    """A legacy server whose ``tools/call`` stream sends a priming event (id ``p1``, retry 150 ms) and ends.
+
+    The GET that resumes it (with ``Last-Event-ID``) is answered by ``resumed``; the standalone GET
+    stream is refused (405). ``times`` gets (method, last event id, time) of every request.
+    """
+
+    def respond(request: Seen) -> bytes:
+        times.append((request.method, request.headers.get("last-event-id"), trio.current_time()))
+        if request.method == "GET":
+            if "last-event-id" not in request.headers:
+                return http_answer("405 Method Not Allowed")
+            return resumed(request)
+        if request.method == "DELETE":
+            return http_answer("200 OK")
+        message = json.loads(request.body)
+        if message.get("method") == "initialize":
+            result = {"protocolVersion": LEGACY, "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}
+            body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+            return http_answer("200 OK", body, "application/json", Mcp_Session_Id="s-1")
+        if message.get("method") == "tools/call":
+            return http_answer("200 OK", b"id: p1\r\nretry: 150\r\ndata: \r\n\r\n", "text/event-stream")
+        return http_answer("202 Accepted")
+
+    return respond
+
+
+async def test_a_stream_ended_before_its_answer_is_resumed_after_its_retry_with_the_last_event_id() -> None:
+    """SEP-1699: the answer comes on the GET that resumes the stream, sent after ``retry`` with ``Last-Event-ID``."""
+
+    def resumed(request: Seen) -> bytes:
+        answer = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "resumed"}]}}
+        return http_answer("200 OK", f"id: p2\r\ndata: {json.dumps(answer)}\r\n\r\n".encode(), "text/event-stream")
+
+    times: list[tuple[str, str | None, float]] = []
+    async with scripted_server(_resumable_server(resumed, times)) as url, open_wire(url) as (wire, link, inbox):
+        with trio.fail_after(BOUND):
+            await handshake(wire, inbox)
+            await wire.send(call(1, "slow", {}), headers=version_headers())
+        assert inbox.response(1)["result"]["content"][0]["text"] == "resumed"
+        assert link.death_reason is None
+    [posted] = [t for method, _, t in times if method == "POST"][-1:]
+    [(_, last_event_id, resumed_at)] = [entry for entry in times if entry[0] == "GET" and entry[1] is not None]
+    assert last_event_id == "p1"
+    assert resumed_at - posted >= 0.15  # the stream's retry, not at once
+
+
+async def test_a_resumption_that_brings_nothing_gives_up_and_fails_the_request() -> None:
+    """Resumed streams that end with no new event are tried a bounded number of times, then the request fails."""
+    times: list[tuple[str, str | None, float]] = []
+
+    def resumed(request: Seen) -> bytes:
+        return http_answer("200 OK", b": nothing new\r\n\r\n", "text/event-stream")
+
+    async with scripted_server(_resumable_server(resumed, times)) as url, open_wire(url) as (wire, link, inbox):
+        with trio.fail_after(BOUND):
+            await handshake(wire, inbox)
+            await wire.send(call(1, "slow", {}), headers=version_headers())
+        error = inbox.response(1)["error"]
+        assert error["code"] == -32000 and "without an answer" in error["message"], error
+        assert link.death_reason is None
+    assert [entry[1] for entry in times if entry[0] == "GET" and entry[1] is not None] == ["p1", "p1"]
+
+
+async def test_an_answer_on_the_get_stream_settles_a_request_whose_own_stream_stays_open() -> None:
+    """A response that comes on the GET stream ends the wait on the request's stream (no resumption after it)."""
+    call_seen = trio.Event()
+    sse_head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+
+    async def handle(stream: trio.SocketStream) -> None:
+        request = await _read_request(stream)
+        if request is None:
+            return
+        if request.method == "GET":
+            await stream.send_all(sse_head + b"id: g1\r\nretry: 10\r\ndata: \r\n\r\n")
+            await call_seen.wait()
+            answer = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "on the GET"}]}}
+            await stream.send_all(f"id: g2\r\ndata: {json.dumps(answer)}\r\n\r\n".encode())
+            await trio.sleep_forever()
+        message = json.loads(request.body)
+        if message.get("method") == "initialize":
+            result = {"protocolVersion": LEGACY, "capabilities": {}, "serverInfo": {"name": "s", "version": "1"}}
+            body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+            await stream.send_all(http_answer("200 OK", body, "application/json", Mcp_Session_Id="s-1"))
+        elif message.get("method") == "tools/call":
+            await stream.send_all(sse_head + b"id: p1\r\nretry: 10\r\ndata: \r\n\r\n")
+            call_seen.set()
+            await trio.sleep_forever()  # the request's own stream never brings the answer
+        else:
+            await stream.send_all(http_answer("202 Accepted"))
+        await stream.aclose()
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(functools.partial(trio.serve_tcp, handle, 0, host="127.0.0.1"))
+        url = f"http://127.0.0.1:{listeners[0].socket.getsockname()[1]}/mcp"
+        async with open_wire(url) as (wire, link, inbox):
+            with trio.fail_after(BOUND):
+                await handshake(wire, inbox)
+                await wire.get_stream_open.wait()
+                await wire.send(call(1, "slow", {}), headers=version_headers())
+            assert inbox.response(1)["result"]["content"][0]["text"] == "on the GET"
+            assert link.death_reason is None
+        nursery.cancel_scope.cancel()
 
 
 async def test_an_sse_message_over_the_limit_fails_its_request_only() -> None:

@@ -42,10 +42,13 @@ The rules are the SDK's (``mcp/client/streamable_http.py``), status by status:
   2026 HTTP wire has no client notifications: closing the request's POST is the
   cancellation) but aborts that request's POST if it still runs.
 
-Left out, as optional in the spec: resumption (``Last-Event-ID`` on a POST's stream that
-ended early, the SDK's ``resumption_token`` options). A response stream that ends before
-its answer fails that request (CONNECTION_CLOSED), whatever event ids it carried; the GET
-stream does send ``Last-Event-ID`` when it is reopened.
+* Resumption (SEP-1699, handshake revisions): a request's SSE stream that the server ends
+  before the answer, after an event with an ``id``, is resumed: after the stream's
+  ``retry`` (else one second), a GET with ``Last-Event-ID`` continues it, as many times as
+  each resumed stream brings a new event, and twice in a row when none does; then the
+  request fails (CONNECTION_CLOSED). A stream without an event id fails its request at
+  once. At 2026-07-28 there is no GET: closing the stream ends the request. The GET stream
+  sends ``Last-Event-ID`` too when it is reopened.
 """
 
 from __future__ import annotations
@@ -93,6 +96,8 @@ _METHOD_NOT_FOUND: Final = -32601
 
 _GET_RETRY_SECONDS: Final = 1.0
 """Wait before reopening a GET stream the server ended, unless it sent ``retry:`` (the SDK's default)."""
+_MAX_RESUMPTIONS: Final = 2
+"""Resumptions of a request's stream in a row that may bring nothing new before the request fails (the SDK's bound)."""
 _DELETE_BOUND: Final = 2.0
 _DRAIN_SECONDS: Final = 1.0
 """How long a request's SSE stream may stay open after its answer before we close it."""
@@ -278,6 +283,9 @@ class HttpWire:
     _deliver: Deliver | None = attrs.field(default=None, repr=False)
     _initialized: trio.Event = attrs.field(factory=trio.Event, repr=False)
     _in_flight: dict[Any, trio.CancelScope] = attrs.field(factory=dict, repr=False)
+    _streaming: dict[Any, trio.CancelScope] = attrs.field(factory=dict, repr=False)
+    """Requests whose answer is awaited on an SSE stream (their own, or its resumption), by id:
+    an answer that comes another way (the GET stream) ends that wait."""
 
     # ------------------------------------------------------------------ Wire
 
@@ -553,12 +561,28 @@ class HttpWire:
         return True
 
     async def _read_sse_answer(self, response: Response, method: Any, rpc_id: Any, deliver: Deliver) -> None:
-        async with contextlib.aclosing(response.aiter_bytes()) as chunks:
-            await self._read_sse_chunks(chunks, response, method, rpc_id, deliver)
+        """Read a request's SSE answer (resumed if the server ends it early) until the answer comes, by any stream."""
+        scope = self._streaming[rpc_id] = trio.CancelScope()  # (a reused id's old POST is cancelled by send)
+        try:
+            with scope:
+                async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+                    ended = await self._read_sse_chunks(chunks, response, method, rpc_id, deliver)
+                if ended is None:
+                    return
+                if self.link.death_reason is not None:
+                    raise self._closed("the HTTP response stream broke")
+                if ended.last_id is not None and self.protocol_version not in _MODERN:
+                    await self._resume(ended.last_id, ended.retry_ms, method, rpc_id, deliver)
+                    return
+                deliver(_error(rpc_id, _CONNECTION_CLOSED, "the server ended the response stream without an answer"))
+        finally:
+            if self._streaming.get(rpc_id) is scope:
+                del self._streaming[rpc_id]
 
     async def _read_sse_chunks(
         self, chunks: AsyncGenerator[bytes], response: Response, method: Any, rpc_id: Any, deliver: Deliver
-    ) -> None:
+    ) -> SseParser | None:
+        """Deliver a request's SSE stream until its answer; None once answered, else the parser of the ended stream."""
         parser = SseParser(self.max_message_bytes)
         answered = False
         async for chunk in chunks:  # an event over the limit raises SseTooLarge: the request fails with it
@@ -570,7 +594,7 @@ class HttpWire:
             for event, data in parser.close():
                 answered = self._sse_message(event, data, method, rpc_id, deliver) or answered
             if answered:
-                return
+                return None
         if answered:
             # The server ends the stream right after the answer: reading that end (usually
             # already received) lets the keep-alive connection go back to the pool instead of
@@ -584,9 +608,61 @@ class HttpWire:
                     pass
                 except HttpError as exc:  # not this request's failure (it is answered); the watch judges it
                     self.client.broke(response, exc)
-            return
-        if self.link.death_reason is not None:
-            raise self._closed("the HTTP response stream broke")
+            return None
+        return parser
+
+    async def _resume(self, last_id: str, retry_ms: int | None, method: Any, rpc_id: Any, deliver: Deliver) -> None:
+        """Resume a request's stream the server ended before its answer (SEP-1699), until the answer comes.
+
+        Each time: wait the stream's ``retry`` (else :data:`_GET_RETRY_SECONDS`), then GET with
+        ``Last-Event-ID`` and read what follows as the rest of the request's stream. A resumed
+        stream that brings a new event id made progress and may be resumed again; one that
+        brings none (or a refusal) counts, and after :data:`_MAX_RESUMPTIONS` of those in a row
+        the request fails as a stream ended without its answer. The request's own timeout
+        bounds the whole (the dispatcher runs it around :meth:`send`).
+        """
+        fruitless = 0
+        while fruitless < _MAX_RESUMPTIONS:
+            await trio.sleep(retry_ms / 1000 if retry_ms is not None else _GET_RETRY_SECONDS)
+            headers = self._headers(None)
+            headers["accept"] = "text/event-stream"
+            headers.pop("content-type")
+            headers[_LAST_EVENT_ID] = last_id
+            try:
+                response = await self.client.send("GET", self.url, headers)
+            except HttpTimeout:
+                fruitless += 1
+                continue
+            except HttpError as exc:  # the network: the watch killed the link
+                raise self._closed(f"the HTTP connection failed: {type(exc).__name__}") from exc
+            try:
+                kind = response.headers.get("content-type").partition(";")[0].strip().lower()
+                if response.status != 200 or kind != "text/event-stream":
+                    if self.link.death_reason is not None:
+                        raise self._closed("the server refused to resume the response stream")
+                    logger.debug("server %s: stream not resumed (%s)", self.link.label, _status_text(response))
+                    fruitless += 1
+                    continue
+                try:
+                    async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+                        ended = await self._read_sse_chunks(chunks, response, method, rpc_id, deliver)
+                except HttpError as exc:
+                    if isinstance(exc, HttpTimeout | DecodingError):
+                        raise
+                    self.client.broke(response, exc)
+                    raise self._closed(f"the resumed response stream broke: {type(exc).__name__}") from exc
+            finally:
+                response.close()
+            if ended is None:
+                return
+            if self.link.death_reason is not None:
+                raise self._closed("the HTTP response stream broke")
+            if ended.last_id is not None and ended.last_id != last_id:
+                last_id, fruitless = ended.last_id, 0
+            else:
+                fruitless += 1
+            if ended.retry_ms is not None:
+                retry_ms = ended.retry_ms
         deliver(_error(rpc_id, _CONNECTION_CLOSED, "the server ended the response stream without an answer"))
 
     def _sse_message(self, event: str, data: bytes, method: Any, rpc_id: Any, deliver: Deliver) -> bool:
@@ -605,6 +681,10 @@ class HttpWire:
             return False
         if rpc_id is None:
             deliver(item)
+            if "method" not in item and ("result" in item or "error" in item):
+                waiting = self._streaming.get(item.get("id"))
+                if waiting is not None:
+                    waiting.cancel()  # answered here (a GET stream): its own stream need not be read on
             return False
         return self._deliver_one(item, method, rpc_id, deliver)
 
