@@ -52,6 +52,9 @@ where the authorization server advertises ``client_id_metadata_document_supporte
 HANDSHAKE_REVISIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"})
 """Revisions that use the ``initialize`` handshake; later ones (2026-07-28) are stateless."""
 
+STANDALONE_STREAM_GRACE = 0.5
+"""Seconds ``sse-retry`` waits after connecting, for the standalone GET stream to open (see there)."""
+
 Scenario = Callable[[McpService, Mapping[str, Any]], Awaitable[None]]
 
 
@@ -212,7 +215,19 @@ async def reconnect_after_close(service: McpService, context: Mapping[str, Any])
 
     The answer comes on the stream the client must reopen with ``GET``, after the ``retry``
     delay and with ``Last-Event-ID``.
+
+    The runtime also opens the optional standalone GET stream once the handshake is done, in
+    the background. This scenario's server answers the pending call on whichever GET comes
+    first after the call, and times the first GET as the reconnection: a standalone stream
+    that happens to open after the call (it takes a new connection; on a loaded machine the
+    call can be quicker) gets the answer the spec reserves for a resumed stream, and the
+    scenario reads it as a reconnection made too early. So the call waits until the runtime
+    has connected and had time to open that stream, as any host does that does not call
+    within milliseconds of connecting; the retry delay and ``Last-Event-ID`` of the
+    resumption are then what the scenario measures.
     """
+    await service.connect(SERVER)
+    await trio.sleep(STANDALONE_STREAM_GRACE)
     await service.list_server_tools(SERVER)
     await service.call_tool(SERVER, "test_reconnection", {})
 
