@@ -16,9 +16,9 @@ judges what the client sent. This runner:
    excuse, or when one it excuses passes (so the list only ever shrinks, and honestly).
 
 The suite's timing checks (``sse-retry`` measures a reconnection delay to 50 ms) can fail on a
-loaded machine for no fault of the client: a failure that is not expected is run once more,
-alone, and its solo result stands (the table says "solo"). The SDK's conformance CI does the
-same.
+loaded machine for no fault of the client: a failure of ours that is not expected is run once
+more, alone, and its solo result stands (the table says "solo"). The SDK's conformance CI does
+the same.
 
 Usage::
 
@@ -201,14 +201,15 @@ def parse_expected_failures(text: str) -> ExpectedFailures:
 
 
 def judge_checks(
-    checks: Sequence[Mapping[str, Any]], exit_code: int, output: str
+    checks: Sequence[Mapping[str, Any]], exit_code: int, output: str, client_stderr: str = ""
 ) -> tuple[bool, tuple[FailedCheck, ...], bool, str]:
     """The suite's verdict on one client run, read from its ``checks.json`` and its exit status.
 
     The exit status of ``conformance client --scenario X`` is the suite's own judgement (a
     failed or warning check, a timeout, a client that exited with an error where the scenario
     does not allow one); the checks say which. A run can fail with no failed check: the
-    client timed out or crashed, which ``output`` (the suite's log) tells.
+    client timed out or crashed, which ``output`` (the suite's log) tells, and
+    ``client_stderr`` (the client's own, which the suite saves) says with what.
 
     Returns:
         ``(passed, failed checks, vacuous, note)``.
@@ -227,7 +228,7 @@ def judge_checks(
         if "CLIENT TIMED OUT" in output:
             note = "the client timed out"
         elif match := re.search(r"CLIENT EXITED WITH ERROR \(code (-?\d+)\)", output):
-            note = f"the client exited with status {match[1]}: {_last_error_line(output)}"
+            note = f"the client exited with status {match[1]}: {_last_error_line(client_stderr or output)}"
         else:
             note = f"the suite exited with status {exit_code}: {_last_error_line(output)}"
     return passed, failed, vacuous, note
@@ -283,7 +284,9 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 def _last_error_line(output: str) -> str:
     """The last line of the client's stderr that looks like an error (a traceback's last line)."""
-    lines = [line.strip() for line in _ANSI.sub("", output).splitlines() if line.strip()]
+    # (An exception group's traceback draws its members inside "|" and "+---" rules.)
+    lines = [re.sub(r"^[|+\s-]+(?=\S)", "", line).strip() for line in _ANSI.sub("", output).splitlines()]
+    lines = [line for line in lines if line and not set(line) <= set("+-")]
     for line in reversed(lines):
         if re.match(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*: \S", line):  # a traceback's last line: "module.Class: message"
             return _one_line(line, 200)
@@ -434,7 +437,9 @@ def run_client_scenario(
         return Outcome(
             scenario=scenario, client=client, passed=True, vacuous=True, note="not applicable", seconds=seconds
         )
-    passed, failed, vacuous, note = judge_checks(checks, exit_code, output)
+    stderr_file = found[0].parent / "stderr.txt" if found else None
+    client_stderr = stderr_file.read_text(errors="replace") if stderr_file and stderr_file.is_file() else ""
+    passed, failed, vacuous, note = judge_checks(checks, exit_code, output, client_stderr)
     if not found and not note:
         note = "the suite wrote no checks"
     return Outcome(
@@ -460,9 +465,10 @@ def run_clients(
     spec_version: str | None,
     expected: Mapping[str, str],
 ) -> dict[tuple[str, str], Outcome]:
-    """Every (client, scenario) run in a pool of ``jobs``; an unexpected failure once more, alone.
+    """Every (client, scenario) run in a pool of ``jobs``; an unexpected failure of ours once more, alone.
 
-    The pool interleaves the clients scenario by scenario so that both see the same load.
+    The pool interleaves the clients scenario by scenario so that both see the same load. The
+    SDK's runs are not repeated: its column is a comparison, one run, and gates nothing.
     """
     work = [(client, scenario) for scenario in scenarios for client in clients]
     outcomes: dict[tuple[str, str], Outcome] = {}
@@ -489,7 +495,7 @@ def run_clients(
                 flush=True,
             )
     for (client, scenario), outcome in sorted(outcomes.items()):
-        if outcome.passed or (client == OURS and scenario in expected):
+        if outcome.passed or client != OURS or scenario in expected:
             continue
         print(f"  again, alone: {client} {scenario}", file=sys.stderr, flush=True)
         again = run_client_scenario(
@@ -522,7 +528,7 @@ def client_table(
     outcomes: Mapping[tuple[str, str], Outcome],
     expected: Mapping[str, str],
 ) -> str:
-    """The table: one row per scenario, a result column per client, then why ours (else the SDK's) failed."""
+    """The table: one row per scenario, a result column per client, then why the first (else another) failed."""
     header = ["scenario", *clients, "failing check"]
     rows = [header]
     for scenario in scenarios:
@@ -532,7 +538,7 @@ def client_table(
             outcome = outcomes.get((client, scenario))
             cells.append(_cell(outcome, client == OURS and scenario in expected))
             if outcome is not None and not outcome.passed and not why:
-                why = outcome.reason() if client == OURS else f"[{client}] {outcome.reason()}"
+                why = outcome.reason() if client == clients[0] else f"[{client}] {outcome.reason()}"
         cells.append(why)
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
@@ -614,8 +620,10 @@ def command_client(args: argparse.Namespace) -> int:
     for line in [*summary_lines(scenarios, clients, outcomes), *verdict_lines(result, considered)]:
         print(line)
     elapsed = time.monotonic() - started
-    print(f"{len(outcomes)} runs in {elapsed:.0f} s ({args.jobs} at a time); results in {results}")
-    if not args.results and result.ok:
+    kept = bool(args.results) or not result.ok
+    where = f"; the suite's results (checks.json, the clients' stdout and stderr) in {results}" if kept else ""
+    print(f"{len(outcomes)} runs in {elapsed:.0f} s, {args.jobs} at a time{where}")
+    if not kept:
         shutil.rmtree(results, ignore_errors=True)
     return 0 if result.ok else 1
 

@@ -133,6 +133,19 @@ def test_a_failure_without_a_failed_check_says_why(output: str, note: str) -> No
     assert not passed and failed == () and got == note
 
 
+def test_a_crashed_client_is_explained_by_its_own_stderr() -> None:
+    """The client's saved stderr names the exception; the suite's summary lines around it do not."""
+    output = "Passed: 5/5, 0 failed, 0 warnings\n⚠️  CLIENT EXITED WITH ERROR (code 1) - Test may be incomplete"
+    stderr = (
+        "2026-12-05 07:04:24,523 conformance.client INFO start\nTraceback (most recent call last):\nKeyError: 'x'\n"
+    )
+    _, _, _, note = runner.judge_checks([{"id": "x", "status": "SUCCESS"}], 1, output, stderr)
+    assert note == "the client exited with status 1: KeyError: 'x'"
+    grouped = "  | ValueError: inner\n  +------------------------------------\n"
+    _, _, _, note = runner.judge_checks([], 1, output, grouped)
+    assert note == "the client exited with status 1: ValueError: inner"
+
+
 def test_server_checks_fail_on_failures_only() -> None:
     """Server scenarios fail on FAILURE checks; a WARNING does not fail them (the suite's server rule)."""
     passed, failed, _ = runner.judge_server_checks([{"id": "a", "status": "WARNING"}, {"id": "b", "status": "SUCCESS"}])
