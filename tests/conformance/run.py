@@ -100,6 +100,7 @@ class Outcome:
         vacuous: Passed with no check applied (every check skipped): the scenario proved nothing.
         note: Why a run failed without a failed check (a timeout, a crash), else empty.
         solo: The result is that of a second run alone, after a failure under load.
+        first_run: With ``solo``: why the first run (in the pool) failed.
         seconds: Wall time of the run.
     """
 
@@ -110,6 +111,7 @@ class Outcome:
     vacuous: bool = False
     note: str = ""
     solo: bool = False
+    first_run: str = ""
     seconds: float = 0.0
 
     def reason(self) -> str:
@@ -502,7 +504,7 @@ def run_clients(
             suite, client, scenario, timeout_ms=timeout_ms, results=results, spec_version=spec_version, solo=True
         )
         if again.passed:
-            outcomes[(client, scenario)] = again
+            outcomes[(client, scenario)] = attrs.evolve(again, first_run=outcome.reason())
     return outcomes
 
 
@@ -539,6 +541,11 @@ def client_table(
             cells.append(_cell(outcome, client == OURS and scenario in expected))
             if outcome is not None and not outcome.passed and not why:
                 why = outcome.reason() if client == clients[0] else f"[{client}] {outcome.reason()}"
+        for client in clients:
+            outcome = outcomes.get((client, scenario))
+            if outcome is not None and outcome.solo and not why:
+                first = f"first run failed: {outcome.first_run}"
+                why = first if client == clients[0] else f"[{client}] {first}"
         cells.append(why)
         rows.append(cells)
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]

@@ -186,3 +186,10 @@ def test_the_table_shows_each_client_and_the_failing_check() -> None:
     row = table.splitlines()[2]
     assert row.split()[:4] == ["sse-retry", "fail", "(expected)", "pass"]
     assert row.endswith("client-sse-retry-timing: too early")
+
+
+def test_a_pass_on_the_solo_run_shows_why_the_first_run_failed() -> None:
+    """A scenario rescued by its run alone is marked solo, and the first run's failure stays visible."""
+    rescued = runner.Outcome(scenario="s", client=runner.OURS, passed=True, solo=True, first_run="the client timed out")
+    table = runner.client_table(["s"], [runner.OURS], {(runner.OURS, "s"): rescued}, {})
+    assert table.splitlines()[2].split(None, 3) == ["s", "pass", "(solo)", "first run failed: the client timed out"]
