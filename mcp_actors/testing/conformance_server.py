@@ -44,6 +44,8 @@ the SDKs (their "everything" servers):
 ``test://watched-resource``              a resource to subscribe to
 ``test_simple_prompt`` and friends       prompts: plain, with arguments, an embedded
                                          resource, an image, a multi-round-trip one
+``greet``, ``slow_compute``, ...         the tasks extension's tools (2026-07-28, see
+                                         :mod:`mcp_actors.testing._conformance_tasks`)
 ======================================  =====================================================
 
 This module imports the SDK's server side and uvicorn; :mod:`mcp_actors.testing` does not.
@@ -77,6 +79,7 @@ from starlette.applications import Starlette
 from mcp_actors._demo.announce import http_url
 from mcp_actors._sdk import lowlevel_server, registered_tools
 from mcp_actors.demo_server import serve_http_app
+from mcp_actors.testing._conformance_tasks import TasksExtension, add_task_tools
 
 __all__ = [
     "CONFORMANCE_SERVER_NAME",
@@ -333,11 +336,13 @@ def create_conformance_server() -> MCPServer[Any]:
         version="0.1.0",
         log_level="WARNING",
         request_state_security=RequestStateSecurity(keys=[_REQUEST_STATE_KEY]),
+        extensions=[TasksExtension()],
     )
     levels = _LogLevels()
     _add_content_tools(server, levels)
     _add_callback_tools(server)
     _add_input_required_tools(server)
+    add_task_tools(server)
     _add_resources(server)
     _add_prompts(server)
     _add_handlers(server, levels)
