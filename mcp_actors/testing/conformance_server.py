@@ -61,7 +61,7 @@ import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, cast
 
 import anyio
 import mcp_types as types
@@ -753,12 +753,15 @@ async def open_conformance_server(*, host: str = "127.0.0.1", port: int = 0) -> 
     def settle() -> None:
         token.run_sync_soon(settled.set)
 
-    config = uvicorn.Config(conformance_app(host=host), log_level="warning", lifespan="on")
+    config = uvicorn.Config(cast(Any, None), log_level="warning", lifespan="on")  # its app is set in the thread
     server = _NotifyingServer(config, on_started=settle)
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
+            # Built in the server's thread: the SDK's app makes anyio primitives that belong to
+            # the event loop current when they are made, which must not be the caller's trio loop.
+            config.app = conformance_app(host=host)
             anyio.run(server.serve, [sock], backend="asyncio")
         except BaseException as exc:  # reported to the caller's task, never lost in the thread
             failure.append(exc)

@@ -1,0 +1,169 @@
+"""The conformance fixture server answers its fixtures through our client, at both protocol families.
+
+The suite's server scenarios (``tests/conformance/run.py server --fixture``) need Node; these
+tests need none. The server runs in this process (:func:`open_conformance_server`, uvicorn in a
+thread) and our runtime reaches it over loopback with an ``http`` record, with the handshake
+(``legacy``: 2025-11-25) and with ``server/discover`` (``auto``: 2026-07-28).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import mcp.types as mcp_types
+import pytest
+import trio
+
+from mcp_actors.errors import ServerRequestFailed, ToolCallFailed
+from mcp_actors.runtime import open_runtime
+from mcp_actors.service import McpService
+from mcp_actors.testing.conformance_server import (
+    CONFORMANCE_SERVER_NAME,
+    TEST_IMAGE_BASE64,
+    create_conformance_server,
+    open_conformance_server,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
+
+NEGOTIATED = {"legacy": "2025-11-25", "auto": "2026-07-28"}
+
+
+@pytest.fixture(params=sorted(NEGOTIATED))
+def protocol(request: pytest.FixtureRequest) -> str:
+    """config.protocol: the handshake (legacy) or server/discover (auto)."""
+    value: str = request.param
+    return value
+
+
+@asynccontextmanager
+async def fixture_service(tmp_path: Path, protocol: str, **handlers: Any) -> AsyncIterator[McpService]:
+    """A runtime with the in-process fixture server named 'fx' at ``protocol``."""
+    async with (
+        open_conformance_server() as url,
+        open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False, **handlers) as rt,
+    ):
+        await rt.service.add(
+            {"name": "fx", "type": "http", "config": {"url": url, "pingInterval": 0, "protocol": protocol}}
+        )
+        yield rt.service
+
+
+def texts(result: mcp_types.CallToolResult) -> list[str]:
+    return [item.text for item in result.content if isinstance(item, mcp_types.TextContent)]
+
+
+async def test_tools_answer_each_kind_of_content(tmp_path: Path, protocol: str) -> None:
+    """Text, image, audio, embedded resource and mixed content arrive as the suite expects; an error is is_error."""
+    with trio.fail_after(30):
+        async with fixture_service(tmp_path, protocol) as svc:
+            assert texts(await svc.call_tool("fx", "test_simple_text")) == [
+                "This is a simple text response for testing."
+            ]
+            image = (await svc.call_tool("fx", "test_image_content")).content[0]
+            assert isinstance(image, mcp_types.ImageContent)
+            assert (image.mime_type, image.data) == ("image/png", TEST_IMAGE_BASE64)
+            audio = (await svc.call_tool("fx", "test_audio_content")).content[0]
+            assert isinstance(audio, mcp_types.AudioContent) and audio.mime_type == "audio/wav"
+            embedded = (await svc.call_tool("fx", "test_embedded_resource")).content[0]
+            assert isinstance(embedded, mcp_types.EmbeddedResource)
+            assert str(embedded.resource.uri) == "test://embedded-resource"
+            mixed = await svc.call_tool("fx", "test_multiple_content_types")
+            assert [item.type for item in mixed.content] == ["text", "image", "resource"]
+            failed = await svc.call_tool("fx", "test_error_handling")
+            assert failed.is_error and "This tool intentionally returns an error for testing" in texts(failed)[0]
+
+
+async def test_progress_is_reported_during_the_call(tmp_path: Path, protocol: str) -> None:
+    """test_tool_with_progress reports 0, 50 and 100 of 100 to the caller's progress callback."""
+    seen: list[tuple[float, float | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total))
+
+    with trio.fail_after(30):
+        async with fixture_service(tmp_path, protocol) as svc:
+            await svc.call_tool("fx", "test_tool_with_progress", on_progress=on_progress)
+    assert seen == [(0, 100), (50, 100), (100, 100)]
+
+
+async def test_resources_templates_prompts_and_completion(tmp_path: Path, protocol: str) -> None:
+    """The fixed resources, the template, the prompts and the completion answer their fixture values."""
+    with trio.fail_after(30):
+        async with fixture_service(tmp_path, protocol) as svc:
+            uris = {str(r.uri) for r in await svc.list_resources("fx")}
+            assert {"test://static-text", "test://static-binary", "test://watched-resource"} <= uris
+            text = (await svc.read_resource("fx", "test://static-text")).contents[0]
+            assert isinstance(text, mcp_types.TextResourceContents)
+            assert text.text == "This is the content of the static text resource."
+            blob = (await svc.read_resource("fx", "test://static-binary")).contents[0]
+            assert isinstance(blob, mcp_types.BlobResourceContents)
+            assert base64.b64decode(blob.blob) == base64.b64decode(TEST_IMAGE_BASE64)
+            data = (await svc.read_resource("fx", "test://template/123/data")).contents[0]
+            assert isinstance(data, mcp_types.TextResourceContents) and data.mime_type == "application/json"
+            assert json.loads(data.text) == {"id": "123", "templateTest": True, "data": "Data for ID: 123"}
+            prompt = await svc.get_prompt("fx", "test_prompt_with_arguments", {"arg1": "hello", "arg2": "world"})
+            content = prompt.messages[0].content
+            assert isinstance(content, mcp_types.TextContent)
+            assert content.text == "Prompt with arguments: arg1='hello', arg2='world'"
+            completion = await svc.complete(
+                "fx", {"type": "ref/prompt", "name": "test_prompt_with_arguments"}, ("arg1", "par")
+            )
+            assert completion.values == ["paris", "park", "party"]
+            with pytest.raises(ServerRequestFailed):
+                await svc.read_resource("fx", "test://nonexistent-resource")
+
+
+async def test_elicitation_and_sampling_reach_the_host(tmp_path: Path, protocol: str) -> None:
+    """The callback tools ask the host: a request during the call (legacy), an InputRequiredResult (auto)."""
+
+    async def elicit(server_id: str, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        assert isinstance(params, mcp_types.ElicitRequestFormParams)
+        if "name" in params.requested_schema["properties"]:
+            return mcp_types.ElicitResult(action="accept", content={"name": "Ada"})
+        return mcp_types.ElicitResult(action="accept", content={"username": "ada", "email": "ada@example.com"})
+
+    async def sample(server_id: str, params: mcp_types.CreateMessageRequestParams) -> mcp_types.CreateMessageResult:
+        return mcp_types.CreateMessageResult(
+            role="assistant", content=mcp_types.TextContent(type="text", text="Paris"), model="host"
+        )
+
+    with trio.fail_after(30):
+        async with fixture_service(tmp_path, protocol, elicitation_handler=elicit, sampling_handler=sample) as svc:
+            if protocol == "legacy":
+                asked = await svc.call_tool("fx", "test_elicitation", {"message": "who?"})
+                assert texts(asked) == [
+                    'User response: action=accept, content={"username":"ada","email":"ada@example.com"}'
+                ]
+                sampled = await svc.call_tool("fx", "test_sampling", {"prompt": "capital?"})
+                assert texts(sampled) == ["LLM response: Paris"]
+            else:
+                asked = await svc.call_tool("fx", "test_input_required_result_elicitation")
+                assert texts(asked) == ["Hello, Ada!"]
+                sampled = await svc.call_tool("fx", "test_input_required_result_sampling")
+                assert texts(sampled) == ["Model said: Paris"]
+
+
+async def test_task_tools_run_plainly_without_the_tasks_extension(tmp_path: Path) -> None:
+    """At 2026-07-28 a client without the tasks extension gets plain calls, and -32021 for a required task tool."""
+    with trio.fail_after(30):
+        async with fixture_service(tmp_path, "auto") as svc:
+            assert texts(await svc.call_tool("fx", "greet", {"name": "trio"})) == ["Hello, trio!"]
+            done = await svc.call_tool("fx", "slow_compute", {"seconds": 0, "label": "now"})
+            assert texts(done) == ["computed now in 0 s"]
+            with pytest.raises(ToolCallFailed) as refused:
+                await svc.call_tool("fx", "failing_job")
+    assert "io.modelcontextprotocol/tasks" in str(refused.value)
+    assert f"code {mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY}" in str(refused.value)
+
+
+def test_every_call_builds_a_server_of_its_own() -> None:
+    """Servers embedded in tests share no state: each call makes a fresh server with the same fixtures."""
+    first, second = create_conformance_server(), create_conformance_server()
+    assert first is not second
+    assert first.name == second.name == CONFORMANCE_SERVER_NAME
