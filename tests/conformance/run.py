@@ -15,6 +15,11 @@ judges what the client sent. This runner:
 5. exits non-zero when one of our scenarios fails that ``expected_failures.toml`` does not
    excuse, or when one it excuses passes (so the list only ever shrinks, and honestly).
 
+``server`` runs the suite's server scenarios against a server: one at ``--url``, or, with
+``--fixture``, ``mcp_actors.testing.conformance_server`` started here on a free port (every
+scenario by default, extensions included) and stopped after; its output is kept beside the
+results as ``fixture-server.log``.
+
 The suite's timing checks (``sse-retry`` measures a reconnection delay to 50 ms) can fail on a
 loaded machine for no fault of the client: a failure of ours that is not expected is run once
 more, alone, and its solo result stands (the table says "solo"). The SDK's conformance CI does
@@ -26,6 +31,7 @@ Usage::
     python tests/conformance/run.py --sdk           # ... and the SDK's client, side by side
     python tests/conformance/run.py --scenario sse-retry --scenario auth/basic-cimd
     python tests/conformance/run.py server --url http://127.0.0.1:8000/mcp
+    python tests/conformance/run.py server --fixture    # every server scenario, our fixture server
     python tests/conformance/run.py list
 
 Environment: ``MCP_ACTORS_CONFORMANCE_CACHE`` moves the install (default
@@ -36,18 +42,20 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import json
 import os
 import platform
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -636,19 +644,33 @@ def command_client(args: argparse.Namespace) -> int:
 
 
 def command_server(args: argparse.Namespace) -> int:
-    """Run the suite's server scenarios against ``--url``; judge them against ``[server]`` expectations."""
+    """Run the server scenarios against ``--url``, or against the fixture server started here (``--fixture``)."""
+    results = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="mcp-actors-conformance-server-"))
+    results.mkdir(parents=True, exist_ok=True)
+    if args.fixture:
+        started = time.monotonic()
+        with fixture_server(results / "fixture-server.log") as url:
+            print(f"fixture server {url} ready in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+            code = run_server_scenarios(args, url, results, suite_name=args.suite or "all")
+    else:
+        code = run_server_scenarios(args, args.url, results, suite_name=args.suite or "active")
+    if code == 0 and not args.results:
+        shutil.rmtree(results, ignore_errors=True)
+    return code
+
+
+def run_server_scenarios(args: argparse.Namespace, url: str, results: Path, *, suite_name: str) -> int:
+    """Run the server scenarios against ``url``; judge them against the ``[server]`` expectations."""
     expected = parse_expected_failures(EXPECTED_FAILURES.read_text()).server
     suite = ensure_suite(args.cache)
     listed = [s.name for s in list_scenarios(suite, "server")]
-    results = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="mcp-actors-conformance-server-"))
-    results.mkdir(parents=True, exist_ok=True)
-    suite_args = ["server", "--url", args.url, "--output-dir", str(results), "--timeout", str(args.timeout_ms)]
+    suite_args = ["server", "--url", url, "--output-dir", str(results), "--timeout", str(args.timeout_ms)]
     if args.scenario:
         if len(args.scenario) != 1:
             raise SystemExit("run.py server: give at most one --scenario (the suite runs one, or a suite)")
         suite_args += ["--scenario", args.scenario[0]]
     else:
-        suite_args += ["--suite", args.suite]
+        suite_args += ["--suite", suite_name]
     if args.spec_version:
         suite_args += ["--spec-version", args.spec_version]
     started = time.monotonic()
@@ -668,14 +690,80 @@ def command_server(args: argparse.Namespace) -> int:
     scenarios = sorted(name for _, name in outcomes)
     considered = expected if args.spec_version is None else {}
     result = verdict(outcomes.values(), {k: v for k, v in considered.items() if k in scenarios}, listed)
-    print(client_table(scenarios, ["server"], outcomes, {}))
+    print(client_table(scenarios, ["server"], outcomes, considered))
     print()
     passing = sum(o.passed for o in outcomes.values())
-    print(f"server {args.url}: {passing}/{len(outcomes)} passed")
+    vacuous = sum(o.passed and o.vacuous for o in outcomes.values())
+    extra = f" ({vacuous} of them with every check skipped)" if vacuous else ""
+    print(f"server {url}: {passing}/{len(outcomes)} passed{extra}")
     for line in verdict_lines(result, considered):
         print(line)
     print(f"{len(outcomes)} scenarios in {time.monotonic() - started:.0f} s; results in {results}")
     return 0 if result.ok else 1
+
+
+FIXTURE_MODULE: Final = "mcp_actors.testing.conformance_server"
+FIXTURE_START_TIMEOUT: Final = 60.0
+"""Seconds the fixture server gets to announce its URL: an interpreter start and the SDK's import
+take a few seconds on a loaded 2-core machine, never a minute."""
+FIXTURE_STOP_TIMEOUT: Final = 5.0
+
+
+@contextlib.contextmanager
+def fixture_server(log: Path) -> Iterator[str]:
+    """Run ``python -m mcp_actors.testing.conformance_server --port 0`` for the block; yield its URL.
+
+    Its output goes to ``log`` (a file, so a chatty server never blocks on a full pipe), which
+    is read for the announcement line. On exit: SIGTERM, a bounded wait, then SIGKILL to its
+    process group, and always a wait, so no server outlives the run.
+
+    Raises:
+        SystemExit: The server exited, or did not announce within ``FIXTURE_START_TIMEOUT``
+            (the log's last lines say why).
+    """
+    from mcp_actors.testing import ANNOUNCE_PREFIX
+
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [sys.executable, "-m", FIXTURE_MODULE, "--port", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + FIXTURE_START_TIMEOUT
+        url = ""
+        while not url:
+            for line in log.read_text(errors="replace").splitlines():
+                if line.startswith(ANNOUNCE_PREFIX):
+                    url = line[len(ANNOUNCE_PREFIX) :].strip()
+            if url:
+                break
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
+            if process.poll() is not None:
+                raise SystemExit(f"run.py: the fixture server exited with status {process.returncode}:\n{tail}")
+            if time.monotonic() > deadline:
+                raise SystemExit(f"run.py: the fixture server did not start in {FIXTURE_START_TIMEOUT:g} s:\n{tail}")
+            time.sleep(0.05)
+        yield url
+    finally:
+        _stop_fixture(process)
+
+
+def _stop_fixture(process: subprocess.Popen[bytes]) -> None:
+    """Terminate, wait (bounded), kill the whole group, wait: the kill ladder for the fixture server."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(FIXTURE_STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    process.wait(FIXTURE_STOP_TIMEOUT)
 
 
 def command_list(args: argparse.Namespace) -> int:
@@ -703,10 +791,16 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     client.add_argument("--spec-version", help="run at this revision (a survey: expected failures are not judged)")
     client.add_argument("--results", help="keep the suite's results here (default: a temporary directory)")
-    server = commands.add_parser("server", help="run the server scenarios against a running server")
-    server.add_argument("--url", required=True, help="the server's MCP endpoint")
+    server = commands.add_parser("server", help="run the server scenarios against a running server, or the fixture")
+    target = server.add_mutually_exclusive_group(required=True)
+    target.add_argument("--url", help="the server's MCP endpoint")
+    target.add_argument(
+        "--fixture", action="store_true", help="start mcp_actors.testing.conformance_server here and run against it"
+    )
     server.add_argument("--scenario", action="append", help="run only this scenario")
-    server.add_argument("--suite", default="active", help="active (default), all, draft or pending")
+    server.add_argument(
+        "--suite", help="active, all, draft or pending (default: all with --fixture, active with --url)"
+    )
     server.add_argument(
         "--timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS, help="per scenario (default: %(default)s)"
     )

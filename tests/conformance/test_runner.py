@@ -170,6 +170,15 @@ def test_the_command_line_defaults_to_the_client_command() -> None:
         runner.parse_args(["--jobs", "0"])
 
 
+def test_server_runs_against_a_url_or_the_fixture_never_both_nor_neither() -> None:
+    """`server --fixture` starts our fixture server (every scenario by default); `--url` points elsewhere."""
+    args = runner.parse_args(["server", "--fixture"])
+    assert args.fixture and args.url is None and args.suite is None
+    for argv in (["server"], ["server", "--fixture", "--url", "http://127.0.0.1:1/mcp"]):
+        with pytest.raises(SystemExit):
+            runner.parse_args(argv)
+
+
 def test_the_table_shows_each_client_and_the_failing_check() -> None:
     """One row per scenario: a cell per client, the expected failures marked, ours' failing check quoted."""
     failing = runner.Outcome(
