@@ -46,6 +46,8 @@ the SDKs (their "everything" servers):
                                          resource, an image, a multi-round-trip one
 ``greet``, ``slow_compute``, ...         the tasks extension's tools (2026-07-28, see
                                          :mod:`mcp_actors.testing._conformance_tasks`)
+``skill://mcp-actors/...``               a skill of the skills extension (see
+                                         :mod:`mcp_actors.testing._conformance_skills`)
 ======================================  =====================================================
 
 This module imports the SDK's server side and uvicorn; :mod:`mcp_actors.testing` does not.
@@ -79,15 +81,22 @@ from starlette.applications import Starlette
 from mcp_actors._demo.announce import http_url
 from mcp_actors._sdk import lowlevel_server, registered_tools
 from mcp_actors.demo_server import serve_http_app
+from mcp_actors.testing._conformance_skills import SKILL_URI as SKILL_URI
+from mcp_actors.testing._conformance_skills import SKILLS_EXTENSION as SKILLS_EXTENSION
+from mcp_actors.testing._conformance_skills import SkillsExtension
+from mcp_actors.testing._conformance_tasks import TASKS_EXTENSION as TASKS_EXTENSION
 from mcp_actors.testing._conformance_tasks import TasksExtension, add_task_tools
 
 __all__ = [
     "CONFORMANCE_SERVER_NAME",
     "MCP_PATH",
+    "MemoryEventStore",
     "RETRY_INTERVAL_MS",
+    "SKILLS_EXTENSION",
+    "SKILL_URI",
+    "TASKS_EXTENSION",
     "TEST_AUDIO_BASE64",
     "TEST_IMAGE_BASE64",
-    "MemoryEventStore",
     "conformance_app",
     "create_conformance_server",
     "main",
@@ -336,7 +345,7 @@ def create_conformance_server() -> MCPServer[Any]:
         version="0.1.0",
         log_level="WARNING",
         request_state_security=RequestStateSecurity(keys=[_REQUEST_STATE_KEY]),
-        extensions=[TasksExtension()],
+        extensions=[TasksExtension(), SkillsExtension()],
     )
     levels = _LogLevels()
     _add_content_tools(server, levels)

@@ -24,6 +24,7 @@ from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
 from mcp_actors.testing.conformance_server import (
     CONFORMANCE_SERVER_NAME,
+    SKILL_URI,
     TEST_IMAGE_BASE64,
     create_conformance_server,
     open_conformance_server,
@@ -93,7 +94,7 @@ async def test_progress_is_reported_during_the_call(tmp_path: Path, protocol: st
 
 
 async def test_resources_templates_prompts_and_completion(tmp_path: Path, protocol: str) -> None:
-    """The fixed resources, the template, the prompts and the completion answer their fixture values."""
+    """The fixed resources, the template, the skill's manifest, the prompts and the completion answer as fixed."""
     with trio.fail_after(30):
         async with fixture_service(tmp_path, protocol) as svc:
             uris = {str(r.uri) for r in await svc.list_resources("fx")}
@@ -117,6 +118,9 @@ async def test_resources_templates_prompts_and_completion(tmp_path: Path, protoc
             assert completion.values == ["paris", "park", "party"]
             with pytest.raises(ServerRequestFailed):
                 await svc.read_resource("fx", "test://nonexistent-resource")
+            skill = (await svc.read_resource("fx", SKILL_URI)).contents[0]
+            assert isinstance(skill, mcp_types.TextResourceContents) and skill.mime_type == "text/markdown"
+            assert skill.text.startswith("---\nname: conformance-fixture\n")
 
 
 async def test_elicitation_and_sampling_reach_the_host(tmp_path: Path, protocol: str) -> None:
