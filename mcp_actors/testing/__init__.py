@@ -6,7 +6,7 @@
 * :func:`serve_http` — run an HTTP server on a free port for the length of a block.
 * :func:`assert_no_children_left` — the "no process left behind" check.
 * ``python -m mcp_actors.testing.conformance_server`` — the fixture server of the official
-  MCP conformance suite's server scenarios (every kind of content, callback, multi-round-trip
+  MCP conformance suite's server scenarios (every kind of content, callback, input-required
   answer and task the suite checks), on streamable HTTP; see ``docs/testing.md``.
 * :mod:`mcp_actors.testing.hostile` — hostile HTTP servers on loopback (memory bombs, legacy
   SSE with big messages or a foreign endpoint, fixed error statuses).

@@ -62,8 +62,8 @@ streamable HTTP endpoint. `references/guide.md` lists what it serves.
 
 _GUIDE_MD: Final = """# What the fixture serves
 
-Tools named `test_*` (every kind of content, logging, progress, sampling, elicitation, multi-round
-trips), resources under `test://`, prompts named `test_*`, and the tasks extension's tools.
+Tools named `test_*` (every kind of content, logging, progress, sampling, elicitation, input
+requests), resources under `test://`, prompts named `test_*`, and the tasks extension's tools.
 """
 
 _FILES: Final[dict[str, str]] = {SKILL_URI: _SKILL_MD, _GUIDE_URI: _GUIDE_MD}

@@ -33,7 +33,7 @@ tool                    task support          as a task
 ``protocol_error_job``  optional              fails (a JSON-RPC error inlined) after 0.2 s
 ``confirm_delete``      optional              input_required until ``confirm`` is answered
 ``multi_input``         optional              input_required until both of its inputs are
-``test_tool_with_task`` required              asks ``user_name`` by a multi-round trip first,
+``test_tool_with_task`` required              asks ``user_name`` by an input request first,
                                               then completes with a greeting as a task
 ======================  ====================  ============================================
 """
@@ -250,7 +250,7 @@ class TasksExtension(Extension):
             return await call_next(ctx)
         arguments = dict(params.arguments or {})
         if params.name == "test_tool_with_task":
-            # The multi-round trip runs synchronously (the tool asks for user_name); its final
+            # The input request is answered synchronously (the tool asks for user_name); its final
             # answer is not sent as is but becomes the result of a task (SEP-2663 composition).
             result = await call_next(ctx)
             if isinstance(result, types.CallToolResult):
@@ -391,7 +391,7 @@ def add_task_tools(server: MCPServer[Any]) -> None:
 
     A plain call is what a client without the extension gets (and every client of a handshake
     revision): ``slow_compute`` sleeps, ``confirm_delete`` and ``multi_input`` ask by a
-    multi-round trip (2026-07-28), the others answer at once.
+    ``InputRequiredResult`` (2026-07-28), the others answer at once.
     """
 
     @server.tool(description="A synchronous tool: greets by name (never a task)")
@@ -439,7 +439,7 @@ def add_task_tools(server: MCPServer[Any]) -> None:
             }
         )
 
-    @server.tool(description="Asks user_name by a multi-round trip, then greets as a task (must run as a task)")
+    @server.tool(description="Asks user_name by an input request, then greets as a task (must run as a task)")
     async def test_tool_with_task(ctx: Context) -> str | types.InputRequiredResult:
         responses = ctx.input_responses or {}
         answer = responses.get("user_name")

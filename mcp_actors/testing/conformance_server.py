@@ -5,7 +5,7 @@ resources and prompts of fixed names and checking the answers (``test_simple_tex
 answer one text, ``test://static-text`` must read as one text, ...). A server that offers them
 is needed to run those scenarios at all; this one is built on the SDK's server API only, so
 the run measures what the SDK lets a server do, and it doubles as a server with every kind
-of content, callback and multi-round-trip answer for our own tests.
+of content, callback and input-required answer for our own tests.
 
 Run it with ``python -m mcp_actors.testing.conformance_server --port 8000`` (``--port 0``
 binds a free port); once it accepts connections it writes one line to stderr::
@@ -38,12 +38,12 @@ the SDKs (their "everything" servers):
 ``json_schema_2020_12_tool``             an input schema with 2020-12 keywords
 ``test_x_mcp_header(region)``            an ``x-mcp-header`` parameter (``Mcp-Param-Region``)
 ``test_missing_capability``              a protocol error naming the missing client capability
-``test_input_required_result_*``         2026-07-28 multi-round-trip answers (``inputRequests``)
+``test_input_required_result_*``         2026-07-28 input-required answers (``inputRequests``)
 ``test://static-text``, ``-binary``      a text and a blob resource
 ``test://template/{id}/data``            a resource template
 ``test://watched-resource``              a resource to subscribe to
 ``test_simple_prompt`` and friends       prompts: plain, with arguments, an embedded
-                                         resource, an image, a multi-round-trip one
+                                         resource, an image, an input-required one
 ``greet``, ``slow_compute``, ...         the tasks extension's tools (2026-07-28, see
                                          :mod:`mcp_actors.testing._conformance_tasks`)
 ``skill://mcp-actors/...``               a skill of the skills extension (see
@@ -508,7 +508,7 @@ def _add_callback_tools(server: MCPServer[Any]) -> None:
 
 
 def _add_input_required_tools(server: MCPServer[Any]) -> None:
-    """The 2026-07-28 multi-round-trip tools (SEP-2322): each answers ``InputRequiredResult`` first."""
+    """The 2026-07-28 input-required tools (SEP-2322): each answers ``InputRequiredResult`` first."""
 
     @server.tool(description="Tests InputRequiredResult with a single elicitation request")
     async def test_input_required_result_elicitation(ctx: Context) -> str | types.InputRequiredResult:
@@ -539,7 +539,7 @@ def _add_input_required_tools(server: MCPServer[Any]) -> None:
             return f"Client exposed {count} root(s)."
         return types.InputRequiredResult(input_requests={"client_roots": types.ListRootsRequest()})
 
-    @server.tool(description="Tests requestState round-tripping in the InputRequiredResult flow")
+    @server.tool(description="Tests that requestState comes back in the InputRequiredResult flow")
     async def test_input_required_result_request_state(ctx: Context) -> str | types.InputRequiredResult:
         responses = ctx.input_responses or {}
         if "confirm" in responses and ctx.request_state == "request-state-nonce":
@@ -563,11 +563,11 @@ def _add_input_required_tools(server: MCPServer[Any]) -> None:
             request_state="multiple-inputs",
         )
 
-    @server.tool(description="Tests a three-round InputRequiredResult flow with evolving requestState")
+    @server.tool(description="Tests a three-step InputRequiredResult flow with evolving requestState")
     async def test_input_required_result_multi_round(ctx: Context) -> str | types.InputRequiredResult:
-        state = json.loads(ctx.request_state) if ctx.request_state else {"round": 0}
+        state = json.loads(ctx.request_state) if ctx.request_state else {"step": 0}
         responses = ctx.input_responses or {}
-        if state.get("round") == 1 and "step1" in responses:
+        if state.get("step") == 1 and "step1" in responses:
             color_schema = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
             step2 = types.ElicitRequest(
                 params=types.ElicitRequestFormParams(
@@ -576,14 +576,14 @@ def _add_input_required_tools(server: MCPServer[Any]) -> None:
             )
             name = _elicited(responses["step1"], "name")
             return types.InputRequiredResult(
-                input_requests={"step2": step2}, request_state=json.dumps({"round": 2, "name": name})
+                input_requests={"step2": step2}, request_state=json.dumps({"step": 2, "name": name})
             )
-        if state.get("round") == 2 and "step2" in responses:
+        if state.get("step") == 2 and "step2" in responses:
             return f"{state.get('name')} likes {_elicited(responses['step2'], 'color')}."
-        # The first round, or an answer missing or out of order: ask again from the start.
+        # The first call, or an answer missing or out of order: ask again from the start.
         return types.InputRequiredResult(
             input_requests={"step1": _elicit_name("Step 1: What is your name?")},
-            request_state=json.dumps({"round": 1}),
+            request_state=json.dumps({"step": 1}),
         )
 
     @server.tool(description="Tests that the server rejects a tampered requestState echo")
@@ -593,7 +593,7 @@ def _add_input_required_tools(server: MCPServer[Any]) -> None:
             confirm = types.ElicitRequest(
                 params=types.ElicitRequestFormParams(message="Please confirm", requested_schema=_CONFIRM_SCHEMA)
             )
-            return types.InputRequiredResult(input_requests={"confirm": confirm}, request_state="round-1")
+            return types.InputRequiredResult(input_requests={"confirm": confirm}, request_state="confirm-pending")
         return f"state-ok: {ctx.request_state}"
 
     @server.tool(description="Tests that inputRequests only include methods the client declared")
@@ -638,7 +638,7 @@ def _add_resources(server: MCPServer[Any]) -> None:
 
 
 def _add_prompts(server: MCPServer[Any]) -> None:
-    """The prompts: plain, with arguments, with an embedded resource, with an image, multi-round-trip."""
+    """The prompts: plain, with arguments, with an embedded resource, with an image, input-required."""
 
     @server.prompt(description="A simple prompt without arguments")
     def test_simple_prompt() -> list[UserMessage]:
