@@ -53,6 +53,7 @@ from mcp.server import ServerRequestContext
 from mcp.server.context import CallNext, HandlerResult
 from mcp.server.mcpserver import Context, Extension, MCPServer, MethodBinding, require_client_extension
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import decode_header_value
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
@@ -88,6 +89,7 @@ _FAILING_JOB_SECONDS: Final = 1.0
 _PROTOCOL_ERROR_SECONDS: Final = 0.2
 _ESCALATED_SECONDS: Final = 0.2
 _ALL_MODERN: Final = frozenset(MODERN_PROTOCOL_VERSIONS)
+_ENDED: Final = frozenset({"completed", "failed", "cancelled"})
 
 _CONFIRM_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
@@ -312,8 +314,16 @@ class TasksExtension(Extension):
         return {"resultType": "task", **task.envelope()}
 
     def _forget_expired(self) -> None:
+        """Drop the tasks that ended more than ``TTL_MS`` ago, then the oldest beyond ``MAX_TASKS``.
+
+        A task still working or waiting for input is kept whatever its age (``MAX_TASKS`` bounds
+        those): a client may poll it until it ends, and for ``TTL_MS`` after.
+        """
         now = time.time()
-        for task_id in [t.task_id for t in self._tasks.values() if now - t.last_updated() > TTL_MS / 1000]:
+        expired = [
+            t.task_id for t in self._tasks.values() if t.status() in _ENDED and now - t.last_updated() > TTL_MS / 1000
+        ]
+        for task_id in expired:
             del self._tasks[task_id]
         while len(self._tasks) >= MAX_TASKS:
             del self._tasks[next(iter(self._tasks))]
@@ -363,7 +373,7 @@ def _check_name_header(ctx: ServerRequestContext[Any, Any], task_id: str) -> Non
     headers = getattr(ctx.request, "headers", None)
     if headers is None:
         return
-    if headers.get("mcp-name") != task_id:
+    if decode_header_value(headers.get("mcp-name")) != task_id:
         raise MCPError(code=types.HEADER_MISMATCH, message="Mcp-Name header does not match the request's taskId")
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ import trio
 from mcp_actors.errors import ServerRequestFailed, ToolCallFailed
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
+from mcp_actors.testing._conformance_tasks import _Task
 from mcp_actors.testing.conformance_server import (
     CONFORMANCE_SERVER_NAME,
     SKILL_URI,
@@ -171,3 +173,33 @@ def test_every_call_builds_a_server_of_its_own() -> None:
     first, second = create_conformance_server(), create_conformance_server()
     assert first is not second
     assert first.name == second.name == CONFORMANCE_SERVER_NAME
+
+
+def test_a_task_works_until_due_then_completes_and_a_cancel_after_the_end_changes_nothing() -> None:
+    """A timed task is working, then completed with its result inlined; cancelling an ended task is a no-op."""
+    now = time.monotonic()
+    task = _Task(task_id="t", created=time.time(), due=now + 60, outcome={"content": []})
+    assert task.detailed()["status"] == "working" and "result" not in task.detailed()
+    task.due = now - 1
+    assert task.detailed()["result"] == {"content": []}
+    task.cancel()
+    assert task.status() == "completed"
+    running = _Task(task_id="r", created=time.time(), due=now + 60)
+    running.cancel()
+    assert running.status() == "cancelled"
+
+
+def test_a_task_waits_for_every_input_and_drops_each_answered_request() -> None:
+    """Input requests answered one at a time leave the others pending; the last answer finishes the task."""
+    task = _Task(
+        task_id="t",
+        created=time.time(),
+        due=None,
+        pending={"a": {"method": "elicitation/create"}, "b": {"method": "elicitation/create"}},
+        finish=lambda answers: {"content": [{"type": "text", "text": ",".join(sorted(answers))}]},
+    )
+    task.answer({"a": {"action": "accept", "content": {}}, "unknown": {}})
+    assert task.detailed()["status"] == "input_required"
+    assert list(task.detailed()["inputRequests"]) == ["b"]
+    task.answer({"b": {"action": "decline"}})
+    assert task.detailed()["result"] == {"content": [{"type": "text", "text": "a,b"}]}
