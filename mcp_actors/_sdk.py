@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OAUTH_PROVIDER_HOOKS",
+    "OAUTH_PROVIDER_HOOKS_WITH_ARGUMENTS",
     "InputRequiredRoundsExceededError",
     "absorb_tool_listing",
     "initialize_provider",
@@ -76,6 +77,19 @@ Used by ``mcp_actors._auth.oauth``: a configured client id wins over a stored re
 (``_perform_authorization``, ``_refresh_token``, ``_exchange_token_client_credentials``).
 Public alternative missing: the providers take no client-information, scope or token-endpoint
 auth-method callbacks.
+"""
+
+OAUTH_PROVIDER_HOOKS_WITH_ARGUMENTS: Final[dict[str, tuple[tuple[str, ...], bool]]] = {
+    "_handle_token_response": (("self", "response"), True),
+    "_select_authorization_server": (("self", "advertised"), False),
+}
+"""Further ``OAuthClientProvider`` hooks we override: name -> (parameters, whether a coroutine).
+
+Used by ``mcp_actors._auth.assertion_grants``: a refused JWT-bearer grant becomes one typed
+error naming the assertion's source, and a refresh token a client without an id cannot use is
+not kept (``_handle_token_response``); a configured issuer decides which advertised
+authorization server is used (``_select_authorization_server``, as the SDK's own
+client-credentials providers do). Public alternative missing: as above.
 """
 
 
