@@ -4,8 +4,10 @@ The SDK's :class:`~mcp.client.auth.OAuthClientProvider` does discovery (RFC 9728
 resource metadata from the 401's ``resource_metadata`` and the well-known fallbacks, RFC 8414
 and OpenID discovery with the 2025-03-26 fallbacks), dynamic registration, Client ID Metadata
 Documents, PKCE S256 with the RFC 8707 ``resource`` parameter, scope selection and step-up;
-its ``client_credentials`` extensions do machine-to-machine grants. :class:`ServerAuth` wraps
-one provider per server and fills what it lacks:
+its ``client_credentials`` extensions do machine-to-machine grants, and
+:mod:`~mcp_actors._auth.assertion_grants` the JWT-bearer grants (an ID-JAG from the
+enterprise IdP, a workload's own token). :class:`ServerAuth` wraps one provider per server
+and fills what it lacks:
 
 * **Concurrency.** The SDK holds one lock around every request (and its response headers);
   we send with a fresh token without any lock, and only a 401/403 takes the lock. Requests

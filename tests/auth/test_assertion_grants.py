@@ -10,6 +10,8 @@ workload's own JWT is the grant. Each test checks the exact requests both server
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -18,6 +20,7 @@ from typing import Any
 
 import jwt
 import pytest
+import trio
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp.shared.auth import OAuthMetadata
@@ -32,6 +35,7 @@ from mcp_actors.errors import (
     AuthorizationRequired,
     AuthorizationServerUnreachable,
     IdentityProviderRefused,
+    McpActorsError,
 )
 from mcp_actors.runtime import open_runtime
 from mcp_actors.testing._idp_server import ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE, IdentityProviderTestServer
@@ -304,6 +308,58 @@ async def test_the_runtime_passes_its_assertion_handler(tmp_path: Path) -> None:
                 result = await rt.service.call_tool("guarded", "echo", {"text": "enterprise"})
         assert result.content[0].text == "enterprise"  # type: ignore[union-attr]
         assert asked == [AssertionKind.ID_TOKEN]
+
+
+async def test_no_id_token_id_jag_or_secret_reaches_logs_events_or_errors(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """A login through the IdP, a call, then its refusal: no token or secret shows up anywhere, even at DEBUG."""
+    caplog.set_level(logging.DEBUG)
+    async with enterprise() as env:
+        id_token = env.id_token()
+
+        async def handler(server_id: str, request: AssertionRequest) -> str:
+            return id_token
+
+        oauth = {
+            "grant": "identity_assertion",
+            "clientId": "mcp-client",
+            "clientSecret": "mcp-client-secret",
+            "idpTokenEndpoint": env.idp.issuer + "/token",
+            "idpClientId": "idp-client",
+            "idpClientSecret": "idp-client-secret",
+        }
+        store = MemoryTokenStore()
+        texts: list[str] = []
+        with fail_after():
+            async with open_runtime(
+                tmp_path / "cfg.json", sweep_ledger=False, token_store=store, assertion_handler=handler
+            ) as rt:
+                events = rt.service.subscribe()
+                record = await rt.service.add(
+                    {"name": "guarded", "type": "http", "config": {"url": env.server.url, "oauth": oauth}}
+                )
+                await rt.service.call_tool("guarded", "echo", {"text": "one"})
+                entry = await store.load(record.id)
+                assert entry is not None
+                access_token = entry["tokens"]["access_token"]
+                env.idp.options["deny"] = True
+                await env.server.control(expireAccess=True)
+                with pytest.raises(McpActorsError) as caught:
+                    await rt.service.call_tool("guarded", "echo", {"text": "two"})
+                texts += [str(caught.value), repr(caught.value), repr(record), repr(rt.service.status("guarded"))]
+                while True:
+                    try:
+                        texts.append(json.dumps(events.receive_nowait().data, default=str))
+                    except trio.WouldBlock:
+                        break
+        assert "access_denied" in str(caught.value)
+        (grant,) = await _token_requests(env.server)
+        texts += [record.getMessage() + (record.exc_text or "") for record in caplog.records]
+        secrets = [id_token, grant["form"]["assertion"], access_token, "mcp-client-secret", "idp-client-secret"]
+        for text in texts:
+            for secret in secrets:
+                assert secret not in text, text
 
 
 # ----------------------------------------------------------------------------- workload identity

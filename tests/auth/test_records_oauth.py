@@ -80,8 +80,8 @@ def test_client_secret_is_hidden_in_reprs_and_errors() -> None:
     assert isinstance(record, McpServerRecord)
 
 
-def test_assertion_grant_settings_round_trip() -> None:
-    """The identity_assertion and workload_identity fields survive the camelCase JSON round trip."""
+def test_assertion_grant_settings_are_written_and_read_back() -> None:
+    """The identity_assertion and workload_identity fields come back unchanged from their camelCase JSON."""
     enterprise = {
         "grant": "identity_assertion",
         "clientId": "mcp-client",
