@@ -11,9 +11,10 @@ passes on.
 
 Each name says what we use it for and which public alternative the SDK lacks.
 
-Besides the names here, ``mcp_actors._auth.oauth`` overrides hooks of the SDK's OAuth providers
-(:data:`OAUTH_PROVIDER_HOOKS`): a subclass cannot take those from a module, so they are listed
-here and checked by the same test.
+Besides the names here, ``mcp_actors._auth.oauth`` and ``mcp_actors._auth.assertion_grants``
+override hooks of the SDK's OAuth providers (:data:`OAUTH_PROVIDER_HOOKS`,
+:data:`OAUTH_PROVIDER_HOOKS_WITH_ARGUMENTS`): a subclass cannot take those from a module, so they
+are listed here and checked by the same test.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ OAUTH_PROVIDER_HOOKS: Final[dict[str, tuple[str, ...]]] = {
 Used by ``mcp_actors._auth.oauth``: a configured client id wins over a stored registration
 (``_initialize``), configured scopes and the client-secret method are applied before a grant
 (``_perform_authorization``, ``_refresh_token``, ``_exchange_token_client_credentials``).
+``mcp_actors._auth.assertion_grants`` overrides the first three for the JWT-bearer grants: the
+configured client with no registration, the assertion fetched for each token request.
 Public alternative missing: the providers take no client-information, scope or token-endpoint
 auth-method callbacks.
 """
