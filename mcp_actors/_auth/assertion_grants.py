@@ -169,7 +169,11 @@ def _oauth_error(body: bytes, secrets: tuple[str, ...]) -> tuple[str | None, str
     description = document.get("error_description")
     text = description if isinstance(description, str) else ""
     text = "".join(ch if ch.isprintable() else " " for ch in text)[:_MAX_DESCRIPTION]
-    return (error if isinstance(error, str) and error else None), redact_text(text, secrets)
+    # An error code is a short ASCII token (RFC 6749 section 5.2); anything else is not one.
+    code = (
+        error if isinstance(error, str) and 0 < len(error) <= 64 and error.isascii() and error.isprintable() else None
+    )
+    return code, redact_text(text, secrets)
 
 
 def _refusal(error: str | None, description: str, status: int) -> str:
@@ -178,12 +182,17 @@ def _refusal(error: str | None, description: str, status: int) -> str:
     return f"{what}: {description}" if description else what
 
 
+class _TooLarge(Exception):
+    """An answer longer than its bound: not read further."""
+
+
 async def _read_bounded(response: httpx2.Response, limit: int) -> bytes:
+    """The body, decoded, of at most ``limit`` bytes (a compressed bomb stops at the bound too)."""
     body = bytearray()
     async for chunk in response.aiter_bytes():
         body += chunk
         if len(body) > limit:
-            raise ValueError(f"more than {limit // 1024} KiB")
+            raise _TooLarge(f"more than {limit // 1024} KiB")
     return bytes(body)
 
 
@@ -264,7 +273,7 @@ async def exchange_id_token(
             " check the network and config.oauth.idpTokenEndpoint, then reconnect",
             server=server,
         ) from None
-    except ValueError as exc:
+    except _TooLarge as exc:
         raise AuthorizationFailed(
             f"server {server!r}: the identity provider at {shown} answered {exc}; it was not read; check"
             " config.oauth.idpTokenEndpoint",

@@ -18,7 +18,8 @@ and expiry, and an ``audience`` and ``resource`` to put in the ID-JAG. Options:
   may exchange, and the client id at the authorization server that the ID-JAG names;
 * ``deny``: refuse every exchange with ``access_denied`` (the IdP's policy says no);
 * ``issuedTokenType``: override the ``issued_token_type`` answered (a broken IdP);
-* ``jagTtl``: the ID-JAG's lifetime in seconds (300).
+* ``jagTtl``: the ID-JAG's lifetime in seconds (300);
+* ``padding``: bytes of filler added to a successful answer (an answer too big to read).
 """
 
 from __future__ import annotations
@@ -52,7 +53,13 @@ class IdentityProviderTestServer:
     """
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
-        self.options: dict[str, Any] = {"clients": {}, "deny": False, "issuedTokenType": None, "jagTtl": 300}
+        self.options: dict[str, Any] = {
+            "clients": {},
+            "deny": False,
+            "issuedTokenType": None,
+            "jagTtl": 300,
+            "padding": 0,
+        }
         self.options.update(options or {})
         self._key = ec.generate_private_key(ec.SECP256R1())
         self.base = ""  # http://127.0.0.1:PORT, set by the first request (or by the test)
@@ -155,6 +162,8 @@ class IdentityProviderTestServer:
         }
         if form.get("scope"):
             body["scope"] = form["scope"]
+        if self.options["padding"]:
+            body["padding"] = "x" * int(self.options["padding"])
         return JSONResponse(body, headers={"Cache-Control": "no-store"})
 
 

@@ -237,6 +237,16 @@ async def test_an_answer_that_is_not_an_id_jag_is_refused(monkeypatch: pytest.Mo
         assert await _token_requests(env.server) == []
 
 
+async def test_an_idp_answer_past_its_bound_is_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An IdP answer over 64 KiB is refused at the bound, named, and nothing goes to the AS."""
+    async with enterprise({"padding": 100_000}) as env:
+        monkeypatch.setenv("TEST_ID_TOKEN", env.id_token())
+        target = env.server.target(env.oauth())
+        with pytest.raises(AuthorizationFailed, match="more than 64 KiB; it was not read"):
+            await _echo(target, build_auth(target, _settings()))
+        assert await _token_requests(env.server) == []
+
+
 async def test_an_unreachable_idp_is_transient(monkeypatch: pytest.MonkeyPatch) -> None:
     """An IdP that cannot be reached is AuthorizationServerUnreachable (retried with backoff), naming the field."""
     async with enterprise() as env:
