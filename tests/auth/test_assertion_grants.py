@@ -9,6 +9,7 @@ workload's own JWT is the grant. Each test checks the exact requests both server
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
@@ -37,6 +38,7 @@ from mcp_actors.errors import (
     IdentityProviderRefused,
     McpActorsError,
 )
+from mcp_actors.portal import start_portal
 from mcp_actors.runtime import open_runtime
 from mcp_actors.testing._idp_server import ID_JAG_TOKEN_TYPE, ID_TOKEN_TYPE, IdentityProviderTestServer
 from tests.auth.conftest import AuthServer, fail_after, oauth_server
@@ -533,6 +535,43 @@ async def test_a_refused_workload_token_fails_once_without_retry_or_fallback(
         assert len(await _token_requests(server)) == 1
         assert await server.count("token:authorization_code") == 0
         assert await server.count("register") == 0
+
+
+async def test_an_asyncio_hosts_assertion_handler_runs_on_its_loop(tmp_path: Path) -> None:
+    """Through start_portal, an asyncio host's coroutine assertion_handler runs on the host's own loop."""
+    async with workload() as (platform, server):
+
+        def host() -> tuple[list[bool], str]:
+            async def main() -> tuple[list[bool], str]:
+                loop = asyncio.get_running_loop()
+                seen: list[bool] = []
+
+                async def assertion(server_id: str, request: AssertionRequest) -> str:
+                    seen.append(asyncio.get_running_loop() is loop)
+                    await asyncio.sleep(0)
+                    return platform.token(request.audience)
+
+                oauth = {"grant": "workload_identity", "clientId": "workload"}
+                record = {"name": "guarded", "type": "http", "config": {"url": server.url, "oauth": oauth}}
+                portal = start_portal(
+                    str(tmp_path / "cfg.json"),
+                    sweep_ledger=False,
+                    token_store=MemoryTokenStore(),
+                    assertion_handler=assertion,
+                )
+                try:
+                    svc = portal.asyncio_service()
+                    await svc.add(record)
+                    result = await svc.call_tool("guarded", "echo", {"text": "from asyncio"})
+                    return seen, str(result.content[0].text)  # type: ignore[union-attr]
+                finally:
+                    await asyncio.to_thread(portal.close)
+
+            return asyncio.run(main())
+
+        with fail_after():
+            seen, text = await trio.to_thread.run_sync(host)
+        assert (seen, text) == ([True], "from asyncio")
 
 
 @pytest.mark.parametrize("value", [None, "", "two tokens"])
