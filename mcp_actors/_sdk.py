@@ -11,9 +11,10 @@ passes on.
 
 Each name says what we use it for and which public alternative the SDK lacks.
 
-Besides the names here, ``mcp_actors._auth.oauth`` overrides hooks of the SDK's OAuth providers
-(:data:`OAUTH_PROVIDER_HOOKS`): a subclass cannot take those from a module, so they are listed
-here and checked by the same test.
+Besides the names here, ``mcp_actors._auth.oauth`` and ``mcp_actors._auth.assertion_grants``
+override hooks of the SDK's OAuth providers (:data:`OAUTH_PROVIDER_HOOKS`,
+:data:`OAUTH_PROVIDER_HOOKS_WITH_ARGUMENTS`): a subclass cannot take those from a module, so they
+are listed here and checked by the same test.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "OAUTH_PROVIDER_HOOKS",
+    "OAUTH_PROVIDER_HOOKS_WITH_ARGUMENTS",
     "InputRequiredRoundsExceededError",
     "absorb_tool_listing",
     "initialize_provider",
@@ -74,8 +76,23 @@ OAUTH_PROVIDER_HOOKS: Final[dict[str, tuple[str, ...]]] = {
 Used by ``mcp_actors._auth.oauth``: a configured client id wins over a stored registration
 (``_initialize``), configured scopes and the client-secret method are applied before a grant
 (``_perform_authorization``, ``_refresh_token``, ``_exchange_token_client_credentials``).
+``mcp_actors._auth.assertion_grants`` overrides the first three for the JWT-bearer grants: the
+configured client with no registration, the assertion fetched for each token request.
 Public alternative missing: the providers take no client-information, scope or token-endpoint
 auth-method callbacks.
+"""
+
+OAUTH_PROVIDER_HOOKS_WITH_ARGUMENTS: Final[dict[str, tuple[tuple[str, ...], bool]]] = {
+    "_handle_token_response": (("self", "response"), True),
+    "_select_authorization_server": (("self", "advertised"), False),
+}
+"""Further ``OAuthClientProvider`` hooks we override: name -> (parameters, whether a coroutine).
+
+Used by ``mcp_actors._auth.assertion_grants``: a refused JWT-bearer grant becomes one typed
+error naming the assertion's source, and a refresh token a client without an id cannot use is
+not kept (``_handle_token_response``); a configured issuer decides which advertised
+authorization server is used (``_select_authorization_server``, as the SDK's own
+client-credentials providers do). Public alternative missing: as above.
 """
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "ConnectTimeout",
     "ConnectionFailed",
     "DuplicateServerName",
+    "IdentityProviderRefused",
     "InvalidCallInput",
     "InvalidServerConfig",
     "InvalidToolName",
@@ -466,6 +467,19 @@ class AuthorizationFailed(ServerMisconfigured):
     def __init__(self, message: str, *, server: str | None = None, oauth_error: str | None = None) -> None:
         super().__init__(message, server=server)
         self.oauth_error = oauth_error
+
+
+class IdentityProviderRefused(AuthorizationFailed):
+    """The enterprise identity provider would not exchange the user's ID token for an ID-JAG.
+
+    Enterprise-managed authorization (``config.oauth.grant: identity_assertion``) asks the IdP
+    for a grant to one server on the user's behalf, and the IdP said no: its policy denies
+    this user, client or server (``access_denied``, ``invalid_target``), the ID token has
+    expired or was issued to another client (``invalid_grant``), or the client's credentials
+    at the IdP are wrong (``invalid_client``); :attr:`oauth_error` says which. A host that
+    holds the ID token signs the user in again for a fresh one (or fixes ``idpClientId`` /
+    ``idpClientSecret``), then calls ``reconnect``.
+    """
 
 
 class AuthorizationServerUnreachable(ConnectionFailed):

@@ -96,7 +96,7 @@ AsyncioApprover = Callable[[ApprovalRequest], Awaitable[bool] | bool]
 
 # ---------------------------------------------------------------------- host callbacks
 
-_CALLBACK_OPTIONS: Final = ("sampling_handler", "elicitation_handler")
+_CALLBACK_OPTIONS: Final = ("sampling_handler", "elicitation_handler", "assertion_handler")
 
 
 def _bridge_callable(fn: Callable[..., Any], loop: asyncio.AbstractEventLoop | None, what: str) -> Callable[..., Any]:
@@ -438,8 +438,8 @@ def start_portal(config_path: str | None = None, **runtime_options: Any) -> Runt
     Args:
         config_path: The config file, as for :func:`~mcp_actors.runtime.open_runtime`.
         **runtime_options: Other ``open_runtime`` options (``tool_cache_ttl``, ...). The host
-            callbacks (``sampling_handler``, ``elicitation_handler``, a ``roots`` callable)
-            may be plain functions, run in a worker thread (they may block), or coroutine
+            callbacks (``sampling_handler``, ``elicitation_handler``, ``assertion_handler``, a
+            ``roots`` callable) may be plain functions, run in a worker thread (they may block), or coroutine
             functions, run on the asyncio loop that called ``start_portal``.
 
     Returns:

@@ -34,6 +34,7 @@ import outcome
 import trio
 
 from mcp_actors import events
+from mcp_actors._auth.assertion_grants import AssertionHandler
 from mcp_actors._auth.oauth import AuthorizationHandler, AuthSettings, open_auth_settings
 from mcp_actors._auth.token_store import FileTokenStore, TokenStore
 from mcp_actors._config.record import McpServerRecord, ServerType
@@ -245,6 +246,7 @@ async def open_runtime(
     elicitation_handler: ElicitationHandler | None = None,
     roots: RootsSource | None = None,
     callback_timeout: float = DEFAULT_CALLBACK_TIMEOUT,
+    assertion_handler: AssertionHandler | None = None,
 ) -> AsyncIterator[Runtime]:
     """Start the tree; yield a :class:`Runtime`; on exit close every server and stop.
 
@@ -282,6 +284,11 @@ async def open_runtime(
         callback_timeout: Seconds any one handler may take before the server gets a timeout
             error (an elicitation: ``cancel``); also the bound on the approver of
             ``service.set_approver``, whose silence denies the call.
+        assertion_handler: ``async (server_id, AssertionRequest) -> token``, asked for the
+            user's ID token (``grant: identity_assertion``) or the workload's token
+            (``workload_identity``) when the record names no ``assertionFile`` or
+            ``assertionEnv``: a host that did single sign-on holds the ID token; see
+            docs/auth.md. Asked again for every token request; the token is never stored.
 
     Servers connect lazily: nothing is spawned until a server is first used (unless
     ``connect_on_add`` asks for added servers to be connected at once).
@@ -312,7 +319,11 @@ async def open_runtime(
         ChildSpec(id="connections", start=_run_connections, restart=Restart.PERMANENT, shutdown=Shutdown.after(60.0)),
         ChildSpec(id="registry", start=start_registry, restart=Restart.PERMANENT, shutdown=Shutdown.after(10.0)),
     ]
-    auth = AuthSettings(token_store=token_store or FileTokenStore(), authorization_handler=authorization_handler)
+    auth = AuthSettings(
+        token_store=token_store or FileTokenStore(),
+        authorization_handler=authorization_handler,
+        assertion_handler=assertion_handler,
+    )
     # Started one by one once the root exists, so the registry's start can reach its sibling.
     # Every task of the tree inherits the auth settings (the HTTP transports read them).
     async with open_auth_settings(auth), open_supervisor(ROOT_SPEC, children=[], name="root") as root:

@@ -197,6 +197,19 @@ def test_the_oauth_hooks_we_override_are_there(cls: type, hook: str) -> None:
     )
 
 
+@pytest.mark.parametrize("hook", sorted(_sdk.OAUTH_PROVIDER_HOOKS_WITH_ARGUMENTS))
+def test_the_oauth_hooks_with_arguments_are_there(hook: str) -> None:
+    """Each provider hook we override with arguments keeps its parameters and its kind (coroutine or not)."""
+    name = f"OAuthClientProvider.{hook}"
+    parameters, coroutine = _sdk.OAUTH_PROVIDER_HOOKS_WITH_ARGUMENTS[hook]
+    method = getattr(OAuthClientProvider, hook, None)
+    assert method is not None, _broken(name, "is gone")
+    assert inspect.iscoroutinefunction(method) is coroutine, _broken(name, "changed between coroutine and plain")
+    assert tuple(inspect.signature(method).parameters) == parameters, _broken(
+        name, f"takes {list(inspect.signature(method).parameters)}"
+    )
+
+
 def _private_uses(source: str, name: str) -> list[str]:
     """The private SDK imports and attribute uses in one module's source."""
     found = []

@@ -4,8 +4,10 @@ The SDK's :class:`~mcp.client.auth.OAuthClientProvider` does discovery (RFC 9728
 resource metadata from the 401's ``resource_metadata`` and the well-known fallbacks, RFC 8414
 and OpenID discovery with the 2025-03-26 fallbacks), dynamic registration, Client ID Metadata
 Documents, PKCE S256 with the RFC 8707 ``resource`` parameter, scope selection and step-up;
-its ``client_credentials`` extensions do machine-to-machine grants. :class:`ServerAuth` wraps
-one provider per server and fills what it lacks:
+its ``client_credentials`` extensions do machine-to-machine grants, and
+:mod:`~mcp_actors._auth.assertion_grants` the JWT-bearer grants (an ID-JAG from the
+enterprise IdP, a workload's own token). :class:`ServerAuth` wraps one provider per server
+and fills what it lacks:
 
 * **Concurrency.** The SDK holds one lock around every request (and its response headers);
   we send with a fresh token without any lock, and only a 401/403 takes the lock. Requests
@@ -60,9 +62,10 @@ from mcp.shared.auth import (
 )
 from pydantic import ValidationError
 
+from mcp_actors._auth.assertion_grants import AssertionGrantProvider, AssertionHandler
 from mcp_actors._auth.token_store import FileTokenStore, TokenStore
 from mcp_actors._config.files import read_config_file
-from mcp_actors._config.record import McpServerRecord, OAuthConfig, OAuthGrant, redact_url
+from mcp_actors._config.record import ASSERTION_GRANTS, McpServerRecord, OAuthConfig, OAuthGrant, redact_url
 from mcp_actors._config.sdk_logs import sdk_logs_owned
 from mcp_actors._sdk import initialize_provider, provider_initialized
 from mcp_actors.errors import (
@@ -160,11 +163,14 @@ class AuthSettings:
         authorization_handler: The host's login callback, or None: then a server that needs a
             login fails with :class:`AuthorizationRequired` and no call waits on a person.
         redirect_port: Loopback port of the redirect URI when the record names none.
+        assertion_handler: The host's source of ID tokens and workload tokens for the
+            assertion grants whose record names no file or variable, or None.
     """
 
     token_store: TokenStore = attrs.field(factory=FileTokenStore)
     authorization_handler: AuthorizationHandler | None = attrs.field(default=None, repr=False)
     redirect_port: int = DEFAULT_REDIRECT_PORT
+    assertion_handler: AssertionHandler | None = attrs.field(default=None, repr=False)
 
 
 _SETTINGS: contextvars.ContextVar[AuthSettings | None] = contextvars.ContextVar("mcp_actors_auth", default=None)
@@ -352,10 +358,20 @@ def _read_private_key(target: OAuthTarget) -> str:
 
 
 def _make_provider(
-    target: OAuthTarget, storage: Any, handler: AuthorizationHandler | None, redirect: str
+    target: OAuthTarget,
+    storage: Any,
+    handler: AuthorizationHandler | None,
+    redirect: str,
+    *,
+    assertion_handler: AssertionHandler | None = None,
+    timeout: float = 30.0,
 ) -> OAuthClientProvider:
     config = target.config
     scope = " ".join(config.scopes) or None
+    if config.grant in ASSERTION_GRANTS:
+        return AssertionGrantProvider(
+            target, storage, handler=assertion_handler, secret_method=_pick_secret_method, timeout=timeout
+        )
     if config.grant is OAuthGrant.CLIENT_CREDENTIALS:
         assert config.client_id is not None
         with warnings.catch_warnings():
@@ -405,6 +421,7 @@ class ServerAuth(httpx2.Auth):
         redirect: The redirect URI registered for the authorization-code grant.
         timeout: Bound, in seconds, for each request to the authorization server.
         refresh_margin: A token this close to its expiry is refreshed before use.
+        assertion_handler: The host's source of tokens for the assertion grants, or None.
     """
 
     requires_request_body = False
@@ -419,11 +436,19 @@ class ServerAuth(httpx2.Auth):
         redirect: str | None = None,
         timeout: float = 30.0,
         refresh_margin: float = _REFRESH_MARGIN,
+        assertion_handler: AssertionHandler | None = None,
     ) -> None:
         port = target.config.redirect_port or DEFAULT_REDIRECT_PORT
         self.target = target
         self.storage = storage
-        self.provider = _make_provider(target, storage, handler, redirect or redirect_uri(port))
+        self.provider = _make_provider(
+            target,
+            storage,
+            handler,
+            redirect or redirect_uri(port),
+            assertion_handler=assertion_handler,
+            timeout=timeout,
+        )
         self.timeout = timeout
         self.refresh_margin = refresh_margin
         self.failure: McpActorsError | None = None
@@ -726,6 +751,7 @@ def build_auth(
         handler=handler or settings.authorization_handler,
         redirect=redirect or redirect_uri(port),
         timeout=timeout,
+        assertion_handler=settings.assertion_handler,
     )
 
 

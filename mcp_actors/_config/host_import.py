@@ -53,9 +53,12 @@ Per-server keys understood (spellings of the apps above):
                            (a list or one space-separated string), ``grant``/``grantType``,
                            ``privateKeyFile``, ``signingAlgorithm``, ``redirectPort`` or
                            ``callbackPort`` (Claude Code), ``redirectUri`` (Gemini CLI; its
-                           loopback port is kept). ``enabled: false`` imports no OAuth settings;
-                           endpoints (``authorizationUrl``, ``tokenUrl``) are discovered from
-                           the server instead, so they are noted and left out.
+                           loopback port is kept), and our assertion grants' ``idp*``,
+                           ``audience``, ``resource``, ``assertionFile``, ``assertionEnv`` and
+                           ``issuer``. ``enabled: false`` imports no OAuth settings; endpoints
+                           (``authorizationUrl``, ``tokenUrl``, and ``issuer`` for the grants
+                           that discover it) are discovered from the server instead, so they are
+                           noted and left out.
 ``authProviderType``       Gemini CLI: only ``dynamic_discovery`` is the MCP spec's flow; others
                            are noted
 ========================== ===========================================================
@@ -386,6 +389,13 @@ _OAUTH_KEYS: Final = {
     "clientId": "clientId",
     "clientSecret": "clientSecret",
     "clientMetadataUrl": "clientMetadataUrl",
+    "idpTokenEndpoint": "idpTokenEndpoint",
+    "idpClientId": "idpClientId",
+    "idpClientSecret": "idpClientSecret",
+    "audience": "audience",
+    "resource": "resource",
+    "assertionFile": "assertionFile",
+    "assertionEnv": "assertionEnv",
     "scopes": "scopes",
     "grant": "grant",
     "grantType": "grant",
@@ -394,7 +404,15 @@ _OAUTH_KEYS: Final = {
     "redirectPort": "redirectPort",
     "callbackPort": "redirectPort",
 }
+_OAUTH_ASSERTION_GRANTS: Final = ("identity_assertion", "workload_identity")
+"""Grants whose ``issuer`` is a setting (the one authorization server the assertion may go to);
+for the others another host's ``issuer`` is discovered, so it is noted and left out."""
 _OAUTH_DISCOVERED: Final = ("authorizationUrl", "tokenUrl", "registrationUrl", "issuer", "audiences", "tokenParamName")
+
+
+def _grant_of(value: Mapping[str, Any]) -> Any:
+    grant = value.get("grant", value.get("grantType"))
+    return grant.replace("-", "_").lower() if isinstance(grant, str) else grant
 
 
 def _oauth(value: Any, notes: list[str]) -> dict[str, Any] | None:
@@ -410,8 +428,8 @@ def _oauth(value: Any, notes: list[str]) -> dict[str, Any] | None:
             target = _OAUTH_KEYS[key]
             if target == "scopes" and isinstance(item, str):
                 item = item.split()
-            if target == "grant" and isinstance(item, str):
-                item = item.replace("-", "_").lower()
+            if target == "grant":
+                item = _grant_of(value)
             result[target] = item
         elif key == "redirectUri":
             try:
@@ -423,6 +441,8 @@ def _oauth(value: Any, notes: list[str]) -> dict[str, Any] | None:
                 result.setdefault("redirectPort", port)
             else:
                 notes.append("oauth.redirectUri is not a loopback URL with a port; the default redirect is used")
+        elif key == "issuer" and _grant_of(value) in _OAUTH_ASSERTION_GRANTS:
+            result["issuer"] = item
         elif key in _OAUTH_DISCOVERED:
             notes.append(f"oauth.{key} is discovered from the server's metadata; it was left out")
         elif key != "enabled":

@@ -39,6 +39,7 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import functools
+import ipaddress
 import math
 import re
 import secrets
@@ -55,6 +56,7 @@ from mcp_actors._config.variables import PYTHON_PLACEHOLDER
 from mcp_actors.errors import DuplicateServerName, InvalidServerConfig
 
 __all__ = [
+    "ASSERTION_GRANTS",
     "DEFAULT_CALL_TIMEOUT",
     "DEFAULT_CONNECT_TIMEOUT",
     "DEFAULT_MAX_SERVER_REQUESTS",
@@ -75,6 +77,7 @@ __all__ = [
     "check_name_free",
     "check_record_set",
     "first_name_clash",
+    "is_loopback_host",
     "new_server_id",
     "redact_url",
 ]
@@ -121,6 +124,12 @@ class OAuthGrant(enum.StrEnum):
     """A person logs in once (``mcp-actors auth login``, or the host's handler); refreshed after."""
     CLIENT_CREDENTIALS = "client_credentials"
     """Machine to machine: the client's own secret or signed key gets a token, no person."""
+    IDENTITY_ASSERTION = "identity_assertion"
+    """Enterprise-managed (SEP-990): the user's ID token from the enterprise IdP is exchanged there
+    for an ID-JAG (RFC 8693), which the server's authorization server takes as a JWT-bearer grant."""
+    WORKLOAD_IDENTITY = "workload_identity"
+    """Workload identity federation: the platform's own JWT for this workload (a Kubernetes service
+    account token, a cloud identity token) is the JWT-bearer grant (RFC 7523); no secret, no person."""
 
 
 class Scope(enum.StrEnum):
@@ -493,6 +502,9 @@ def _check_timestamp(instance: Any, attribute: attrs.Attribute[_dt.datetime], va
 SIGNING_ALGORITHMS: Final = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
 """The JWT algorithms ``config.oauth.signingAlgorithm`` accepts for ``private_key_jwt``."""
 
+ASSERTION_GRANTS: Final = frozenset({OAuthGrant.IDENTITY_ASSERTION, OAuthGrant.WORKLOAD_IDENTITY})
+"""The grants whose token request carries an assertion (RFC 7523 ``jwt-bearer``) instead of a code or a secret."""
+
 
 def _to_grant(value: OAuthGrant | str) -> OAuthGrant:
     return _to_enum(OAuthGrant, value)
@@ -511,6 +523,70 @@ def _check_client_metadata_url(instance: Any, attribute: attrs.Attribute[str | N
         _fail(
             "clientMetadataUrl",
             f"must be an https:// URL with a path (a Client ID Metadata Document), got {redact_url(value)!r}",
+        )
+
+
+def is_loopback_host(host: str | None) -> bool:
+    """Whether ``host`` names this machine (``localhost``, ``127.0.0.0/8``, ``::1``).
+
+    The one place plain http may carry credentials: nothing leaves the machine.
+    """
+    if not host:
+        return False
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_secure_url(instance: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    """An endpoint that receives credentials: https, or http on this machine (tests, local IdPs)."""
+    if value is None:
+        return
+    field = _camel(attribute.name)
+    if not isinstance(value, str):
+        _fail(field, f"must be a string, got {_type_name(value)}")
+    try:
+        parts = urllib.parse.urlsplit(value)
+        host = parts.hostname
+    except ValueError:
+        _fail(field, "must be an https:// URL, got an unparsable URL")
+    if (
+        not host
+        or parts.fragment
+        or not (parts.scheme == "https" or (parts.scheme == "http" and is_loopback_host(host)))
+    ):
+        _fail(
+            field,
+            "must be an https:// URL without a fragment (plain http only on 127.0.0.1 or localhost: it carries"
+            f" credentials), got {redact_url(value)!r}",
+        )
+
+
+def _check_token_text(instance: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    """One OAuth parameter value (an audience, a resource identifier): no spaces, nothing empty."""
+    if value is None:
+        return
+    _check_text(instance, attribute, value)  # type: ignore[arg-type]
+    if any(ch.isspace() for ch in value):
+        _fail(_camel(attribute.name), f"must be one identifier without spaces, got {value!r}")
+
+
+_ENV_NAME_RE: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _check_env_name(instance: Any, attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, str) or not _ENV_NAME_RE.fullmatch(value):
+        # The value is not shown: a token pasted here by mistake must not reach the message.
+        shown = "a string that is not one" if isinstance(value, str) else _type_name(value)
+        _fail(
+            _camel(attribute.name),
+            f"must be the name of an environment variable (letters, digits, '_'), got {shown}; name the"
+            " variable that holds the token, never the token itself",
         )
 
 
@@ -556,6 +632,29 @@ def _check_oauth_grant(instance: OAuthConfig, attribute: attrs.Attribute[OAuthGr
     else:
         if instance.private_key_file is not None:
             _fail("privateKeyFile", "is only for the client_credentials grant (private_key_jwt)")
+    if value is OAuthGrant.IDENTITY_ASSERTION:
+        if instance.client_id is None:
+            _fail(
+                "clientId",
+                "is required for the identity_assertion grant (the client registered with the server's"
+                " authorization server; the IdP names it in the ID-JAG)",
+            )
+        if instance.idp_token_endpoint is None:
+            _fail(
+                "idpTokenEndpoint", "is required for the identity_assertion grant (where the IdP exchanges ID tokens)"
+            )
+        if instance.idp_client_id is None:
+            _fail("idpClientId", "is required for the identity_assertion grant (this client at the enterprise IdP)")
+    else:
+        for name in ("idp_token_endpoint", "idp_client_id", "idp_client_secret", "audience", "resource"):
+            if getattr(instance, name) is not None:
+                _fail(_camel(name), "is only for the identity_assertion grant")
+    if value not in ASSERTION_GRANTS:
+        for name in ("issuer", "assertion_file", "assertion_env"):
+            if getattr(instance, name) is not None:
+                _fail(_camel(name), "is only for the identity_assertion and workload_identity grants")
+    if instance.assertion_file is not None and instance.assertion_env is not None:
+        _fail("assertionEnv", "and assertionFile exclude each other; keep one source of the token")
     if instance.signing_algorithm is not None and instance.private_key_file is None:
         _fail("signingAlgorithm", "is only used with privateKeyFile")
     if instance.client_secret is not None and instance.client_id is None:
@@ -580,11 +679,27 @@ class OAuthConfig:
             client id where the authorization server supports it.
         scopes: Scopes to request; empty means the server's challenge, else its
             ``scopes_supported``, else none.
-        grant: :attr:`OAuthGrant.AUTHORIZATION_CODE` (a person logs in) or
+        grant: :attr:`OAuthGrant.AUTHORIZATION_CODE` (a person logs in),
             ``CLIENT_CREDENTIALS`` (machine to machine; needs ``client_id`` and a secret or
-            ``private_key_file``).
+            ``private_key_file``), ``IDENTITY_ASSERTION`` (enterprise-managed: needs
+            ``client_id``, ``idp_token_endpoint`` and ``idp_client_id``) or
+            ``WORKLOAD_IDENTITY`` (the platform's JWT for this workload).
         private_key_file: PEM private key for ``private_key_jwt`` client authentication.
         signing_algorithm: Its JWT algorithm (default ``RS256``).
+        issuer: The issuer of the server's authorization server, for the assertion grants: when
+            set, the assertion (and the client secret) go only there, whatever the server's
+            metadata names. Without it, a workload assertion is sent only to an authorization
+            server its ``aud`` claim names.
+        idp_token_endpoint: The enterprise IdP's token endpoint (RFC 8693 token exchange).
+        idp_client_id: This client's id at the IdP.
+        idp_client_secret: Its secret at the IdP (``client_secret_post``). Hidden from ``repr``.
+        audience: The token exchange's ``audience``; default: the authorization server's issuer.
+        resource: The token exchange's ``resource``; default: the server's resource identifier.
+        assertion_file: A file holding the token: the user's ID token (identity_assertion) or
+            the workload's JWT (workload_identity). Read again for every token request, so a
+            platform that rotates it is followed.
+        assertion_env: An environment variable holding that token, read at every token
+            request. Neither: the runtime's ``assertion_handler`` is asked.
         redirect_port: Fixed loopback port for the login redirect
             (``http://127.0.0.1:PORT/callback``); ``None`` picks a free one per login.
 
@@ -600,14 +715,24 @@ class OAuthConfig:
     scopes: tuple[str, ...] = attrs.field(default=(), converter=_to_str_tuple, validator=_check_scopes)
     private_key_file: str | None = attrs.field(default=None, validator=_check_optional_text)
     signing_algorithm: str | None = attrs.field(default=None, validator=_check_signing_algorithm)
+    issuer: str | None = attrs.field(default=None, validator=_check_secure_url, repr=_url_repr)
+    idp_token_endpoint: str | None = attrs.field(default=None, validator=_check_secure_url, repr=_url_repr)
+    idp_client_id: str | None = attrs.field(default=None, validator=_check_optional_text)
+    idp_client_secret: str | None = attrs.field(
+        default=None, validator=_check_optional_text, repr=lambda v: "None" if v is None else "'***'"
+    )
+    audience: str | None = attrs.field(default=None, validator=_check_token_text)
+    resource: str | None = attrs.field(default=None, validator=_check_token_text)
+    assertion_file: str | None = attrs.field(default=None, validator=_check_optional_text)
+    assertion_env: str | None = attrs.field(default=None, validator=_check_env_name)
     redirect_port: int | None = attrs.field(default=None, validator=_check_redirect_port)
     grant: OAuthGrant = attrs.field(
         default=OAuthGrant.AUTHORIZATION_CODE, converter=_to_grant, validator=_check_oauth_grant
     )
 
     def secret_values(self) -> tuple[str, ...]:
-        """The values that must never appear in any text we produce (the client secret)."""
-        return (self.client_secret,) if self.client_secret else ()
+        """The values that must never appear in any text we produce (the client secrets)."""
+        return tuple(secret for secret in (self.client_secret, self.idp_client_secret) if secret)
 
 
 def _check_oauth(instance: Any, attribute: attrs.Attribute[OAuthConfig | None], value: OAuthConfig | None) -> None:

@@ -6,7 +6,8 @@ behind bearer tokens, and an
 authorization server beside it: protected-resource metadata (RFC 9728), authorization-server
 metadata (RFC 8414 or OpenID discovery), ``/authorize`` (code + PKCE S256, auto-approved: it
 redirects at once), ``/token`` (authorization_code, refresh_token, client_credentials with
-client_secret_basic, client_secret_post, none or private_key_jwt), ``/register`` (RFC 7591).
+client_secret_basic, client_secret_post, none or private_key_jwt; the RFC 7523 jwt-bearer grant),
+``/register`` (RFC 7591).
 It announces ``mcp-actors: listening on <url>/mcp`` like the demo server, so
 :func:`mcp_actors.testing.serve_http` runs it.
 
@@ -26,10 +27,15 @@ one a fault or a variant a client must handle:
   ``t`` needs ``s``, else 403 ``insufficient_scope``).
 * ``accessTtl`` (seconds), ``refresh`` (issue refresh tokens), ``prmResource`` (a resource
   that names another server), ``malformed`` (``"prm"``/``"asm"``), ``deny`` (the user says no).
+* ``assertionIssuers``: ``{iss: public key PEM}``, whose JWTs the jwt-bearer grant takes: a
+  workload's token, or an ID-JAG (``typ`` ``oauth-id-jag+jwt``: its ``resource`` must be this
+  server and its ``client_id`` the authenticated client) from :mod:`._idp_server`. The
+  assertion's ``aud`` must be the issuer or the token endpoint.
 
 ``POST /_control`` also takes ``{"revoke": true}`` (every token dead) and
 ``{"expireAccess": true}`` (access tokens dead, refresh tokens live); ``GET /_stats`` returns
-counters (token requests by grant, registrations, 401s, the ``resource`` values seen).
+counters (token requests by grant, registrations, 401s, the ``resource`` values seen) and
+``tokenRequests``, each jwt-bearer token request as it came (form and Basic credentials).
 """
 
 from __future__ import annotations
@@ -71,7 +77,10 @@ _DEFAULTS: dict[str, Any] = {
     "deny": False,
     "grantableScopes": None,
     "authServers": None,
+    "assertionIssuers": {},
 }
+
+JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
 
 
 class OAuthTestServer:
@@ -89,6 +98,7 @@ class OAuthTestServer:
         self.stats: Counter[str] = Counter()
         self.resources: list[str] = []
         self.scopes_requested: list[str] = []
+        self.token_requests: list[dict[str, Any]] = []
 
     # ------------------------------------------------------------------ addresses
 
@@ -198,6 +208,7 @@ class OAuthTestServer:
                     "resources": self.resources,
                     "scopes": self.scopes_requested,
                     "registered": sorted(self.registered),
+                    "tokenRequests": self.token_requests,
                 }
             )
         for endpoint in ("/mcp", "/sse"):
@@ -249,7 +260,7 @@ class OAuthTestServer:
             "authorization_endpoint": root + "/authorize",
             "token_endpoint": root + "/token",
             "response_types_supported": ["code"],
-            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials", JWT_BEARER_GRANT],
             "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": self.options["authMethods"],
             "token_endpoint_auth_signing_alg_values_supported": ["RS256", "ES256"],
@@ -387,6 +398,8 @@ class OAuthTestServer:
         form = {k: str(v) for k, v in (await request.form()).items()}
         grant = form.get("grant_type", "")
         self.stats[f"token:{grant}"] += 1
+        if grant == JWT_BEARER_GRANT:
+            return self._jwt_bearer(request, form)
         client_id, problem = self._authenticate(request, form)
         if client_id is None:
             return JSONResponse({"error": "invalid_client", "error_description": problem}, status_code=401)
@@ -409,6 +422,52 @@ class OAuthTestServer:
         if grant == "client_credentials":
             return JSONResponse(self._issue(client_id, form.get("scope", "")))
         return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
+
+    def _jwt_bearer(self, request: Request, form: dict[str, str]) -> Response:
+        """The RFC 7523 grant: a JWT from a trusted issuer, for this server, not expired; recorded as it came."""
+
+        def refuse(description: str) -> Response:
+            return JSONResponse({"error": "invalid_grant", "error_description": description}, status_code=400)
+
+        header = request.headers.get("authorization", "")
+        basic = None
+        if header.lower().startswith("basic "):
+            raw_id, _, raw_secret = base64.b64decode(header[6:]).decode().partition(":")
+            basic = [urllib.parse.unquote(raw_id), urllib.parse.unquote(raw_secret)]
+        self.token_requests.append({"form": form, "basic": basic})
+        client_id: str | None = None  # RFC 7523: the assertion alone may identify the client
+        if form.keys() & {"client_id", "client_assertion"} or header:
+            client_id, problem = self._authenticate(request, form)
+            if client_id is None:
+                return JSONResponse({"error": "invalid_client", "error_description": problem}, status_code=401)
+        if not self._resource_ok(form):
+            return JSONResponse({"error": "invalid_target"}, status_code=400)
+        assertion = form.get("assertion")
+        if not assertion:
+            return JSONResponse({"error": "invalid_request", "error_description": "no assertion"}, status_code=400)
+        try:
+            jwt_header = jwt.get_unverified_header(assertion)
+            issuer = jwt.decode(assertion, options={"verify_signature": False}).get("iss")
+            key = self.options["assertionIssuers"].get(issuer)
+            if key is None:
+                return refuse(f"assertions of {issuer!r} are not trusted")
+            audiences = [self.issuer, self.issuer + "/", self.issuer + "/token"]
+            claims = jwt.decode(assertion, key, algorithms=["RS256", "ES256"], audience=audiences)
+        except jwt.ExpiredSignatureError:
+            return refuse("the assertion has expired")
+        except jwt.InvalidAudienceError:
+            return refuse("the assertion is not for this authorization server (aud)")
+        except jwt.PyJWTError as exc:
+            return refuse(f"the assertion is not valid: {type(exc).__name__}")
+        if jwt_header.get("typ") == "oauth-id-jag+jwt":
+            if claims.get("resource") != self.resource:
+                return refuse("the ID-JAG is for another resource")
+            if claims.get("client_id") != client_id:
+                return refuse("the ID-JAG names another client")
+            self.stats["grant:id-jag"] += 1
+        else:
+            self.stats["grant:workload"] += 1
+        return JSONResponse(self._issue(client_id or str(claims.get("sub")), form.get("scope", "")))
 
     async def _register(self, request: Request) -> Response:
         body = await request.json()

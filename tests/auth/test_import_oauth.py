@@ -78,3 +78,43 @@ def test_oauth_of_a_stdio_entry_is_noted_and_left_out() -> None:
     """A stdio entry's oauth object is left out with a note (stdio servers take credentials from env)."""
     oauth, notes = _one({"command": "npx", "oauth": {"clientId": "x"}})
     assert oauth is None and any("stdio" in note for note in notes)
+
+
+def test_assertion_grant_settings_import_with_their_issuer() -> None:
+    """Our own assertion-grant keys are kept; ``issuer`` is kept for them and noted for the other grants."""
+    oauth, notes = _one(
+        {
+            "url": "https://mcp.example/mcp",
+            "oauth": {
+                "grant": "workload-identity",
+                "clientId": "w",
+                "assertionFile": "/var/run/secrets/tokens/mcp",
+                "issuer": "https://as.example",
+            },
+        }
+    )
+    assert oauth == OAuthConfig(
+        grant=OAuthGrant.WORKLOAD_IDENTITY,
+        client_id="w",
+        assertion_file="/var/run/secrets/tokens/mcp",
+        issuer="https://as.example",
+    )
+    assert not any("oauth" in note for note in notes)
+    oauth, _ = _one(
+        {
+            "url": "https://mcp.example/mcp",
+            "oauth": {
+                "grant": "identity_assertion",
+                "clientId": "c",
+                "idpTokenEndpoint": "https://idp.example/token",
+                "idpClientId": "i",
+                "idpClientSecret": "idp-secret",
+                "audience": "https://as.example/",
+                "resource": "https://mcp.example/mcp",
+                "assertionEnv": "ID_TOKEN",
+            },
+        }
+    )
+    assert oauth is not None and oauth.idp_client_secret == "idp-secret" and oauth.assertion_env == "ID_TOKEN"
+    oauth, notes = _one({"url": "https://mcp.example/mcp", "oauth": {"clientId": "x", "issuer": "https://as.example"}})
+    assert oauth == OAuthConfig(client_id="x") and any("issuer" in note for note in notes)

@@ -8,11 +8,12 @@ judges what reached its server.
 
 This client is written only on mcp-actors' public API, as a host would write it: a runtime
 (:func:`mcp_actors.open_runtime`) with one ``type: http`` record for the server, the host
-callbacks (sampling, elicitation, roots), OAuth through ``config.oauth`` and an
-``authorization_handler``, then :class:`mcp_actors.McpService` calls. What the suite measures
-is therefore the product, not a test harness of ours: every request on the wire is one the
-runtime chose to send. Each scenario's handler does what that scenario's server expects of a
-client (the scenario sources in the suite's package say what that is).
+callbacks (sampling, elicitation, roots), OAuth through ``config.oauth``, an
+``authorization_handler`` and an ``assertion_handler``, then :class:`mcp_actors.McpService`
+calls. What the suite measures is therefore the product, not a test harness of ours: every
+request on the wire is one the runtime chose to send. Each scenario's handler does what that
+scenario's server expects of a client (the scenario sources in the suite's package say what
+that is).
 
 Run by ``tests/conformance/run.py``; by hand::
 
@@ -38,7 +39,7 @@ import mcp_types
 import trio
 
 from mcp_actors import McpService, open_runtime
-from mcp_actors.auth import MemoryTokenStore
+from mcp_actors.auth import AssertionHandler, AssertionKind, AssertionRequest, MemoryTokenStore
 
 logger = logging.getLogger("conformance.client")
 
@@ -78,11 +79,28 @@ def oauth_config(scenario: str, context: Mapping[str, Any], key_dir: Path) -> di
 
     Credentials come from the scenario's context: a pre-registered client, the client
     credentials grant with a secret or a ``private_key_jwt`` key (written to a file: the record
-    names a key file, never holds a key). Every other auth scenario is the authorization-code
-    flow with the spec's discovery, offering the suite's Client ID Metadata Document URL.
+    names a key file, never holds a key). Enterprise-managed authorization names the IdP's token
+    endpoint and this client at the IdP and at the authorization server; its ID token is the
+    host's, asked through :func:`assertion_handler`. Workload identity federation names the
+    file the workload's token is in, as a platform mounts it. Every other auth scenario is the
+    authorization-code flow with the spec's discovery, offering the suite's Client ID Metadata
+    Document URL.
     """
     if not scenario.startswith("auth/"):
         return None
+    if scenario == "auth/enterprise-managed-authorization":
+        return {
+            "grant": "identity_assertion",
+            "clientId": context["client_id"],
+            "clientSecret": context["client_secret"],
+            "idpTokenEndpoint": context["idp_token_endpoint"],
+            "idpClientId": context["idp_client_id"],
+        }
+    if scenario == "auth/wif-jwt-bearer":
+        token_file = key_dir / "workload-token"
+        token_file.write_text(context["valid_jwt"])
+        token_file.chmod(0o600)
+        return {"grant": "workload_identity", "clientId": context["client_id"], "assertionFile": str(token_file)}
     if scenario == "auth/client-credentials-basic":
         return {
             "grant": "client_credentials",
@@ -148,6 +166,21 @@ def follow_authorization(authorization_url: str) -> str:
 async def authorize(server_id: str, authorization_url: str) -> str:
     """The runtime's ``authorization_handler``: :func:`follow_authorization` in a worker thread."""
     return await trio.to_thread.run_sync(follow_authorization, authorization_url)
+
+
+def assertion_handler(context: Mapping[str, Any]) -> AssertionHandler:
+    """The runtime's ``assertion_handler``: the user's ID token, as a host that did single sign-on holds it.
+
+    The enterprise-managed authorization scenario's context carries the ID token its IdP
+    issued (``idp_id_token``); a host would have it from its own OpenID Connect login.
+    """
+
+    async def provide(server_id: str, request: AssertionRequest) -> str:
+        if request.kind is not AssertionKind.ID_TOKEN or "idp_id_token" not in context:
+            raise LookupError(f"this host holds no {request.kind.value} token")
+        return str(context["idp_id_token"])
+
+    return provide
 
 
 async def sample(server_id: str, params: mcp_types.CreateMessageRequestParams) -> mcp_types.CreateMessageResult:
@@ -351,6 +384,7 @@ async def run(url: str, scenario_name: str, context: Mapping[str, Any], protocol
             config,
             sweep_ledger=False,
             authorization_handler=authorize,
+            assertion_handler=assertion_handler(context),
             token_store=MemoryTokenStore(),
             sampling_handler=sample,
             elicitation_handler=elicitation_handler(ELICITATION_ANSWERS.get(scenario_name, {})),
