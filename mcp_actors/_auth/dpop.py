@@ -23,7 +23,6 @@ the MCP extension had one; the SEP dropped it for interoperability).
 from __future__ import annotations
 
 import base64
-import enum
 import hashlib
 import re
 import secrets
@@ -37,6 +36,8 @@ import orjson
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+from mcp_actors._config.record import DpopMode
 
 __all__ = [
     "ALGORITHM",
@@ -63,17 +64,6 @@ _COORDINATE_BYTES: Final = 32
 _MAX_URIS: Final = 32
 """URIs whose ``htu`` and origin are remembered (a connection uses one or two: its endpoint)."""
 _MAX_ORIGINS: Final = 16
-
-
-class DpopMode(enum.StrEnum):
-    """When a server's tokens are DPoP-bound (``config.oauth.dpop``: ``true``, ``false`` or ``"auto"``)."""
-
-    AUTO = "auto"
-    """When both sides say they accept it (see :func:`decide_dpop`): the default."""
-    ON = "on"
-    """Always: every token request carries a proof (JSON ``true``)."""
-    OFF = "off"
-    """Never: plain bearer tokens, nothing signed (JSON ``false``)."""
 
 
 class HeaderLookup(Protocol):

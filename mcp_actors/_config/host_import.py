@@ -393,6 +393,7 @@ _OAUTH_KEYS: Final = {
     "signingAlgorithm": "signingAlgorithm",
     "redirectPort": "redirectPort",
     "callbackPort": "redirectPort",
+    "dpop": "dpop",
 }
 _OAUTH_DISCOVERED: Final = ("authorizationUrl", "tokenUrl", "registrationUrl", "issuer", "audiences", "tokenParamName")
 

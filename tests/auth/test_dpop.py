@@ -14,7 +14,6 @@ import pytest
 
 from mcp_actors._auth.dpop import (
     DpopKey,
-    DpopMode,
     Nonces,
     TokenBinding,
     access_token_hash,
@@ -23,6 +22,7 @@ from mcp_actors._auth.dpop import (
     is_nonce_challenge,
     target_uri,
 )
+from mcp_actors._config.record import DpopMode
 
 
 def verify_proof(proof: str) -> tuple[dict[str, Any], dict[str, Any]]:
