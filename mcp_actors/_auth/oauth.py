@@ -555,6 +555,9 @@ def _is_challenge(response: httpx2.Response) -> bool:
     return response.status_code == 401 or _is_step_up(response)
 
 
+_DPOP_ERRORS: Final = frozenset({"invalid_dpop_proof", "use_dpop_nonce"})
+"""Token endpoint errors about a DPoP proof (RFC 9449 §5, §8): a nonce asked for again after one retry is one."""
+
 _REWRITTEN_HEADERS: Final = frozenset({"content-length", "content-encoding", "transfer-encoding"})
 """Headers of a token response that no longer describe it once its body is rewritten (it was read, decoded)."""
 
@@ -833,6 +836,13 @@ class ServerAuth(httpx2.Auth):
     def _translate(self, exc: Exception) -> McpActorsError:
         name = self.target.server_name
         detail = self._redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        if isinstance(exc, OAuthTokenError) and self._oauth_error in _DPOP_ERRORS:
+            return AuthorizationFailed(
+                f"server {name!r}: the authorization server refused the DPoP proof of the token request"
+                f" ({self._oauth_error}); if it also issues bearer tokens, set config.oauth.dpop to false",
+                server=name,
+                oauth_error=self._oauth_error,
+            )
         if isinstance(exc, OAuthTokenError):
             return AuthorizationFailed(
                 f"server {name!r}: the authorization server refused the token request"

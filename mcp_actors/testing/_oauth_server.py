@@ -33,9 +33,11 @@ one a fault or a variant a client must handle:
   ``prmRequired``: the protected resource metadata's DPoP fields; ``bind``: answer a token
   request that carries a proof with a DPoP-bound token (default true; false: a Bearer token);
   ``asNonce``, ``rsNonce``: the nonce each server demands (``use_dpop_nonce`` until a proof
-  carries it; null: none). Every proof is checked as RFC 9449 §4.3 says (signature with its
-  ``jwk``, ``typ``, ``htm``, ``htu``, ``iat``, a fresh ``jti``; ``ath`` and the token's key at
-  the resource); a bound token needs its own key's proof for every request and refresh.
+  carries it; null: none); ``rotateAsNonce``: a new one at every token request (never
+  satisfied); ``refuseProofs``: the token endpoint refuses every proof. Every proof is
+  checked as RFC 9449 §4.3 says (signature with its ``jwk``, ``typ``, ``htm``, ``htu``,
+  ``iat``, a fresh ``jti``; ``ath`` and the token's key at the resource); a bound token needs
+  its own key's proof for every request and refresh.
 
 ``POST /_control`` also takes ``{"revoke": true}`` (every token dead) and
 ``{"expireAccess": true}`` (access tokens dead, refresh tokens live); ``GET /_stats`` returns
@@ -473,10 +475,14 @@ class OAuthTestServer:
         if not dpop or proof is None:
             return None, None
         claims, why = self._check_proof(proof, "POST", self.base + request.url.path)
+        if dpop.get("refuseProofs"):
+            claims, why = None, "this server refuses every proof"
         if claims is None:
             self.stats["dpop:token:refused"] += 1
             return None, JSONResponse({"error": "invalid_dpop_proof", "error_description": why}, status_code=400)
         nonce = dpop.get("asNonce")
+        if dpop.get("rotateAsNonce"):
+            nonce = dpop["asNonce"] = f"nonce-{secrets.token_urlsafe(6)}"
         if nonce and claims.get("nonce") != nonce:
             self.stats["dpop:asNonceChallenge"] += 1
             return None, JSONResponse(

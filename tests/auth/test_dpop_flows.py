@@ -257,6 +257,25 @@ async def test_a_resource_server_requiring_dpop_that_no_one_can_sign_for_is_a_ty
         assert await server.count("token:authorization_code") == 0
 
 
+@pytest.mark.parametrize(
+    ("server_dpop", "oauth_error"),
+    [({"refuseProofs": True}, "invalid_dpop_proof"), ({"asNonce": "moving", "rotateAsNonce": True}, "use_dpop_nonce")],
+    ids=["proof-refused", "nonce-never-accepted"],
+)
+async def test_a_refused_proof_is_a_typed_error_naming_dpop(
+    tmp_path: Path, server_dpop: dict[str, Any], oauth_error: str
+) -> None:
+    """A token endpoint refusing the proof, or wanting another nonce after one retry: AuthorizationFailed, no loop."""
+    async with oauth_server(dpop={**_DPOP, **server_dpop}) as server:
+        with fail_after():
+            async with _runtime(tmp_path, MemoryTokenStore()) as rt:
+                await rt.service.add(_record(server))
+                with pytest.raises(AuthorizationFailed, match=r"DPoP proof.*config\.oauth\.dpop") as caught:
+                    await rt.service.call_tool("guarded", "echo", {"text": "x"})
+        assert caught.value.oauth_error == oauth_error
+        assert await server.count("token:authorization_code") <= 2
+
+
 async def test_the_sse_transport_proves_its_stream_and_posts(tmp_path: Path) -> None:
     """Legacy SSE: the GET stream and every POST carry a DPoP proof for their own method and URL."""
     async with oauth_server(dpop=_DPOP) as server:
