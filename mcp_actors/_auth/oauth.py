@@ -404,9 +404,11 @@ class _DpopState:
     """One connection's DPoP: the server's key, what the tokens in use are bound to, the servers' nonces.
 
     Attributes:
+        label: The server's name, for log lines.
         mode: ``config.oauth.dpop``.
         storage: The token storage, when it can keep a key; None for a host's plain one.
         key: The server's key, once loaded or made.
+        loaded: Whether the stored key was read (once per connection).
         binding: Which key obtained the tokens in use (None: bearer tokens, or none).
         pending: The binding of the last token response, until the SDK stores its tokens.
         resource_key: The key when the tokens in use are DPoP-bound to it: resource requests
@@ -417,6 +419,7 @@ class _DpopState:
         nonces: The servers' latest nonces, per origin.
     """
 
+    label: str
     mode: DpopMode
     storage: DpopTokenStorage | None
     key: DpopKey | None = None
@@ -449,7 +452,9 @@ class _DpopState:
                 try:
                     self.key = DpopKey.from_jwk(raw)
                 except ValueError:
-                    logger.warning("the stored DPoP key is damaged; a new key (and a new login) replaces it")
+                    logger.warning(
+                        "server %s: the stored DPoP key is damaged; a new key (and a new login) replaces it", self.label
+                    )
             self.loaded = True
         return self.key
 
@@ -491,7 +496,11 @@ class _BoundStorage:
             if binding is not None:
                 await dpop.load_key()
                 if not dpop.accepts(binding):
-                    logger.info("stored tokens were bound to another DPoP key (or DPoP is off): a new login is needed")
+                    logger.info(
+                        "server %s: the stored tokens are bound to another DPoP key (or DPoP is off): a new login"
+                        " is needed",
+                        dpop.label,
+                    )
                     tokens, binding = None, None
         dpop.bind(binding)
         return tokens
@@ -597,7 +606,9 @@ class ServerAuth(httpx2.Auth):
         self.target = target
         self.storage = storage
         self.dpop = _DpopState(
-            mode=target.config.dpop, storage=storage if isinstance(storage, DpopTokenStorage) else None
+            label=target.server_name,
+            mode=target.config.dpop,
+            storage=storage if isinstance(storage, DpopTokenStorage) else None,
         )
         bound = _BoundStorage(storage, self.dpop)
         self.provider = _make_provider(target, bound, handler, redirect or redirect_uri(port))
@@ -919,11 +930,10 @@ class ServerAuth(httpx2.Auth):
         request.headers["DPoP"] = key.proof("POST", htu, nonce=nonce)
         response = await self._send_once(request, shown)
         fresh = nonces.remember(origin, response.headers)
-        if fresh is not None and fresh != nonce and is_nonce_challenge(400, response.headers, _error_of(response)):
-            if response.status_code == 400:
-                request.headers["DPoP"] = key.proof("POST", htu, nonce=fresh)
-                response = await self._send_once(request, shown)
-                nonces.remember(origin, response.headers)
+        if fresh != nonce and is_nonce_challenge(response.status_code, response.headers, _error_of(response)):
+            request.headers["DPoP"] = key.proof("POST", htu, nonce=fresh)
+            response = await self._send_once(request, shown)
+            nonces.remember(origin, response.headers)
         if response.status_code != 200:
             return response
         try:
