@@ -1,7 +1,7 @@
 """What DPoP costs a request: one proof per request to a server whose tokens are DPoP-bound.
 
 Measures the CPU of each step a DPoP-bound request adds, in the calling thread, as the
-median of five rounds (docs/protocol/dpop.md):
+median of five runs (docs/protocol/dpop.md):
 
 * the ES256 signature alone (``cryptography``, OpenSSL): the floor;
 * :meth:`DpopKey.proof` for a resource request (claims, JSON, base64url, signature; the
@@ -34,14 +34,14 @@ _TOKEN = "eyJhbGciOiJFUzI1NiJ9." + "x" * 600 + ".sig"  # a JWT access token's us
 
 
 def _per_call(step: Callable[[], object], iterations: int) -> float:
-    """Median CPU microseconds per call of ``step`` over five rounds."""
-    rounds = []
+    """Median CPU microseconds per call of ``step`` over five runs."""
+    runs = []
     for _ in range(5):
         cpu = time.process_time()
         for _ in range(iterations):
             step()
-        rounds.append((time.process_time() - cpu) / iterations * 1e6)
-    return statistics.median(rounds)
+        runs.append((time.process_time() - cpu) / iterations * 1e6)
+    return statistics.median(runs)
 
 
 def _auth(bound: bool) -> ServerAuth:

@@ -850,7 +850,7 @@ class ServerAuth(httpx2.Auth):
         if isinstance(exc, OAuthTokenError) and self._oauth_error in _DPOP_ERRORS:
             return AuthorizationFailed(
                 f"server {name!r}: the authorization server refused the DPoP proof of the token request"
-                f" ({self._oauth_error}); if it also issues bearer tokens, set config.oauth.dpop to false",
+                f" ({self._oauth_error}); if it also gives out bearer tokens, set config.oauth.dpop to false",
                 server=name,
                 oauth_error=self._oauth_error,
             )
