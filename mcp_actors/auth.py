@@ -44,6 +44,7 @@ from mcp_actors._auth.token_store import MemoryTokenStore as MemoryTokenStore
 from mcp_actors._auth.token_store import TokenStore as TokenStore
 from mcp_actors._auth.token_store import default_token_path as default_token_path
 from mcp_actors._config.record import SIGNING_ALGORITHMS as SIGNING_ALGORITHMS
+from mcp_actors._config.record import DpopMode as DpopMode
 from mcp_actors._config.record import OAuthConfig as OAuthConfig
 from mcp_actors._config.record import OAuthGrant as OAuthGrant
 from mcp_actors.errors import AuthorizationFailed as AuthorizationFailed
@@ -61,6 +62,7 @@ __all__ = [
     "AuthorizationServerUnreachable",
     "CallableTokenStore",
     "DEFAULT_REDIRECT_PORT",
+    "DpopMode",
     "FileTokenStore",
     "IdentityProviderRefused",
     "KeyringTokenStore",

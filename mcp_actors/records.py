@@ -21,6 +21,7 @@ from mcp_actors._config.record import DEFAULT_PING_INTERVAL as DEFAULT_PING_INTE
 from mcp_actors._config.record import DEMO_SERVER_ID as DEMO_SERVER_ID
 from mcp_actors._config.record import DOCUMENT_VERSION as DOCUMENT_VERSION
 from mcp_actors._config.record import LOG_LEVELS as LOG_LEVELS
+from mcp_actors._config.record import DpopMode as DpopMode
 from mcp_actors._config.record import InstallSource as InstallSource
 from mcp_actors._config.record import McpServerRecord as McpServerRecord
 from mcp_actors._config.record import OAuthConfig as OAuthConfig
@@ -45,6 +46,7 @@ __all__ = [
     "DEFAULT_PING_INTERVAL",
     "DEMO_SERVER_ID",
     "DOCUMENT_VERSION",
+    "DpopMode",
     "InstallSource",
     "LOG_LEVELS",
     "McpServerRecord",

@@ -1,3 +1,4 @@
-"""OAuth for servers that need it, on the SDK's client auth (``oauth.py``), and the token stores
-(``token_store.py``). The public face is :mod:`mcp_actors.auth`.
+"""OAuth for servers that need it, on the SDK's client auth (``oauth.py``), the token stores
+(``token_store.py``) and DPoP-bound tokens (``dpop.py``: keys, proofs, nonces). The public face
+is :mod:`mcp_actors.auth`.
 """

@@ -28,6 +28,15 @@ and fills what it lacks:
   malformed metadata, a resource that names another server, a refused token request and a
   step-up that still lacks scope are :class:`~mcp_actors.errors.AuthorizationFailed`.
   :attr:`ServerAuth.failure` keeps the first one for the transport to raise.
+* **DPoP** (RFC 9449, SEP-1932; see ``docs/protocol/dpop.md``): when ``config.oauth.dpop``
+  and the servers call for it (:func:`~mcp_actors._auth.dpop.decide_dpop`), every token
+  request carries a proof of the server's key, kept in the token store; a DPoP-bound token
+  is stored with the key it is bound to and presented only with that key
+  (``Authorization: DPoP`` and a fresh proof per request, :meth:`ServerAuth.resource_headers`).
+  The servers' ``use_dpop_nonce`` challenges are answered once with their nonce, remembered
+  per origin. The SDK knows nothing of DPoP: the token requests go through our client
+  (:meth:`ServerAuth._side_send`), the tokens through a storage of ours (:class:`_BoundStorage`),
+  and the requests the flow hands out are presented by :meth:`ServerAuth.async_auth_flow`.
 """
 
 from __future__ import annotations
@@ -58,14 +67,24 @@ from mcp.shared.auth import (
     OAuthClientInformationFull,
     OAuthClientMetadata,
     OAuthMetadata,
+    OAuthToken,
     ProtectedResourceMetadata,
 )
 from pydantic import ValidationError
 
 from mcp_actors._auth.assertion_grants import AssertionGrantProvider, AssertionHandler
-from mcp_actors._auth.token_store import FileTokenStore, TokenStore
+from mcp_actors._auth.dpop import (
+    DpopKey,
+    HeaderLookup,
+    Nonces,
+    TokenBinding,
+    challenge_schemes,
+    decide_dpop,
+    is_nonce_challenge,
+)
+from mcp_actors._auth.token_store import DpopTokenStorage, FileTokenStore, TokenStore
 from mcp_actors._config.files import read_config_file
-from mcp_actors._config.record import ASSERTION_GRANTS, McpServerRecord, OAuthConfig, OAuthGrant, redact_url
+from mcp_actors._config.record import ASSERTION_GRANTS, DpopMode, McpServerRecord, OAuthConfig, OAuthGrant, redact_url
 from mcp_actors._config.sdk_logs import sdk_logs_owned
 from mcp_actors._sdk import initialize_provider, provider_initialized
 from mcp_actors.errors import (
@@ -396,6 +415,163 @@ def _make_provider(
     return _CodeProvider(target, storage, handler, redirect)
 
 
+@attrs.define(eq=False)
+class _DpopState:
+    """One connection's DPoP: the server's key, what the tokens in use are bound to, the servers' nonces.
+
+    Attributes:
+        label: The server's name, for log lines.
+        mode: ``config.oauth.dpop``.
+        storage: The token storage, when it can keep a key; None for a host's plain one.
+        key: The server's key, once loaded or made.
+        loaded: Whether the stored key was read (once per connection).
+        binding: Which key obtained the tokens in use (None: bearer tokens, or none).
+        pending: The binding of the last token response, until the SDK stores its tokens.
+        resource_key: The key when the tokens in use are DPoP-bound to it: resource requests
+            are then proved with it. One attribute the hot path reads; None costs nothing.
+        rs_schemes: The schemes the resource server's last 401 challenge offered.
+        as_algorithms: The authorization server metadata's ``dpop_signing_alg_values_supported``
+            (the SDK's metadata model drops it), read by :meth:`ServerAuth._check`.
+        nonces: The servers' latest nonces, per origin.
+    """
+
+    label: str
+    mode: DpopMode
+    storage: DpopTokenStorage | None
+    key: DpopKey | None = None
+    loaded: bool = False
+    binding: TokenBinding | None = None
+    pending: TokenBinding | None = None
+    resource_key: DpopKey | None = None
+    rs_schemes: frozenset[str] = frozenset()
+    as_algorithms: list[str] | None = None
+    nonces: Nonces = attrs.Factory(Nonces)
+
+    def bind(self, binding: TokenBinding | None) -> None:
+        """The tokens in use are now those ``binding`` describes."""
+        self.binding = binding
+        key = self.key
+        usable = binding is not None and binding.bound and key is not None and key.jkt == binding.jkt
+        self.resource_key = key if usable else None
+
+    def accepts(self, binding: TokenBinding | None) -> bool:
+        """Whether stored tokens with ``binding`` may be used: bearer ones, or ones obtained with our key."""
+        if binding is None:
+            return True
+        return self.mode is not DpopMode.OFF and self.key is not None and self.key.jkt == binding.jkt
+
+    async def load_key(self) -> DpopKey | None:
+        """The stored key, read once (a damaged one reads as none: a new key, a new login)."""
+        if not self.loaded and self.storage is not None:
+            raw = await self.storage.get_dpop_key()
+            if raw is not None:
+                try:
+                    self.key = DpopKey.from_jwk(raw)
+                except ValueError:
+                    logger.warning(
+                        "server %s: the stored DPoP key is damaged; a new key (and a new login) replaces it", self.label
+                    )
+            self.loaded = True
+        return self.key
+
+    async def ensure_key(self) -> DpopKey | None:
+        """The key, made and stored on first need; None when the storage cannot keep one."""
+        if self.storage is None:
+            return None
+        key = await self.load_key()
+        if key is None:
+            key = DpopKey.generate()
+            await self.storage.set_dpop_key(key.private_jwk())
+            self.key = key
+        return key
+
+
+class _BoundStorage:
+    """The SDK's view of a server's token storage: tokens and the DPoP key they were obtained with, together.
+
+    The SDK stores every token response through :meth:`set_tokens`; the binding of that
+    response (:attr:`_DpopState.pending`, set by :meth:`ServerAuth._side_send`) is written
+    with it in one write. Stored tokens bound to another key than the server's (a replaced
+    or damaged key), or any bound tokens when ``dpop`` is off, read as none: a token
+    obtained with one key is never presented with another.
+    """
+
+    def __init__(self, storage: Any, dpop: _DpopState) -> None:
+        self._storage = storage
+        self._dpop = dpop
+
+    def __repr__(self) -> str:
+        return f"_BoundStorage({self._storage!r})"
+
+    async def get_tokens(self) -> OAuthToken | None:
+        tokens: OAuthToken | None = await self._storage.get_tokens()
+        dpop = self._dpop
+        binding = None
+        if tokens is not None and dpop.storage is not None:
+            binding = await dpop.storage.get_token_binding()
+            if binding is not None:
+                await dpop.load_key()
+                if not dpop.accepts(binding):
+                    logger.info(
+                        "server %s: the stored tokens are bound to another DPoP key (or DPoP is off): a new login"
+                        " is needed",
+                        dpop.label,
+                    )
+                    tokens, binding = None, None
+        dpop.bind(binding)
+        return tokens
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        dpop = self._dpop
+        binding, dpop.pending = dpop.pending, None
+        if dpop.storage is not None:
+            await dpop.storage.set_tokens(tokens, binding=binding)
+        else:
+            await self._storage.set_tokens(tokens)
+        dpop.bind(binding)
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        info: OAuthClientInformationFull | None = await self._storage.get_client_info()
+        return info
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        await self._storage.set_client_info(client_info)
+
+
+def _grant_of(request: httpx2.Request) -> str | None:
+    """The ``grant_type`` of a token request (a form POST, RFC 6749 §3.2), else None."""
+    if request.method != "POST" or "x-www-form-urlencoded" not in request.headers.get("content-type", ""):
+        return None
+    try:
+        form = urllib.parse.parse_qs(request.content.decode("ascii"))
+    except (UnicodeDecodeError, httpx2.RequestNotRead):
+        return None
+    values = form.get("grant_type")
+    return values[0] if values else None
+
+
+def _dpop_algorithms(response: httpx2.Response) -> list[str] | None:
+    """``dpop_signing_alg_values_supported`` of authorization server metadata (RFC 9449 §5.1), or None."""
+    try:
+        document = json.loads(response.content)
+    except ValueError:
+        return None
+    algorithms = document.get("dpop_signing_alg_values_supported") if isinstance(document, dict) else None
+    if not isinstance(algorithms, list):
+        return None
+    return [a for a in algorithms if isinstance(a, str)]
+
+
+def _error_of(response: httpx2.Response) -> str | None:
+    """The OAuth ``error`` of a JSON error response, else None."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    return error if isinstance(error, str) else None
+
+
 def _is_step_up(response: httpx2.Response) -> bool:
     return response.status_code == 403 and extract_field_from_www_auth(response, "error") == "insufficient_scope"
 
@@ -403,6 +579,12 @@ def _is_step_up(response: httpx2.Response) -> bool:
 def _is_challenge(response: httpx2.Response) -> bool:
     return response.status_code == 401 or _is_step_up(response)
 
+
+_DPOP_ERRORS: Final = frozenset({"invalid_dpop_proof", "use_dpop_nonce"})
+"""Token endpoint errors about a DPoP proof (RFC 9449 §5, §8): a nonce asked for again after one retry is one."""
+
+_REWRITTEN_HEADERS: Final = frozenset({"content-length", "content-encoding", "transfer-encoding"})
+"""Headers of a token response that no longer describe it once its body is rewritten (it was read, decoded)."""
 
 _WELL_KNOWN_MODELS: Final = (
     ("/.well-known/oauth-protected-resource", ProtectedResourceMetadata),
@@ -441,9 +623,15 @@ class ServerAuth(httpx2.Auth):
         port = target.config.redirect_port or DEFAULT_REDIRECT_PORT
         self.target = target
         self.storage = storage
+        self.dpop = _DpopState(
+            label=target.server_name,
+            mode=target.config.dpop,
+            storage=storage if isinstance(storage, DpopTokenStorage) else None,
+        )
+        bound = _BoundStorage(storage, self.dpop)
         self.provider = _make_provider(
             target,
-            storage,
+            bound,
             handler,
             redirect or redirect_uri(port),
             assertion_handler=assertion_handler,
@@ -485,9 +673,84 @@ class ServerAuth(httpx2.Auth):
             return False, None
         return True, tokens.access_token
 
+    def resource_headers(self, method: str, url: object, token: str) -> dict[str, str]:
+        """The headers that present ``token`` on one request to the resource server.
+
+        ``Authorization: Bearer``; for a DPoP-bound token, ``Authorization: DPoP`` and a fresh
+        proof for this method and URL (``str(url)``), with the origin's nonce if it gave one.
+        Nothing is signed unless the tokens in use are DPoP-bound.
+        """
+        key = self.dpop.resource_key
+        if key is None:
+            return {"Authorization": f"Bearer {token}"}
+        nonces = self.dpop.nonces
+        htu, origin = nonces.target(str(url))
+        proof = key.proof(method, htu, access_token=token, nonce=nonces.get(origin))
+        return {"Authorization": f"DPoP {token}", "DPoP": proof}
+
+    def observe(self, url: object, status: int, headers: HeaderLookup) -> None:
+        """What a resource server's answer says for DPoP: its nonce, and the schemes a 401 offers.
+
+        Called for every answer to a request :meth:`resource_headers` presented; costs an
+        attribute check while the tokens are not DPoP-bound and the answer is no 401.
+        """
+        dpop = self.dpop
+        if status == 401:
+            dpop.rs_schemes = challenge_schemes(headers.get("www-authenticate") or "")
+        elif dpop.resource_key is None:
+            return
+        dpop.nonces.remember(dpop.nonces.target(str(url))[1], headers)
+
     # ------------------------------------------------------------------ the flow
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        """:meth:`_flow`, with each request it hands out presented (:meth:`_present`) and its answer observed.
+
+        A resource server's ``use_dpop_nonce`` challenge to a DPoP request is answered here,
+        once per sending, with a proof carrying the nonce it gave; anything else goes back to
+        the flow.
+        """
+        flow = self._flow(request)
+        try:
+            outgoing = await flow.__anext__()
+            while True:
+                before = self._present(outgoing)
+                response = yield outgoing
+                self.observe(outgoing.url, response.status_code, response.headers)
+                if before is not False and self._nonce_renewed(response, before):
+                    self._present(outgoing)
+                    response = yield outgoing
+                    self.observe(outgoing.url, response.status_code, response.headers)
+                outgoing = await flow.asend(response)
+        except StopAsyncIteration:
+            return
+        finally:
+            await flow.aclose()
+
+    def _present(self, request: httpx2.Request) -> str | bool | None:
+        """Present the token the flow put in ``request`` (:meth:`resource_headers`).
+
+        Returns the nonce the proof carries (None: none), or False when the request carries no
+        proof.
+        """
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() not in ("bearer", "dpop") or not token:
+            request.headers.pop("DPoP", None)
+            return False
+        headers = self.resource_headers(request.method, request.url, token)
+        request.headers.update(headers)
+        if "DPoP" not in headers:
+            request.headers.pop("DPoP", None)
+            return False
+        return self.dpop.nonces.get(self.dpop.nonces.target(str(request.url))[1])
+
+    def _nonce_renewed(self, response: httpx2.Response, sent: str | bool | None) -> bool:
+        """A ``use_dpop_nonce`` challenge (RFC 9449 §9) with a nonce other than the one the proof carried."""
+        if not is_nonce_challenge(response.status_code, response.headers):
+            return False
+        return response.headers.get("dpop-nonce") != sent
+
+    async def _flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
         """Send with a fresh token lock-free; on a challenge, renew once (single flight) and retry.
 
         A server that never challenges costs nothing but the first request's look at the store.
@@ -565,9 +828,9 @@ class ServerAuth(httpx2.Auth):
         return self.direct() == (True, None)
 
     def _wants_oauth(self, response: httpx2.Response) -> bool:
-        """A 401 the OAuth flow should answer: configured for OAuth, or a Bearer challenge."""
+        """A 401 the OAuth flow should answer: configured for OAuth, or a Bearer or DPoP challenge."""
         challenge = response.headers.get("WWW-Authenticate", "")
-        return self.target.oauth is not None or challenge.lower().startswith("bearer")
+        return self.target.oauth is not None or bool({"bearer", "dpop"} & challenge_schemes(challenge))
 
     def _fresh_token(self) -> str | None:
         """The access token a request would carry now, if it is fresh."""
@@ -609,6 +872,13 @@ class ServerAuth(httpx2.Auth):
     def _translate(self, exc: Exception) -> McpActorsError:
         name = self.target.server_name
         detail = self._redact(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        if isinstance(exc, OAuthTokenError) and self._oauth_error in _DPOP_ERRORS:
+            return AuthorizationFailed(
+                f"server {name!r}: the authorization server refused the DPoP proof of the token request"
+                f" ({self._oauth_error}); if it also gives out bearer tokens, set config.oauth.dpop to false",
+                server=name,
+                oauth_error=self._oauth_error,
+            )
         if isinstance(exc, OAuthTokenError):
             return AuthorizationFailed(
                 f"server {name!r}: the authorization server refused the token request"
@@ -642,10 +912,29 @@ class ServerAuth(httpx2.Auth):
         )
 
     async def _side_send(self, request: httpx2.Request) -> httpx2.Response:
-        """Send a discovery, registration or token request through our own client."""
+        """Send a discovery, registration or token request through our own client.
+
+        A token request is proved when DPoP is on for the server (:meth:`_token_request_key`),
+        repeated once when the authorization server answers ``use_dpop_nonce`` with a nonce
+        (RFC 9449 §8), and its answer's binding is kept for the tokens (:class:`_BoundStorage`).
+        """
+        shown = redact_url(str(request.url))
+        grant = _grant_of(request)
+        if grant is None:
+            response = await self._send_once(request, shown)
+        else:
+            self.dpop.pending = None
+            key = await self._token_request_key(grant)
+            if key is None:
+                response = await self._send_once(request, shown)
+            else:
+                response = await self._send_proved(request, key, shown)
+        self._check(request, response, shown)
+        return response
+
+    async def _send_once(self, request: httpx2.Request, shown: str) -> httpx2.Response:
         if self._client is None:
             self._client = httpx2.AsyncClient(timeout=httpx2.Timeout(self.timeout))
-        shown = redact_url(str(request.url))
         try:
             response = await self._client.send(request)
             await response.aread()
@@ -656,8 +945,89 @@ class ServerAuth(httpx2.Auth):
                 " authorization server, then reconnect",
                 server=self.target.server_name,
             ) from None
-        self._check(request, response, shown)
         return response
+
+    async def _send_proved(self, request: httpx2.Request, key: DpopKey, shown: str) -> httpx2.Response:
+        """A token request with a proof of ``key``; a nonce challenge answered once; the answer's token type kept."""
+        nonces = self.dpop.nonces
+        htu, origin = nonces.target(str(request.url))
+        nonce = nonces.get(origin)
+        request.headers["DPoP"] = key.proof("POST", htu, nonce=nonce)
+        response = await self._send_once(request, shown)
+        fresh = nonces.remember(origin, response.headers)
+        if fresh != nonce and is_nonce_challenge(response.status_code, response.headers, _error_of(response)):
+            request.headers["DPoP"] = key.proof("POST", htu, nonce=fresh)
+            response = await self._send_once(request, shown)
+            nonces.remember(origin, response.headers)
+        if response.status_code != 200:
+            return response
+        try:
+            body = json.loads(response.content)
+        except ValueError:
+            return response
+        token_type = body.get("token_type") if isinstance(body, dict) else None
+        if not isinstance(token_type, str):
+            return response
+        binding = TokenBinding(jkt=key.jkt, token_type="DPoP" if token_type.lower() == "dpop" else token_type)
+        self.dpop.pending = binding
+        if not binding.bound:
+            return response
+        # The SDK's token model knows only Bearer; the binding says how the token is presented.
+        body["token_type"] = "Bearer"
+        kept = [(k, v) for k, v in response.headers.multi_items() if k.lower() not in _REWRITTEN_HEADERS]
+        return httpx2.Response(200, headers=kept, content=json.dumps(body).encode(), request=request)
+
+    async def _token_request_key(self, grant: str) -> DpopKey | None:
+        """The key that proves this token request, or None for none (see :func:`decide_dpop`).
+
+        A refresh of tokens obtained with the key is proved with it whatever the metadata says
+        (after a restart the flow refreshes before any discovery, and a public client's
+        refresh token is bound to that key, RFC 9449 §5).
+
+        Raises:
+            AuthorizationFailed: DPoP is needed (``dpop: true``, or the resource server requires
+                it) but the servers accept no ES256 proof, or the token store cannot keep a key.
+        """
+        dpop = self.dpop
+        if dpop.mode is DpopMode.OFF:
+            return None
+        if grant == "refresh_token" and dpop.binding is not None and dpop.accepts(dpop.binding):
+            return dpop.key
+        context = self.provider.context
+        asm, prm = context.oauth_metadata, context.protected_resource_metadata
+        decision = decide_dpop(
+            dpop.mode,
+            as_algorithms=dpop.as_algorithms if asm is not None else None,
+            rs_algorithms=prm.dpop_signing_alg_values_supported if prm is not None else None,
+            rs_required=bool(prm is not None and prm.dpop_bound_access_tokens_required),
+            rs_challenge_schemes=dpop.rs_schemes,
+        )
+        name = self.target.server_name
+        needed = dpop.mode is DpopMode.ON or (prm is not None and prm.dpop_bound_access_tokens_required)
+        if decision.problem is not None:
+            fix = (
+                'set config.oauth.dpop to "auto" (or false) to go without DPoP where the servers allow it'
+                if dpop.mode is DpopMode.ON
+                else "the resource server requires DPoP-bound tokens (dpop_bound_access_tokens_required); its"
+                " operators must accept ES256 proofs, or config.oauth.dpop cannot help"
+            )
+            raise AuthorizationFailed(
+                f"server {name!r}: DPoP-bound tokens are needed but cannot be had: {decision.problem}; {fix}",
+                server=name,
+            )
+        if not decision.use:
+            return None
+        key = await dpop.ensure_key()
+        if key is None and needed:
+            raise AuthorizationFailed(
+                f"server {name!r} needs DPoP-bound tokens, but its token store cannot keep a DPoP key (a host's"
+                " own TokenStorage); use FileTokenStore, MemoryTokenStore or KeyringTokenStore, or give the"
+                " storage get_dpop_key/set_dpop_key/get_token_binding (mcp_actors._auth.token_store.DpopTokenStorage)",
+                server=name,
+            )
+        if key is None:
+            logger.debug("server %s: DPoP skipped: the token store cannot keep a key", name)
+        return key
 
     def _check(self, request: httpx2.Request, response: httpx2.Response, shown: str) -> None:
         path = request.url.path
@@ -676,6 +1046,8 @@ class ServerAuth(httpx2.Auth):
                             " publish valid metadata",
                             server=self.target.server_name,
                         ) from None
+                    if model is OAuthMetadata:
+                        self.dpop.as_algorithms = _dpop_algorithms(response)
         if request.method == "POST" and response.status_code >= 400:
             with contextlib.suppress(ValueError, AttributeError):
                 error = json.loads(response.content).get("error")

@@ -16,6 +16,14 @@ on a read and on a write, and is never written over.
 
 Every entry remembers the server URL it was issued for: tokens of a server whose URL changed
 are ignored (they are for another resource), so editing ``config.url`` means a new login.
+
+An entry also keeps the server's DPoP key (RFC 9449; :mod:`mcp_actors._auth.dpop`), a private
+JWK, and which key the stored tokens were obtained with (:class:`~mcp_actors._auth.dpop.TokenBinding`):
+the key is a secret like the tokens, and it must outlive a restart, or every DPoP-bound token
+(and refresh token) would be lost with the process. A logout or a new URL forgets it with the
+tokens; the next login makes a new one. A host's own SDK ``TokenStorage``
+(:class:`CallableTokenStore`) has no place for a key: such servers go without DPoP unless
+``config.oauth.dpop`` demands it.
 """
 
 from __future__ import annotations
@@ -33,12 +41,14 @@ import attrs
 from mcp.client.auth import TokenStorage
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from mcp_actors._auth.dpop import TokenBinding
 from mcp_actors._config import atomic
 from mcp_actors._config.files import read_config_file
 from mcp_actors.errors import McpActorsError
 
 __all__ = [
     "CallableTokenStore",
+    "DpopTokenStorage",
     "FileTokenStore",
     "KeyringTokenStore",
     "LoginStatus",
@@ -71,6 +81,8 @@ class LoginStatus:
         client_id: The OAuth client id in use, if one is stored.
         has_refresh_token: Whether the login can be renewed without a person.
         server_url: The server URL the tokens were issued for.
+        dpop_bound: Whether the access token is DPoP-bound (RFC 9449): usable only with the
+            server's DPoP key, which the store keeps.
     """
 
     server_id: str
@@ -80,6 +92,7 @@ class LoginStatus:
     client_id: str | None = None
     has_refresh_token: bool = False
     server_url: str | None = None
+    dpop_bound: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """The camelCase JSON form (``auth status --json``)."""
@@ -90,6 +103,7 @@ class LoginStatus:
             "scopes": list(self.scopes),
             "clientId": self.client_id,
             "hasRefreshToken": self.has_refresh_token,
+            "dpopBound": self.dpop_bound,
         }
 
 
@@ -107,6 +121,35 @@ class TokenStore(Protocol):
 
     async def status(self, server_id: str) -> LoginStatus:
         """What may be shown about the server's login (never a token)."""
+        ...
+
+
+@runtime_checkable
+class DpopTokenStorage(Protocol):
+    """A server's ``TokenStorage`` that can also keep its DPoP key and what its tokens are bound to.
+
+    Our stores' storages are (:class:`ServerTokenStorage`); a host's plain SDK
+    ``TokenStorage`` is not, and its servers go without DPoP unless the record demands it.
+    """
+
+    async def get_tokens(self) -> OAuthToken | None:
+        """The stored token response, or None."""
+        ...
+
+    async def set_tokens(self, tokens: OAuthToken, *, binding: TokenBinding | None = None) -> None:
+        """Store a token response and the DPoP key it was obtained with (None: none)."""
+        ...
+
+    async def get_token_binding(self) -> TokenBinding | None:
+        """Which key the stored tokens were obtained with, or None."""
+        ...
+
+    async def get_dpop_key(self) -> dict[str, Any] | None:
+        """The server's DPoP key, a private JWK, or None."""
+        ...
+
+    async def set_dpop_key(self, jwk: Mapping[str, Any]) -> None:
+        """Keep the server's DPoP key (a private JWK)."""
         ...
 
 
@@ -136,13 +179,38 @@ class ServerTokenStorage:
         raw = (await self._entry()).get("tokens")
         return OAuthToken.model_validate(raw) if isinstance(raw, dict) else None
 
-    async def set_tokens(self, tokens: OAuthToken) -> None:
-        """Store a token response (and when it expires)."""
+    async def set_tokens(self, tokens: OAuthToken, *, binding: TokenBinding | None = None) -> None:
+        """Store a token response, when it expires, and the DPoP key it was obtained with (``binding``).
+
+        One write for the three: tokens are never stored apart from what they are bound to.
+        """
         expires_at = time.time() + tokens.expires_in if tokens.expires_in is not None else None
 
         def change(entry: dict[str, Any]) -> None:
             entry["tokens"] = tokens.model_dump(mode="json", exclude_none=True)
             entry["expiresAt"] = expires_at
+            if binding is None:
+                entry.pop("tokenBinding", None)
+            else:
+                entry["tokenBinding"] = binding.to_json()
+
+        await self._store.update(self.server_id, self.server_url, change)
+
+    async def get_token_binding(self) -> TokenBinding | None:
+        """Which DPoP key the stored tokens were obtained with, or None (bearer tokens, or none)."""
+        return TokenBinding.from_json((await self._entry()).get("tokenBinding"))
+
+    async def get_dpop_key(self) -> dict[str, Any] | None:
+        """The server's DPoP key, a private JWK, or None."""
+        raw = (await self._entry()).get("dpopKey")
+        return dict(raw) if isinstance(raw, dict) else None
+
+    async def set_dpop_key(self, jwk: Mapping[str, Any]) -> None:
+        """Keep the server's DPoP key (a private JWK) in its entry."""
+        key = dict(jwk)
+
+        def change(entry: dict[str, Any]) -> None:
+            entry["dpopKey"] = key
 
         await self._store.update(self.server_id, self.server_url, change)
 
@@ -182,6 +250,7 @@ def _status_of(server_id: str, entry: Mapping[str, Any] | None) -> LoginStatus:
         client_id=client.get("client_id") if isinstance(client.get("client_id"), str) else None,
         has_refresh_token=bool(tokens.get("refresh_token")),
         server_url=entry.get("serverUrl") if isinstance(entry.get("serverUrl"), str) else None,
+        dpop_bound=bool((binding := TokenBinding.from_json(entry.get("tokenBinding"))) and binding.bound),
     )
 
 

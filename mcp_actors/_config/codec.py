@@ -35,6 +35,8 @@ from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, overrid
 from mcp_actors._config.record import (
     _EPOCH,
     DOCUMENT_VERSION,
+    DPOP_JSON,
+    DpopMode,
     InstallSource,
     McpServerRecord,
     OAuthConfig,
@@ -118,6 +120,11 @@ def _structure_enum(value: Any, enum_cls: type[enum.StrEnum]) -> enum.StrEnum:
         raise _FieldProblem("", f"must be one of {allowed}, got {shown}") from None
 
 
+def _structure_dpop(value: Any, _: type) -> Any:
+    """As it is: the field's converter reads ``true``/``false``/``"auto"``, its validator names anything else."""
+    return value
+
+
 def _structure_datetime(value: Any, _: type) -> _dt.datetime:
     if isinstance(value, int) and not isinstance(value, bool):
         # The reference design stores Date.now(): epoch milliseconds. Exact, no float rounding.
@@ -191,6 +198,8 @@ def _make_converter() -> cattrs.Converter:
     for enum_cls in (ServerType, Scope, InstallSource, OAuthGrant):
         conv.register_structure_hook(enum_cls, _structure_enum)
         conv.register_unstructure_hook(enum_cls, _unstructure_enum)
+    conv.register_structure_hook(DpopMode, _structure_dpop)
+    conv.register_unstructure_hook(DpopMode, DPOP_JSON.__getitem__)
     conv.register_unstructure_hook(SecretMap, dict)
     conv.register_unstructure_hook_func(_is_str_tuple, list)
     conv.register_unstructure_hook(_dt.datetime, _unstructure_datetime)

@@ -403,6 +403,7 @@ _OAUTH_KEYS: Final = {
     "signingAlgorithm": "signingAlgorithm",
     "redirectPort": "redirectPort",
     "callbackPort": "redirectPort",
+    "dpop": "dpop",
 }
 _OAUTH_ASSERTION_GRANTS: Final = ("identity_assertion", "workload_identity")
 """Grants whose ``issuer`` is a setting (the one authorization server the assertion may go to);

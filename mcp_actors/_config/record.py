@@ -67,6 +67,8 @@ __all__ = [
     "InstallSource",
     "LOG_LEVELS",
     "McpServerRecord",
+    "DPOP_JSON",
+    "DpopMode",
     "OAuthConfig",
     "OAuthGrant",
     "Scope",
@@ -130,6 +132,22 @@ class OAuthGrant(enum.StrEnum):
     WORKLOAD_IDENTITY = "workload_identity"
     """Workload identity federation: the platform's own JWT for this workload (a Kubernetes service
     account token, a cloud identity token) is the JWT-bearer grant (RFC 7523); no secret, no person."""
+
+
+class DpopMode(enum.StrEnum):
+    """When a server's access tokens are DPoP-bound (``config.oauth.dpop``: JSON ``true``, ``false`` or ``"auto"``)."""
+
+    AUTO = "auto"
+    """When the authorization server and the resource server both accept it, or the resource
+    server requires it (the default; see ``docs/protocol/dpop.md``)."""
+    ON = "on"
+    """Always (JSON ``true``): every token request carries a proof."""
+    OFF = "off"
+    """Never (JSON ``false``): bearer tokens, nothing signed."""
+
+
+DPOP_JSON: Final[dict[DpopMode, bool | str]] = {DpopMode.ON: True, DpopMode.OFF: False, DpopMode.AUTO: "auto"}
+"""The JSON value of each :class:`DpopMode`."""
 
 
 class Scope(enum.StrEnum):
@@ -612,6 +630,22 @@ def _check_redirect_port(instance: Any, attribute: attrs.Attribute[int | None], 
         _fail("redirectPort", f"must be in 1..65535, got {value}")
 
 
+def _to_dpop_mode(value: DpopMode | bool | str) -> DpopMode:
+    """JSON ``true``/``false``/``"auto"`` (or a member) become the member; anything else is left for the validator."""
+    if isinstance(value, DpopMode):
+        return value
+    for mode, json_value in DPOP_JSON.items():
+        if value is json_value or (isinstance(value, str) and value == json_value):
+            return mode
+    return value  # type: ignore[return-value]  # rejected by the validator with a clear message
+
+
+def _check_dpop(instance: Any, attribute: attrs.Attribute[DpopMode], value: DpopMode) -> None:
+    if not isinstance(value, DpopMode):
+        shown = repr(value) if isinstance(value, str) else _type_name(value)
+        _fail("dpop", f'must be true, false or "auto", got {shown}')
+
+
 def _check_server_requests(instance: Any, attribute: attrs.Attribute[int], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int):
         _fail("maxServerRequests", f"must be a whole number >= 1, got {_type_name(value)}")
@@ -702,6 +736,10 @@ class OAuthConfig:
             request. Neither: the runtime's ``assertion_handler`` is asked.
         redirect_port: Fixed loopback port for the login redirect
             (``http://127.0.0.1:PORT/callback``); ``None`` picks a free one per login.
+        dpop: Whether the tokens are DPoP-bound (RFC 9449): :attr:`DpopMode.AUTO` (default)
+            when both the authorization server and the resource server accept it,
+            ``ON`` (JSON ``true``) always, ``OFF`` (``false``) never. The key lives in the
+            token store, never here.
 
     Raises:
         InvalidServerConfig: A field is invalid or the fields contradict each other.
@@ -726,6 +764,7 @@ class OAuthConfig:
     assertion_file: str | None = attrs.field(default=None, validator=_check_optional_text)
     assertion_env: str | None = attrs.field(default=None, validator=_check_env_name)
     redirect_port: int | None = attrs.field(default=None, validator=_check_redirect_port)
+    dpop: DpopMode = attrs.field(default=DpopMode.AUTO, converter=_to_dpop_mode, validator=_check_dpop)
     grant: OAuthGrant = attrs.field(
         default=OAuthGrant.AUTHORIZATION_CODE, converter=_to_grant, validator=_check_oauth_grant
     )

@@ -137,7 +137,7 @@ def _print_statuses(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         table.add_row(
             row["server"],
-            "yes" if row["loggedIn"] else "no",
+            ("yes, DPoP-bound" if row["dpopBound"] else "yes") if row["loggedIn"] else "no",
             _when(row["expiresAt"]),
             " ".join(row["scopes"]) or "-",
             row["clientId"] or "-",

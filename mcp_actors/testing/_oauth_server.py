@@ -32,10 +32,23 @@ one a fault or a variant a client must handle:
   server and its ``client_id`` the authenticated client) from :mod:`._idp_server`. The
   assertion's ``aud`` must be the issuer or the token endpoint.
 
+* ``dpop``: DPoP (RFC 9449) at both servers, an object (absent or null: none). ``algs``: the
+  authorization server's ``dpop_signing_alg_values_supported`` (null: not listed);
+  ``challenge``: the 401's scheme, ``"Bearer"``, ``"DPoP"`` or ``"both"``; ``prmAlgs``,
+  ``prmRequired``: the protected resource metadata's DPoP fields; ``bind``: answer a token
+  request that carries a proof with a DPoP-bound token (default true; false: a Bearer token);
+  ``asNonce``, ``rsNonce``: the nonce each server demands (``use_dpop_nonce`` until a proof
+  carries it; null: none); ``rotateAsNonce``: a new one at every token request (never
+  satisfied); ``refuseProofs``: the token endpoint refuses every proof. Every proof is
+  checked as RFC 9449 §4.3 says (signature with its ``jwk``, ``typ``, ``htm``, ``htu``,
+  ``iat``, a fresh ``jti``; ``ath`` and the token's key at the resource); a bound token needs
+  its own key's proof for every request and refresh.
+
 ``POST /_control`` also takes ``{"revoke": true}`` (every token dead) and
 ``{"expireAccess": true}`` (access tokens dead, refresh tokens live); ``GET /_stats`` returns
-counters (token requests by grant, registrations, 401s, the ``resource`` values seen) and
-``tokenRequests``, each jwt-bearer token request as it came (form and Basic credentials).
+counters (token requests by grant, registrations, 401s, DPoP proofs accepted and refused by
+method, nonce challenges), the ``resource`` values seen, ``tokenRequests`` (each jwt-bearer
+token request as it came: form and Basic credentials) and every DPoP proof received.
 """
 
 from __future__ import annotations
@@ -78,9 +91,13 @@ _DEFAULTS: dict[str, Any] = {
     "grantableScopes": None,
     "authServers": None,
     "assertionIssuers": {},
+    "dpop": None,
 }
 
 JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+
+_DPOP_WINDOW = 300
+"""Seconds a proof's ``iat`` may be from now (the MCP extension's +/- 5 minutes)."""
 
 
 class OAuthTestServer:
@@ -99,6 +116,8 @@ class OAuthTestServer:
         self.resources: list[str] = []
         self.scopes_requested: list[str] = []
         self.token_requests: list[dict[str, Any]] = []
+        self.proofs: list[str] = []
+        self.jtis: set[str] = set()
 
     # ------------------------------------------------------------------ addresses
 
@@ -144,10 +163,26 @@ class OAuthTestServer:
             more = message.get("more_body", False)
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         auth = headers.get("authorization", "")
-        token = auth[7:] if auth.lower().startswith("bearer ") else None
+        scheme, _, token_text = auth.partition(" ")
+        token = token_text.strip() if scheme.lower() in ("bearer", "dpop") else None
         grant = self.access.get(token) if token else None
         if grant is not None and grant["exp"] < time.time():
             grant = None
+        if grant is not None and (grant.get("jkt") or scheme.lower() == "dpop"):
+            url = self.base + scope["path"]
+            refused = self._resource_proof(scheme, headers.get("dpop"), scope["method"], url, token or "", grant)
+            if refused is not None:
+                error, nonce = refused
+                self.stats["mcp401"] += 1
+                challenge = f'DPoP error="{error}", algs="ES256"'
+                if self.options["prm"] == "header":
+                    challenge += f', resource_metadata="{self._prm_url(endpoint)}"'
+                extra = {"DPoP-Nonce": nonce} if nonce else {}
+                response: Response = PlainTextResponse(
+                    "unauthorized", status_code=401, headers={"WWW-Authenticate": challenge, **extra}
+                )
+                await response(scope, receive, send)
+                return
         if grant is None:
             self.stats["mcp401"] += 1
             parts = []
@@ -157,10 +192,10 @@ class OAuthTestServer:
                 parts.append(f'scope="{self.options["challengeScope"]}"')
             if token:
                 parts.append('error="invalid_token"')
-            challenge = "Bearer" + (" " + ", ".join(parts) if parts else "")
-            response: Response = PlainTextResponse(
-                "unauthorized", status_code=401, headers={"WWW-Authenticate": challenge}
-            )
+            params = " " + ", ".join(parts) if parts else ""
+            scheme = self._scheme()
+            challenge = f'Bearer{params}, DPoP algs="ES256"' if scheme == "both" else scheme + params
+            response = PlainTextResponse("unauthorized", status_code=401, headers={"WWW-Authenticate": challenge})
             await response(scope, receive, send)
             return
         step_up = self.options["stepUp"]
@@ -209,6 +244,7 @@ class OAuthTestServer:
                     "scopes": self.scopes_requested,
                     "registered": sorted(self.registered),
                     "tokenRequests": self.token_requests,
+                    "proofs": self.proofs,
                 }
             )
         for endpoint in ("/mcp", "/sse"):
@@ -251,6 +287,11 @@ class OAuthTestServer:
         }
         if self.options["scopesSupported"] is not None:
             document["scopes_supported"] = self.options["scopesSupported"]
+        dpop = self.options["dpop"] or {}
+        if dpop.get("prmAlgs") is not None:
+            document["dpop_signing_alg_values_supported"] = dpop["prmAlgs"]
+        if dpop.get("prmRequired"):
+            document["dpop_bound_access_tokens_required"] = True
         return document
 
     def _asm(self) -> dict[str, Any]:
@@ -272,6 +313,9 @@ class OAuthTestServer:
             document["client_id_metadata_document_supported"] = True
         if self.options["scopesSupported"] is not None and self.options["prm"] == "none":
             document["scopes_supported"] = self.options["scopesSupported"]
+        dpop = self.options["dpop"] or {}
+        if dpop.get("algs") is not None:
+            document["dpop_signing_alg_values_supported"] = dpop["algs"]
         return document
 
     async def _control(self, request: Request) -> Response:
@@ -370,23 +414,115 @@ class OAuthTestServer:
         self.stats["auth:none"] += 1
         return client_id, None
 
-    def _issue(self, client_id: str, scope: str) -> dict[str, Any]:
+    def _issue(self, client_id: str, scope: str, jkt: str | None = None) -> dict[str, Any]:
         grantable = self.options["grantableScopes"]
         if grantable is not None:
             scope = " ".join(s for s in scope.split() if s in grantable)
         token = "at-" + secrets.token_urlsafe(24)
-        self.access[token] = {"client_id": client_id, "scope": scope, "exp": time.time() + self.options["accessTtl"]}
+        bind = jkt is not None and (self.options["dpop"] or {}).get("bind", True)
+        self.access[token] = {
+            "client_id": client_id,
+            "scope": scope,
+            "exp": time.time() + self.options["accessTtl"],
+            "jkt": jkt if bind else None,
+        }
         result: dict[str, Any] = {
             "access_token": token,
-            "token_type": "Bearer",
+            "token_type": "DPoP" if bind else "Bearer",
             "expires_in": self.options["accessTtl"],
             "scope": scope,
         }
         if self.options["refresh"]:
             refresh = "rt-" + secrets.token_urlsafe(24)
-            self.refresh[refresh] = {"client_id": client_id, "scope": scope}
+            # RFC 9449 §5: a public client's refresh token is bound to the key that obtained it.
+            self.refresh[refresh] = {"client_id": client_id, "scope": scope, "jkt": jkt}
             result["refresh_token"] = refresh
         return result
+
+    # ------------------------------------------------------------------ DPoP (RFC 9449)
+
+    def _scheme(self) -> str:
+        dpop = self.options["dpop"] or {}
+        return str(dpop.get("challenge", "Bearer"))
+
+    def _check_proof(
+        self, proof: str | None, method: str, url: str, *, token: str | None = None
+    ) -> tuple[dict[str, Any] | None, str]:
+        """The proof's claims and its key's thumbprint if it is valid for this request, else (None, why)."""
+        if not proof:
+            return None, "no DPoP proof"
+        self.proofs.append(proof)
+        try:
+            header = jwt.get_unverified_header(proof)
+            if header.get("typ") != "dpop+jwt" or header.get("alg") != "ES256" or "d" in header.get("jwk", {}):
+                return None, "bad proof header"
+            key = jwt.PyJWK(header["jwk"], algorithm="ES256")
+            claims = jwt.decode(proof, key.key, algorithms=["ES256"])
+        except (jwt.PyJWTError, KeyError, ValueError) as exc:
+            return None, f"bad proof: {type(exc).__name__}"
+        if claims.get("htm") != method or claims.get("htu") != url:
+            return None, "htm or htu do not match the request"
+        if not isinstance(claims.get("iat"), int) or abs(claims["iat"] - time.time()) > _DPOP_WINDOW:
+            return None, "iat is outside the window"
+        jti = claims.get("jti")
+        if not isinstance(jti, str) or jti in self.jtis:
+            return None, "jti missing or replayed"
+        self.jtis.add(jti)
+        if token is not None:
+            digest = hashlib.sha256(token.encode()).digest()
+            if claims.get("ath") != base64.urlsafe_b64encode(digest).rstrip(b"=").decode():
+                return None, "ath does not match the token"
+        elif "ath" in claims:
+            return None, "a token request's proof has no ath"
+        jwk = header["jwk"]
+        canonical = json.dumps({k: jwk[k] for k in ("crv", "kty", "x", "y")}, separators=(",", ":"))
+        claims["jkt"] = base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).rstrip(b"=").decode()
+        return claims, ""
+
+    def _token_proof(self, request: Request, grant: str) -> tuple[str | None, Response | None]:
+        """The proof's key thumbprint (None: no proof) or the error response for a token request's proof."""
+        dpop = self.options["dpop"]
+        proof = request.headers.get("dpop")
+        if not dpop or proof is None:
+            return None, None
+        claims, why = self._check_proof(proof, "POST", self.base + request.url.path)
+        if dpop.get("refuseProofs"):
+            claims, why = None, "this server refuses every proof"
+        if claims is None:
+            self.stats["dpop:token:refused"] += 1
+            return None, JSONResponse({"error": "invalid_dpop_proof", "error_description": why}, status_code=400)
+        nonce = dpop.get("asNonce")
+        if dpop.get("rotateAsNonce"):
+            nonce = dpop["asNonce"] = f"nonce-{secrets.token_urlsafe(6)}"
+        if nonce and claims.get("nonce") != nonce:
+            self.stats["dpop:asNonceChallenge"] += 1
+            return None, JSONResponse(
+                {"error": "use_dpop_nonce", "error_description": "the authorization server wants a nonce"},
+                status_code=400,
+                headers={"DPoP-Nonce": nonce},
+            )
+        self.stats[f"dpop:token:{grant}"] += 1
+        return str(claims["jkt"]), None
+
+    def _resource_proof(
+        self, scheme: str, proof: str | None, method: str, url: str, token: str, grant: dict[str, Any]
+    ) -> tuple[str, str | None] | None:
+        """None when a DPoP request is good, else (the error, the nonce to send)."""
+        dpop = self.options["dpop"] or {}
+        if scheme.lower() != "dpop":
+            self.stats["dpop:bearerForBound"] += 1
+            return "invalid_token", None
+        claims, why = self._check_proof(proof, method, url, token=token)
+        if claims is None or (grant.get("jkt") and claims["jkt"] != grant["jkt"]):
+            self.stats["dpop:resource:refused"] += 1
+            self.stats["dpop:refusal:" + (why or "another key")] += 1
+            return "invalid_dpop_proof", None
+        nonce = dpop.get("rsNonce")
+        if nonce and claims.get("nonce") != nonce:
+            self.stats["dpop:rsNonceChallenge"] += 1
+            return "use_dpop_nonce", nonce
+        self.stats[f"dpop:resource:{method}"] += 1
+        return None
 
     def _resource_ok(self, form: dict[str, str]) -> bool:
         resource = form.get("resource")
@@ -405,6 +541,9 @@ class OAuthTestServer:
             return JSONResponse({"error": "invalid_client", "error_description": problem}, status_code=401)
         if not self._resource_ok(form):
             return JSONResponse({"error": "invalid_target"}, status_code=400)
+        jkt, refusal = self._token_proof(request, grant)
+        if refusal is not None:
+            return refusal
         if grant == "authorization_code":
             code = self.codes.pop(form.get("code", ""), None)
             if code is None or code["client_id"] != client_id or code["redirect_uri"] != form.get("redirect_uri"):
@@ -413,14 +552,18 @@ class OAuthTestServer:
             digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
             if digest != code["challenge"]:
                 return JSONResponse({"error": "invalid_grant", "error_description": "PKCE"}, status_code=400)
-            return JSONResponse(self._issue(client_id, code["scope"]))
+            return JSONResponse(self._issue(client_id, code["scope"], jkt))
         if grant == "refresh_token":
-            held = self.refresh.pop(form.get("refresh_token", ""), None)
+            held = self.refresh.get(form.get("refresh_token", ""))
             if held is None or held["client_id"] != client_id:
                 return JSONResponse({"error": "invalid_grant"}, status_code=400)
-            return JSONResponse(self._issue(client_id, held["scope"]))
+            if held.get("jkt") and held["jkt"] != jkt:
+                self.stats["dpop:refreshWithoutItsKey"] += 1
+                return JSONResponse({"error": "invalid_grant", "error_description": "DPoP key"}, status_code=400)
+            del self.refresh[form["refresh_token"]]
+            return JSONResponse(self._issue(client_id, held["scope"], jkt))
         if grant == "client_credentials":
-            return JSONResponse(self._issue(client_id, form.get("scope", "")))
+            return JSONResponse(self._issue(client_id, form.get("scope", ""), jkt))
         return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
 
     def _jwt_bearer(self, request: Request, form: dict[str, str]) -> Response:

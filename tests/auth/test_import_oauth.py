@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from mcp_actors._config.host_import import parse_server_configs
-from mcp_actors._config.record import OAuthConfig, OAuthGrant
+from mcp_actors._config.record import DpopMode, OAuthConfig, OAuthGrant
 
 
 def _one(config: dict[str, object]) -> tuple[OAuthConfig | None, tuple[str, ...]]:
@@ -57,6 +57,12 @@ def test_disabled_oauth_and_client_credentials_spellings() -> None:
         }
     )
     assert oauth is not None and oauth.grant is OAuthGrant.CLIENT_CREDENTIALS and oauth.scopes == ("a", "b")
+
+
+def test_our_own_dpop_setting_is_imported() -> None:
+    """Our format's config.oauth.dpop survives an import (true, false or "auto")."""
+    oauth, _ = _one({"type": "http", "url": "https://mcp.example/mcp", "oauth": {"dpop": False}})
+    assert oauth == OAuthConfig(dpop=DpopMode.OFF)
 
 
 def test_invalid_oauth_is_an_entry_error_naming_the_field() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mcp_actors._config.codec import record_from_json_dict, record_to_json_dict
-from mcp_actors._config.record import McpServerRecord, OAuthConfig, OAuthGrant
+from mcp_actors._config.record import DpopMode, McpServerRecord, OAuthConfig, OAuthGrant
 from mcp_actors.errors import InvalidServerConfig
 
 
@@ -53,6 +53,8 @@ def test_full_oauth_settings_round_trip() -> None:
         ({"clientMetadataUrl": "http://x.example/c.json"}, "config.oauth.clientMetadataUrl", "https"),
         ({"grant": "implicit"}, "config.oauth.grant", "authorization_code"),
         ({"clientID": "c"}, "config.oauth.clientID", "did you mean 'clientId'"),
+        ({"dpop": "yes"}, "config.oauth.dpop", 'must be true, false or "auto"'),
+        ({"dpop": 1}, "config.oauth.dpop", 'must be true, false or "auto", got a number'),
         ([], "config.oauth", "object"),
     ],
 )
@@ -62,6 +64,17 @@ def test_each_bad_oauth_field_is_named(oauth: object, field: str, words: str) ->
         record_from_json_dict(_record(oauth))
     assert caught.value.field == field
     assert words in str(caught.value)
+
+
+@pytest.mark.parametrize(("value", "mode"), [(True, DpopMode.ON), (False, DpopMode.OFF), ("auto", DpopMode.AUTO)])
+def test_dpop_is_true_false_or_auto_and_round_trips(value: object, mode: DpopMode) -> None:
+    """config.oauth.dpop reads JSON true/false/"auto" and writes them back; auto is the default, left out on disk."""
+    record = record_from_json_dict(_record({"dpop": value}))
+    assert record.config.oauth is not None and record.config.oauth.dpop is mode
+    written = record_to_json_dict(record)["config"]["oauth"]
+    assert written == ({} if mode is DpopMode.AUTO else {"dpop": value})
+    assert OAuthConfig().dpop is DpopMode.AUTO
+    assert OAuthConfig(dpop=value).dpop is mode  # type: ignore[arg-type]
 
 
 def test_oauth_is_only_for_remote_servers() -> None:

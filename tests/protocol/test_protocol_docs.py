@@ -49,6 +49,7 @@ async def test_example_runs(page: Path, tmp_path: Path) -> None:
         "tasks": "research on actors: done",
         "structured-output": "breaks its outputSchema",
         "callbacks": "servers told the roots changed:",
+        "dpop": "proved",
     }[page.stem]
     assert expected in out + err
     if page.stem == "logging":

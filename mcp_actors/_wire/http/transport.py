@@ -343,8 +343,11 @@ class _WatchedHttp:
         ready, token = auth.direct()
         if not ready:
             return await self._send_authorized(method, url, headers, body)
-        sent = headers if token is None else {**headers, "Authorization": f"Bearer {token}"}
+        # A DPoP-bound token adds a fresh proof for this method and URL (one signature); a
+        # bearer token costs what it always did.
+        sent = headers if token is None else {**headers, **auth.resource_headers(method, url, token)}
         response = await self.http.send(method, url, sent, body, bound=bound)
+        auth.observe(url, response.status, response.headers)
         if response.status in (401, 403):
             response = await self._challenged(response, method, url, headers, body)
         return response
@@ -357,7 +360,9 @@ class _WatchedHttp:
         ``ServerAuth.async_auth_flow`` starts by sending the request with the fresh token it
         holds (or bare, when the store has none) and stops there unless the server challenges.
         :meth:`send` takes that step with our own values; a challenge runs the flow itself,
-        which sends the request again (a challenged request was not processed).
+        which sends the request again (a challenged request was not processed). A DPoP
+        server's ``use_dpop_nonce`` challenge is answered that way too: :meth:`ServerAuth.observe`
+        kept its nonce, and the flow's first sending proves with it.
         """
         try:
             with contextlib.suppress(BodyTooLarge):  # a large one costs its connection only
