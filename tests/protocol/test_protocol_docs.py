@@ -50,6 +50,8 @@ async def test_example_runs(page: Path, tmp_path: Path) -> None:
         "structured-output": "breaks its outputSchema",
         "callbacks": "servers told the roots changed:",
         "dpop": "proved",
+        "token-exchange": "signed in once, at the IdP",
+        "wif": "no login, no client secret",
     }[page.stem]
     assert expected in out + err
     if page.stem == "logging":
