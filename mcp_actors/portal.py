@@ -2,7 +2,9 @@
 
 Most agent runtimes are asyncio or plain threads. :func:`start_portal` runs
 :func:`~mcp_actors.runtime.open_runtime` on a trio loop in a daemon thread and gives two
-facades over the same :class:`~mcp_actors.service.McpService` operations:
+facades over the same :class:`~mcp_actors.service.McpService` operations (asyncio hosts
+usually want :func:`mcp_actors.asyncio.open_runtime`, which starts and stops without
+blocking their loop, and runs the runtime on their own loop by default):
 
 * :class:`SyncMcpService` — blocking methods, callable from any thread.
 * :class:`AsyncioMcpService` — coroutines for asyncio. A call is handed to the trio loop
@@ -33,12 +35,11 @@ import asyncio
 import atexit
 import builtins
 import concurrent.futures
-import inspect
 import logging
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any, Final, TypeVar
 
 import mcp.types as mcp_types
@@ -46,6 +47,14 @@ import trio
 
 from mcp_actors._config.record import McpServerRecord
 from mcp_actors._connection.status import ConnectionStatus
+from mcp_actors._hosts.closing import wait_through_cancellation
+from mcp_actors._hosts.facade import (
+    AsyncioApprover,
+    AsyncioMcpService,
+    AsyncioSubscription,
+    bridge_options,
+    bridge_roots,
+)
 from mcp_actors._process.tracker import ProcessTracker
 from mcp_actors.errors import ActorStopped
 from mcp_actors.events import Event, Subscription
@@ -62,6 +71,7 @@ __all__ = [
     "SyncMcpService",
     "SyncSubscription",
     "start_portal",
+    "start_portal_async",
 ]
 
 logger = logging.getLogger(__name__)
@@ -82,80 +92,10 @@ _exit_hook_lock = threading.Lock()
 _exit_hook_armed = False
 
 SyncApprover = Callable[[ApprovalRequest], bool]
+"""An approver for thread hosts: a plain function, run in a worker thread (it may block)."""
 
 SyncProgressCallback = Callable[[float, float | None, str | None], None]
 """``on_progress(progress, total, message)`` of the blocking facade (runs on the runtime's thread)."""
-
-AsyncioProgressCallback = Callable[[float, float | None, str | None], Awaitable[None] | None]
-"""``on_progress`` of the asyncio facade: a function or coroutine function, run on the caller's loop."""
-"""An approver for thread hosts: a plain function, run in a worker thread (it may block)."""
-
-AsyncioApprover = Callable[[ApprovalRequest], Awaitable[bool] | bool]
-"""An approver for asyncio hosts: a function or coroutine function, run on the host's loop."""
-
-
-# ---------------------------------------------------------------------- host callbacks
-
-_CALLBACK_OPTIONS: Final = ("sampling_handler", "elicitation_handler", "assertion_handler")
-
-
-def _bridge_callable(fn: Callable[..., Any], loop: asyncio.AbstractEventLoop | None, what: str) -> Callable[..., Any]:
-    """A trio coroutine function running the host's ``fn`` where the host can run it.
-
-    A coroutine function runs on the host's asyncio ``loop``; a plain function runs in a
-    worker thread (it may block: ask a person, call a model synchronously). Cancelling the
-    trio side (the server gave up, the handler timed out) cancels the asyncio task; a
-    blocked thread is abandoned.
-    """
-    if inspect.iscoroutinefunction(fn):
-        if loop is None:
-            raise TypeError(
-                f"{what} is a coroutine function but no asyncio loop runs here: call start_portal (or set_roots)"
-                " from the loop it must run on, or pass a plain function (it runs in a worker thread)"
-            )
-        host_loop = loop
-
-        async def on_host_loop(*args: Any) -> Any:
-            future = asyncio.run_coroutine_threadsafe(fn(*args), host_loop)
-            try:
-                return await trio.to_thread.run_sync(future.result, abandon_on_cancel=True)
-            finally:
-                if not future.done():
-                    future.cancel()
-
-        return on_host_loop
-
-    async def in_worker_thread(*args: Any) -> Any:
-        return await trio.to_thread.run_sync(lambda: fn(*args), abandon_on_cancel=True)
-
-    return in_worker_thread
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-def _bridge_roots(roots: Any, loop: asyncio.AbstractEventLoop | None) -> Any:
-    """Roots for the trio side: a list passes as is, a callable is bridged like a handler."""
-    return _bridge_callable(roots, loop, "roots") if callable(roots) else roots
-
-
-def _bridge_options(options: dict[str, Any]) -> dict[str, Any]:
-    """``open_runtime`` options with the host's handlers and roots callable bridged to trio."""
-    loop = _running_loop()
-    bridged = dict(options)
-    for name in _CALLBACK_OPTIONS:
-        handler = bridged.get(name)
-        if handler is not None:
-            if not callable(handler):
-                raise TypeError(f"{name} must be a function or coroutine function (server_id, params), got {handler!r}")
-            bridged[name] = _bridge_callable(handler, loop, name)
-    if bridged.get("roots") is not None:
-        bridged["roots"] = _bridge_roots(bridged["roots"], loop)
-    return bridged
 
 
 def _closed_error() -> ActorStopped:
@@ -182,8 +122,28 @@ class RuntimePortal:
     """
 
     def __init__(self, **runtime_options: Any) -> None:
+        self._launch(runtime_options)
+        if not self._ready.wait(_START_TIMEOUT):
+            self.close()
+            raise TimeoutError(f"the mcp-actors runtime did not start within {_START_TIMEOUT:g}s")
+        if self._startup_error is not None:
+            self._thread.join(_CLOSE_TIMEOUT)
+            raise self._startup_error
+
+    @classmethod
+    def _launched(cls, runtime_options: dict[str, Any]) -> RuntimePortal:
+        """A portal whose thread is starting, not waited for (:func:`start_portal_async` awaits it)."""
+        portal = cls.__new__(cls)
+        portal._launch(runtime_options)
+        return portal
+
+    def _launch(self, runtime_options: dict[str, Any]) -> None:
         self._options = runtime_options
         self._ready = threading.Event()
+        self._ended = False
+        # Called (from the trio thread) when the portal starts or its thread ends: asyncio
+        # waiters (start_portal_async, aclose) wake on their own loops, no thread blocked.
+        self._watchers: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._token: trio.lowlevel.TrioToken | None = None
         self._nursery: trio.Nursery | None = None
@@ -198,12 +158,35 @@ class RuntimePortal:
         _open_portals.add(self)
         self._thread = threading.Thread(target=self._thread_main, name="mcp-actors-runtime", daemon=True)
         self._thread.start()
-        if not self._ready.wait(_START_TIMEOUT):
-            self.close()
-            raise TimeoutError(f"the mcp-actors runtime did not start within {_START_TIMEOUT:g}s")
-        if self._startup_error is not None:
-            self._thread.join(_CLOSE_TIMEOUT)
-            raise self._startup_error
+
+    def _notify(self) -> None:
+        """Wake every asyncio waiter: the portal started, or its thread is ending."""
+        with self._lock:
+            watchers, self._watchers = self._watchers, []
+        for wake in watchers:
+            wake()
+
+    async def _until(self, condition: Callable[[], bool]) -> None:
+        """Wait on the calling asyncio loop until ``condition()`` holds (checked at each :meth:`_notify`)."""
+        loop = asyncio.get_running_loop()
+        while True:
+            future: asyncio.Future[None] = loop.create_future()
+
+            def resolve(future: asyncio.Future[None] = future) -> None:
+                if not future.done():
+                    future.set_result(None)
+
+            def wake(resolve: Callable[[], None] = resolve) -> None:
+                try:
+                    loop.call_soon_threadsafe(resolve)
+                except RuntimeError:
+                    pass  # that loop is closed: nobody waits any more
+
+            with self._lock:
+                if condition():
+                    return
+                self._watchers.append(wake)
+            await future
 
     # ------------------------------------------------------------------ the trio thread
 
@@ -220,9 +203,11 @@ class RuntimePortal:
             _open_portals.discard(self)
             with self._lock:
                 self._closed = True
+                self._ended = True
                 pending, self._pending = self._pending, set()
             for future in pending:
                 _settle(future, error=ActorStopped("the mcp-actors runtime stopped before the call finished"))
+            self._notify()
 
     async def _main(self) -> None:
         self._stop = trio.Event()
@@ -231,6 +216,7 @@ class RuntimePortal:
             self._nursery = nursery
             self._token = trio.lowlevel.current_trio_token()
             self._ready.set()
+            self._notify()
             if not self._closed:  # closed already: the constructor timed out waiting for us
                 await self._stop.wait()
             # Calls still running fail with ActorStopped; then the runtime closes every server.
@@ -374,6 +360,26 @@ class RuntimePortal:
         if self._thread.is_alive():
             raise TimeoutError(f"the mcp-actors runtime did not stop within {_CLOSE_TIMEOUT:g}s")
 
+    async def aclose(self) -> None:
+        """:meth:`close` for asyncio: awaits the stop on the calling loop, never blocking it.
+
+        Returns once every server process has been reaped and the trio thread has ended
+        (bounded). A cancellation of the awaiting task meanwhile is re-raised once the
+        stop is complete: the servers are never left behind. Idempotent.
+
+        Raises:
+            RuntimeError: Called on the portal's own thread.
+            TimeoutError: The runtime did not stop within its bound.
+        """
+        self._refuse_own_thread("RuntimePortal.aclose")
+        self._request_stop()
+        waiter = asyncio.ensure_future(asyncio.wait_for(self._until(lambda: self._ended), _CLOSE_TIMEOUT))
+        cancelled = await wait_through_cancellation(waiter)
+        if cancelled is not None:
+            raise cancelled
+        if isinstance(waiter.exception(), TimeoutError):
+            raise TimeoutError(f"the mcp-actors runtime did not stop within {_CLOSE_TIMEOUT:g}s")
+
     def _request_stop(self) -> None:
         """Refuse new calls and ask the trio thread to shut the runtime down (no waiting)."""
         with self._lock:
@@ -397,8 +403,79 @@ class RuntimePortal:
         return SyncMcpService(self)
 
     def asyncio_service(self) -> AsyncioMcpService:
-        """An asyncio facade over this portal, for coroutines on any asyncio loop."""
-        return AsyncioMcpService(self)
+        """An asyncio facade over this portal, for coroutines on any asyncio loop in any thread."""
+        return AsyncioMcpService(_PortalHop(self))
+
+    async def run_asyncio(self, fn: Callable[[McpService], Awaitable[T]], /) -> T:
+        """Run ``fn(service)`` on the runtime's loop and await its outcome on the calling asyncio loop.
+
+        The asyncio facade's hop, lean: the trio task is started by one ``run_sync_soon``
+        and its outcome comes back by one ``loop.call_soon_threadsafe`` straight into an
+        asyncio future (no ``concurrent.futures.Future``, no lock). Cancelling the awaiting
+        task cancels the trio task; closing the portal fails it with ``ActorStopped``.
+        Every callback handed to ``run_sync_soon`` runs before the trio run ends (trio's
+        guarantee), so an outcome always arrives.
+
+        Raises:
+            ActorStopped: The portal is closed, or closed while ``fn`` ran.
+        """
+        token = self._check_open()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        scope = trio.CancelScope()
+
+        def resolve(value: Any, error: BaseException | None) -> None:  # on the caller's loop
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(value)
+
+        def send(value: Any, error: BaseException | None) -> None:  # from the trio thread
+            try:
+                loop.call_soon_threadsafe(resolve, value, error)
+            except RuntimeError:
+                pass  # the caller's loop is closed: nobody waits any more
+
+        async def runner() -> None:
+            with scope:
+                try:
+                    value = await fn(self.service)
+                except trio.Cancelled:
+                    # By the caller (then its future is cancelled already and this is a
+                    # no-op) or by close(): the call did not finish.
+                    send(None, ActorStopped("the mcp-actors portal closed while the call was running"))
+                    raise
+                except Exception as exc:
+                    send(None, exc)
+                except BaseException as exc:
+                    send(None, exc)
+                    raise
+                else:
+                    send(value, None)
+
+        def start() -> None:  # on the trio thread, in order with close()'s stop request
+            if self._closed or self._nursery is None:
+                send(None, _closed_error())
+                return
+            try:
+                self._nursery.start_soon(runner)
+            except RuntimeError:  # the nursery is closed: the runtime is stopping
+                send(None, _closed_error())
+
+        try:
+            token.run_sync_soon(start)
+        except trio.RunFinishedError:
+            raise _closed_error() from None
+        try:
+            return await future
+        except asyncio.CancelledError:
+            try:
+                token.run_sync_soon(scope.cancel)
+            except trio.RunFinishedError:
+                pass
+            raise
 
 
 def _arm_exit_hook() -> None:
@@ -455,7 +532,32 @@ def start_portal(config_path: str | None = None, **runtime_options: Any) -> Runt
             service = portal.sync_service()
             print(service.call_tool("demo", "echo", {"text": "hi"}))
     """
-    return RuntimePortal(config_path=config_path, **_bridge_options(runtime_options))
+    return RuntimePortal(config_path=config_path, **bridge_options(runtime_options))
+
+
+async def start_portal_async(config_path: str | None = None, **runtime_options: Any) -> RuntimePortal:
+    """:func:`start_portal` for asyncio hosts: the start is awaited, the calling loop never blocked.
+
+    Same arguments and errors as :func:`start_portal`; close the portal with
+    :meth:`RuntimePortal.aclose`. If the awaiting task is cancelled during the start, the
+    runtime is stopped (its servers closed) before the cancellation is re-raised.
+    :func:`mcp_actors.asyncio.open_runtime` with ``mode="thread"`` is this in an
+    ``async with`` block.
+    """
+    portal = RuntimePortal._launched({"config_path": config_path, **bridge_options(runtime_options)})
+    try:
+        async with asyncio.timeout(_START_TIMEOUT):
+            await portal._until(portal._ready.is_set)
+    except TimeoutError:
+        await portal.aclose()
+        raise TimeoutError(f"the mcp-actors runtime did not start within {_START_TIMEOUT:g}s") from None
+    except BaseException:
+        await portal.aclose()
+        raise
+    if portal._startup_error is not None:
+        await portal.aclose()
+        raise portal._startup_error
+    return portal
 
 
 # ---------------------------------------------------------------------- facades
@@ -626,7 +728,7 @@ class SyncMcpService(_Reads):
         ``(server_id) -> list`` (run in a worker thread), or ``None``. Returns how many
         servers were notified.
         """
-        bridged = _bridge_roots(roots, None)
+        bridged = bridge_roots(roots, None)
         return self._run(lambda s: s.set_roots(bridged))
 
     def subscribe(self, *, buffer: int = 1024) -> SyncSubscription:
@@ -749,320 +851,22 @@ class SyncSubscription:
         self.close()
 
 
-class AsyncioMcpService(_Reads):
-    """The McpService operations as asyncio coroutines.
+class _PortalHop:
+    """The asyncio facade's way onto a portal's trio thread: from any loop, in any thread."""
 
-    ``await service.call_tool("demo", "echo", {"text": "hi"})`` from any asyncio loop,
-    in any thread, concurrently. No executor thread is used per call. Cancelling the
-    awaiting task cancels the call on the trio side (and on the server). The reads
-    (``list``, ``status``, ...) are plain methods answered in microseconds.
-    """
-
-    async def _run(self, fn: Callable[[McpService], Awaitable[T]]) -> T:
-        portal = self._portal
-
-        async def call() -> T:
-            return await fn(portal.service)
-
-        loop = asyncio.get_running_loop()
-        return await asyncio.wrap_future(portal.submit(call), loop=loop)
-
-    async def run_in_runtime(self, fn: Callable[[McpService], Awaitable[T]], /) -> T:
-        """Run trio code on the runtime's loop and await its result here, on asyncio.
-
-        ``fn`` gets the runtime's :class:`~mcp_actors.service.McpService`. The helpers
-        that take a service (``fetch_mcp_tools``, ``setup_mcp_tools``, ``load_mcp_tools``,
-        the registry tool adapters) call this themselves when given this facade; call it
-        for trio code of your own. Cancelling the awaiting task cancels ``fn``.
-
-        Raises:
-            ActorStopped: The portal is closed, or closed while ``fn`` ran.
-        """
-        return await self._run(fn)
-
-    def relay_progress(self, callback: AsyncioProgressCallback, /) -> Callable[[float, float | None, str | None], None]:
-        """``callback`` (a function or coroutine function) as a progress callback for the runtime's side.
-
-        Each call from the runtime's thread runs ``callback`` on the asyncio loop running
-        now. Call it on that loop.
-        """
-        return _on_loop(asyncio.get_running_loop(), callback)
-
-    async def list(self) -> builtins.list[McpServerRecord]:
-        """Every configured server's record, current with the file (see :meth:`McpService.list`)."""
-        return await self._run(lambda s: s.list())
-
-    async def health(self, server: str, *, timeout: float = 10.0) -> float:
-        """Ping the server now; the round trip in seconds (see :meth:`McpService.health`)."""
-        return await self._run(lambda s: s.health(server, timeout=timeout))
-
-    async def add(self, input: McpServerRecord | Mapping[str, Any]) -> McpServerRecord:
-        """Add a server and save it (see :meth:`McpService.add`)."""
-        return await self._run(lambda s: s.add(input))
-
-    async def add_json(self, text: str) -> builtins.list[AddJsonEntryResult]:
-        """Add every server of an ``mcpServers`` document (see :meth:`McpService.add_json`)."""
-        return await self._run(lambda s: s.add_json(text))
-
-    async def update(self, server: str, changes: Mapping[str, Any] | None = None, /, **more: Any) -> McpServerRecord:
-        """Change fields of a record, snake_case or camelCase (see :meth:`McpService.update`)."""
-        return await self._run(lambda s: s.update(server, changes, **more))
-
-    async def remove(self, server: str) -> McpServerRecord:
-        """Remove a server and stop its process (see :meth:`McpService.remove`)."""
-        return await self._run(lambda s: s.remove(server))
-
-    async def list_server_tools(self, server: str) -> builtins.list[McpTool]:
-        """One server's tools (see :meth:`McpService.list_server_tools`)."""
-        return await self._run(lambda s: s.list_server_tools(server))
-
-    async def list_all_active_server_tools(self) -> builtins.list[McpTool]:
-        """Tools of every active server (see :meth:`McpService.list_all_active_server_tools`)."""
-        return await self._run(lambda s: s.list_all_active_server_tools())
-
-    async def list_tools_detailed(self, servers: Sequence[str] | None = None) -> ToolListing:
-        """Tools plus per-server failures (see :meth:`McpService.list_tools_detailed`)."""
-        return await self._run(lambda s: s.list_tools_detailed(servers))
-
-    async def call_tool(
-        self,
-        server: str,
-        tool_name: str,
-        arguments: Mapping[str, Any] | None = None,
-        call_id: str | None = None,
-        *,
-        timeout: float | None = None,
-        on_progress: AsyncioProgressCallback | None = None,
-        as_task: bool | None = None,
-    ) -> mcp_types.CallToolResult:
-        """Call a tool (see :meth:`McpService.call_tool`); cancelling the task cancels the call.
-
-        ``on_progress(progress, total, message)`` (a function or a coroutine function) runs
-        on the calling asyncio loop.
-        """
-        relay = _on_loop(asyncio.get_running_loop(), on_progress) if on_progress is not None else None
-        return await self._run(
-            lambda s: s.call_tool(
-                server, tool_name, arguments, call_id, timeout=timeout, on_progress=relay, as_task=as_task
-            )
-        )
-
-    async def call_tool_by_id(
-        self,
-        tool_id: str,
-        arguments: Mapping[str, Any] | None = None,
-        call_id: str | None = None,
-        *,
-        timeout: float | None = None,
-    ) -> mcp_types.CallToolResult:
-        """Call a tool by its listed id (see :meth:`McpService.call_tool_by_id`)."""
-        return await self._run(lambda s: s.call_tool_by_id(tool_id, arguments, call_id, timeout=timeout))
-
-    async def test(self, server: str) -> ServerTestResult:
-        """Connect and list tools, timing both (see :meth:`McpService.test`)."""
-        return await self._run(lambda s: s.test(server))
-
-    async def discover(self, server: str) -> Discovery:
-        """Tools, prompts and resources (see :meth:`McpService.discover`)."""
-        return await self._run(lambda s: s.discover(server))
-
-    async def connect(self, server: str) -> None:
-        """Connect now (see :meth:`McpService.connect`)."""
-        await self._run(lambda s: s.connect(server))
-
-    async def disconnect(self, server: str) -> None:
-        """Close the server's connection (see :meth:`McpService.disconnect`)."""
-        await self._run(lambda s: s.disconnect(server))
-
-    async def reconnect(self, server: str) -> None:
-        """Close and reconnect (see :meth:`McpService.reconnect`)."""
-        await self._run(lambda s: s.reconnect(server))
-
-    async def cleanup(self) -> None:
-        """Disconnect every server, keeping the records (see :meth:`McpService.cleanup`)."""
-        await self._run(lambda s: s.cleanup())
-
-    def set_approver(self, approver: AsyncioApprover | None) -> None:
-        """Install (or remove) the approver of calls that are not auto-approved.
-
-        Call it from a running asyncio loop: the approver (a function or a coroutine
-        function) runs on that loop. If the loop has closed when a call needs approval,
-        the call is denied (``ToolCallDenied``).
-
-        Raises:
-            RuntimeError: No asyncio loop is running in this thread.
-        """
-        if approver is None:
-            self._portal.run_sync(lambda: self._portal.service.set_approver(None))
-            return
-        loop = asyncio.get_running_loop()
-        host_approver = approver
-
-        async def on_host_loop(request: ApprovalRequest) -> bool:
-            verdict = host_approver(request)
-            if inspect.isawaitable(verdict):
-                verdict = await verdict
-            return bool(verdict)
-
-        async def via_host_loop(request: ApprovalRequest) -> bool:
-            try:
-                host_future = asyncio.run_coroutine_threadsafe(on_host_loop(request), loop)
-            except RuntimeError:  # the host's loop is closed: nobody can approve
-                return False
-            token = trio.lowlevel.current_trio_token()
-            answered = trio.Event()
-
-            def wake(_: concurrent.futures.Future[bool]) -> None:
-                try:
-                    token.run_sync_soon(answered.set)
-                except trio.RunFinishedError:
-                    pass
-
-            host_future.add_done_callback(wake)
-            try:
-                await answered.wait()
-            except trio.Cancelled:
-                host_future.cancel()
-                raise
-            if host_future.cancelled():
-                return False
-            return host_future.result()
-
-        self._portal.run_sync(lambda: self._portal.service.set_approver(via_host_loop))
-
-    async def set_roots(self, roots: Any) -> int:
-        """Replace the host's roots and notify the servers that can hear it (see :meth:`McpService.set_roots`).
-
-        ``roots``: a list of ``file://`` URIs / ``Root`` values, a function or coroutine
-        function ``(server_id) -> list`` (a coroutine runs on this loop), or ``None``.
-        Returns how many servers were notified.
-        """
-        bridged = _bridge_roots(roots, asyncio.get_running_loop())
-        return await self._run(lambda s: s.set_roots(bridged))
-
-    def subscribe(self, *, buffer: int = 1024) -> AsyncioSubscription:
-        """Events from now on (subscribed at once), as an asyncio async iterator.
-
-        ``async for event in service.subscribe(): ...``; see :meth:`McpService.subscribe`.
-        """
-        return AsyncioSubscription(self._portal, buffer)
-
-    # ---------------------------------------------------------- resources, prompts, completion, logging
-
-    async def list_resources(self, server: str) -> builtins.list[mcp_types.Resource]:
-        """The server's resources (see :meth:`McpService.list_resources`)."""
-        return await self._run(lambda s: s.list_resources(server))
-
-    async def list_resource_templates(self, server: str) -> builtins.list[mcp_types.ResourceTemplate]:
-        """The server's resource templates (see :meth:`McpService.list_resource_templates`)."""
-        return await self._run(lambda s: s.list_resource_templates(server))
-
-    async def read_resource(self, server: str, uri: str) -> mcp_types.ReadResourceResult:
-        """Read one resource (see :meth:`McpService.read_resource`)."""
-        return await self._run(lambda s: s.read_resource(server, uri))
-
-    async def subscribe_resource(self, server: str, uri: str) -> None:
-        """Get ``resource:updated`` events for ``uri`` (see :meth:`McpService.subscribe_resource`)."""
-        await self._run(lambda s: s.subscribe_resource(server, uri))
-
-    async def unsubscribe_resource(self, server: str, uri: str) -> None:
-        """End a resource subscription (see :meth:`McpService.unsubscribe_resource`)."""
-        await self._run(lambda s: s.unsubscribe_resource(server, uri))
-
-    async def list_prompts(self, server: str) -> builtins.list[mcp_types.Prompt]:
-        """The server's prompts (see :meth:`McpService.list_prompts`)."""
-        return await self._run(lambda s: s.list_prompts(server))
-
-    async def list_tasks(self, server: str) -> builtins.list[mcp_types.Task]:
-        """The server's tasks (see :meth:`McpService.list_tasks`)."""
-        return await self._run(lambda s: s.list_tasks(server))
-
-    async def get_prompt(
-        self, server: str, name: str, arguments: Mapping[str, str] | None = None
-    ) -> mcp_types.GetPromptResult:
-        """One prompt rendered with its arguments (see :meth:`McpService.get_prompt`)."""
-        return await self._run(lambda s: s.get_prompt(server, name, arguments))
-
-    async def complete(
-        self,
-        server: str,
-        ref: mcp_types.PromptReference | mcp_types.ResourceTemplateReference | Mapping[str, Any],
-        argument: Mapping[str, str] | tuple[str, str],
-        context: Mapping[str, str] | None = None,
-    ) -> mcp_types.Completion:
-        """Completion values for an argument (see :meth:`McpService.complete`)."""
-        return await self._run(lambda s: s.complete(server, ref, argument, context))
-
-    async def set_log_level(self, server: str, level: str) -> None:
-        """Send ``logging/setLevel`` now (see :meth:`McpService.set_log_level`)."""
-        await self._run(lambda s: s.set_log_level(server, level))
-
-
-def _on_loop(
-    loop: asyncio.AbstractEventLoop, callback: AsyncioProgressCallback
-) -> Callable[[float, float | None, str | None], None]:
-    """A progress callback for the trio side that runs ``callback`` on the caller's asyncio loop."""
-
-    def relay(progress: float, total: float | None, message: str | None) -> None:
-        if inspect.iscoroutinefunction(callback):
-            asyncio.run_coroutine_threadsafe(callback(progress, total, message), loop)
-        else:
-            loop.call_soon_threadsafe(callback, progress, total, message)
-
-    return relay
-
-
-class AsyncioSubscription:
-    """An asyncio view of an event subscription.
-
-    ``async for event in sub`` yields events until the subscription or the portal
-    closes. Each event is fetched from the trio side when asked for, so the buffer stays
-    the bounded one of the trio subscription (a slow reader loses the oldest events,
-    counted in :attr:`dropped`); nothing piles up in between.
-    """
-
-    def __init__(self, portal: RuntimePortal, buffer: int) -> None:
+    def __init__(self, portal: RuntimePortal) -> None:
         self._portal = portal
-        self._sub: Subscription = portal.run_sync(lambda: portal.service.subscribe(buffer=buffer))
 
     @property
-    def dropped(self) -> int:
-        """How many events were lost because this reader fell behind."""
-        return self._sub.dropped
+    def portal(self) -> RuntimePortal:
+        """The portal whose thread runs the runtime."""
+        return self._portal
 
-    async def receive(self) -> Event:
-        """Wait for the next event.
+    async def run(self, fn: Callable[[McpService], Awaitable[T]], /) -> T:
+        """:meth:`RuntimePortal.run_asyncio`."""
+        return await self._portal.run_asyncio(fn)
 
-        Raises:
-            ActorStopped: The subscription or the portal is closed (and drained).
-        """
-        loop = asyncio.get_running_loop()
-        try:
-            future = self._portal.submit(self._sub.receive)
-            return await asyncio.wrap_future(future, loop=loop)
-        except trio.EndOfChannel:
-            raise ActorStopped("the event subscription is closed") from None
-
-    def __aiter__(self) -> AsyncIterator[Event]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Event]:
-        while True:
-            try:
-                event = await self.receive()
-            except ActorStopped:
-                return
-            yield event
-
-    def close(self) -> None:
-        """Stop receiving; a waiting :meth:`receive` ends once the buffer is drained."""
-        try:
-            self._portal.run_sync(self._sub.close)
-        except ActorStopped:
-            pass  # the portal closed: the subscription ended with it
-
-    async def __aenter__(self) -> AsyncioSubscription:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.close()
+    def read(self, fn: Callable[[McpService], T], /) -> T:
+        """A quick read, run on the portal's thread (where the runtime's state is written)."""
+        portal = self._portal
+        return portal.run_sync(lambda: fn(portal.service))

@@ -389,6 +389,22 @@ class McpService:
         record, handle = await self._active(server)
         return builtins.list((await self._view(record, handle)).tools)
 
+    async def list_tool_definitions(self, server: str) -> builtins.list[mcp_types.Tool]:
+        """The server's tools as the protocol defines them (``mcp.types.Tool``), ``disabledTools`` filtered out.
+
+        The same listing as :meth:`list_server_tools` (cached on the connection for the
+        tool cache's TTL), with every field the server sent (title, output schema,
+        annotations): for libraries that take the SDK's own objects.
+
+        Raises:
+            ServerNotFound, ServerInactive, ConnectionFailed: As the names say.
+        """
+        record, handle = await self._active(server)
+        listing = await handle.tools_listing(max_age=self._registry.tool_cache_ttl)
+        disabled = record.disabled_tools
+        tools: tuple[mcp_types.Tool, ...] = listing.items
+        return [tool for tool in tools if tool.name not in disabled]
+
     async def list_all_active_server_tools(self) -> builtins.list[McpTool]:
         """Tools of every active server; a failing server is logged and skipped."""
         return builtins.list((await self.list_tools_detailed()).tools)
@@ -537,6 +553,7 @@ class McpService:
         timeout: float | None = None,
         on_progress: ProgressCallback | None = None,
         as_task: bool | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> mcp_types.CallToolResult:
         """Call a tool and return the MCP result (a tool-level error is ``is_error``, not an exception).
 
@@ -549,6 +566,8 @@ class McpService:
         at the server's interval, its result fetched, cancelled if the caller gives up);
         ``as_task=True`` does so for an ``optional`` one too, emitting ``task:status``.
         The result keeps ``structured_content``, checked against the tool's ``outputSchema``.
+        ``meta`` is the request's ``_meta`` (a tracing id, say), sent as the SDK's
+        ``ClientSession.call_tool(meta=)`` sends it.
 
         Raises:
             ServerNotFound, ServerInactive: The server does not exist or is disabled.
@@ -590,7 +609,7 @@ class McpService:
         success = False
         try:
             result = await handle.call_tool(
-                tool_name, args, timeout=timeout, call_id=call_id, on_progress=on_progress, as_task=as_task
+                tool_name, args, timeout=timeout, call_id=call_id, on_progress=on_progress, as_task=as_task, meta=meta
             )
             success = not result.is_error
             return result
@@ -714,6 +733,19 @@ class McpService:
         """Connect now (servers otherwise connect on first use)."""
         await trio.lowlevel.checkpoint()
         await (await self._active(server))[1].connect()
+
+    async def initialize_result(self, server: str) -> mcp_types.InitializeResult:
+        """The server's answer to this connection's handshake, connecting first if needed; nothing is sent.
+
+        What ``ClientSession.initialize()`` returns (protocol version, capabilities, server
+        info, instructions), for hosts and libraries that want it without a second handshake.
+        A 2026-07-28 connection, which has no handshake, gives its discovery in that shape.
+
+        Raises:
+            ServerNotFound, ServerInactive, ConnectionFailed: As the names say.
+        """
+        await trio.lowlevel.checkpoint()
+        return await (await self._active(server))[1].initialize_result()
 
     async def disconnect(self, server: str) -> None:
         """Close the server's connection (it reconnects lazily on the next use)."""

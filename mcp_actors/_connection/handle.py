@@ -12,7 +12,7 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
 
 import attrs
@@ -173,6 +173,27 @@ class ConnectionHandle:
     async def connect(self) -> None:
         """Connect if not connected (coalesced with an attempt under way)."""
         await self._live()
+
+    async def initialize_result(self) -> mcp_types.InitializeResult:
+        """The live connection's handshake answer (connecting first if needed); no request is sent.
+
+        Up to 2025-11-25 it is the server's own ``InitializeResult``. A 2026-07-28 connection has
+        no handshake: its ``DiscoverResult`` is given in the same shape (negotiated version,
+        capabilities, server info, instructions), so a caller that wants what ``initialize()``
+        returns gets it on every revision.
+        """
+        session = (await self._live()).session
+        result = session.initialize_result
+        if result is not None:
+            return result
+        capabilities = session.server_capabilities or mcp_types.ServerCapabilities()
+        info = session.server_info or mcp_types.Implementation(name=self.settings.server_name, version="")
+        return mcp_types.InitializeResult(
+            protocol_version=session.protocol_version or "",
+            capabilities=capabilities,
+            server_info=info,
+            instructions=session.instructions,
+        )
 
     async def _listing(self, kind: ListingKind, *, max_age: float) -> Listing:
         """A current listing of ``kind``: the published one, else the actor's one fill of it.
@@ -468,6 +489,7 @@ class ConnectionHandle:
         call_id: str | None = None,
         on_progress: ProgressCallback | None = None,
         as_task: bool | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> mcp_types.CallToolResult:
         """Call a tool by its name on the server; a tool-level error is a result, not an exception.
 
@@ -485,6 +507,8 @@ class ConnectionHandle:
             as_task: Run it as a task (2025-11-25): ``None`` does so exactly when the tool's
                 ``execution.taskSupport`` is ``required``. At 2026-07-28 a call is always
                 plain, and ``True`` raises :class:`~mcp_actors.errors.ToolCallFailed`.
+            meta: The caller's ``_meta`` of the request (what the SDK's ``call_tool(meta=)``
+                sends); the revision's own keys are added to it. Not sent with a call run as a task.
 
         Raises:
             ToolCallTimeout: No answer within ``timeout``; the server was asked to cancel.
@@ -498,6 +522,7 @@ class ConnectionHandle:
         """
         args = dict(arguments or {})
         settings = self.settings
+        caller_meta = dict(meta) if meta else None
         if call_id is not None:
             logger.debug("server %s: call %s of %s", settings.server_name, call_id, name)
         live = self._cell.live or await self._live()
@@ -556,7 +581,8 @@ class ConnectionHandle:
         async def op(live: LiveSession) -> mcp_types.CallToolResult:
             session = live.session
             # The log-level opt-in is a 2026-07-28 thing; this session's own stamp says (one attribute).
-            meta = self._log_meta(session) if live.stamp is None or live.stamp.modern else None
+            log_meta = self._log_meta(session) if live.stamp is None or live.stamp.modern else None
+            meta = log_meta if caller_meta is None else {**caller_meta, **(log_meta or {})}
             try:
                 # _fulfilled's first step, inline: two coroutine frames less on the hot path (with the
                 # inline _request below, ~7 % of a stdio call's instructions, benchmarks.instructions).
@@ -573,7 +599,7 @@ class ConnectionHandle:
                         on_progress=progressed,
                         input_responses=responses,
                         request_state=state,
-                        meta=self._log_meta(session),
+                        meta=meta,
                         bound=bound,
                     )
 

@@ -1,0 +1,365 @@
+"""The runtime as a trio *guest* on the host's asyncio loop: one thread, no hop across threads.
+
+``trio.lowlevel.start_guest_run`` runs trio's scheduler as callbacks on a host loop, but
+it waits for I/O in a thread of its own and hands each wake-up back with
+``call_soon_threadsafe``: two thread switches per wait, the cost a portal pays too. Here
+that wait goes to the host's selector instead: trio's I/O multiplexer (an epoll or kqueue
+object, itself a pollable file descriptor) is watched with ``loop.add_reader``, its timeout
+with ``loop.call_later``, and when either fires the next scheduler batch runs at once, on
+the loop's thread. A call from an asyncio task starts its trio task directly (the same
+thread holds trio's run context) and asks for a batch with ``loop.call_soon``; its outcome
+resolves the asyncio future directly. Nothing crosses a thread on the call path.
+
+That drive reaches into trio's guest machinery (``GuestState``, the run generator, the
+I/O manager's multiplexer, all private: :func:`_guest_internals` checks them, and
+``tests/hosts/test_guest_trio_private.py`` pins them against the installed trio). Where
+they are not what we expect, or the loop cannot watch a descriptor (Windows' proactor),
+the guest run is trio's own, threads and all: slower, never wrong.
+
+Rules of a guest runtime: one per thread (trio keeps its run context per thread); its
+facade may only be used on its own loop (anything else raises ``RuntimeError`` naming the
+thread runtime); host callbacks behave as with a portal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Final, TypeVar
+
+import outcome
+import sniffio
+import trio
+
+from mcp_actors._hosts.closing import wait_through_cancellation
+from mcp_actors.errors import ActorStopped
+from mcp_actors.runtime import Runtime, open_runtime
+from mcp_actors.service import McpService
+
+__all__ = ["GuestHop", "open_guest_runtime", "threadless_supported"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_START_BOUND: Final = 60.0
+"""Seconds the runtime may take to start (the config read and the safety net; nothing is spawned)."""
+
+
+# ---------------------------------------------------------------------- driving trio from the host's selector
+
+
+def _guest_internals(tick: Callable[[], object]) -> tuple[Any, Any, int] | None:
+    """``(guest state, runner, multiplexer fd)`` of the guest run whose first tick is ``tick``, or ``None``.
+
+    ``None`` when trio's private guest machinery is not what this module drives (a newer
+    trio that changed it, or an I/O manager without a pollable multiplexer: Windows).
+    """
+    state = getattr(tick, "__self__", None)
+    runner = getattr(state, "runner", None)
+    io_manager = getattr(runner, "io_manager", None)
+    if state is None or runner is None or io_manager is None:
+        return None
+    if not all(hasattr(state, name) for name in ("unrolled_run_gen", "unrolled_run_next_send", "done_callback")):
+        return None
+    if not all(hasattr(runner, name) for name in ("guest_tick_scheduled", "main_task_outcome")):
+        return None
+    multiplexer = getattr(io_manager, "_epoll", None) or getattr(io_manager, "_kqueue", None)
+    fileno = getattr(multiplexer, "fileno", None)
+    if fileno is None or not callable(getattr(io_manager, "get_events", None)):
+        return None
+    return state, runner, fileno()
+
+
+def threadless_supported() -> bool:
+    """Whether trio's guest machinery here is what :class:`_SelectorDrive` drives (else trio's own guest run)."""
+    from trio._core import _run
+
+    guest_state = getattr(_run, "GuestState", None)
+    return guest_state is not None and callable(getattr(guest_state, "guest_tick", None))
+
+
+class _SelectorDrive:
+    """Runs a trio guest run's scheduler batches on ``loop``, its I/O waits on the loop's own selector.
+
+    Trio's own :meth:`GuestState.guest_tick`, with the one branch that waits in a thread
+    replaced by a wait on ``loop``. Invariant: at most one of (a batch scheduled, a wait
+    armed) holds, as in trio, where ``runner.guest_tick_scheduled`` says which.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, state: Any, runner: Any, fd: int) -> None:
+        self._loop = loop
+        self._state = state
+        self._runner = runner
+        self._fd = fd
+        self._waiting = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self._loop.call_soon(self._tick)
+
+    def kick(self) -> None:
+        """Run a batch soon, without the wake-up socket round trip; call it before scheduling trio work."""
+        if self._waiting:
+            self._runner.guest_tick_scheduled = True  # trio's own wake-up is then a no-op
+            self._loop.call_soon(self._wake)
+
+    def _wake(self) -> None:
+        if not self._waiting:
+            return  # woken twice (a kick and the selector): the batch already ran
+        self._waiting = False
+        self._loop.remove_reader(self._fd)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._state.unrolled_run_next_send = outcome.capture(self._runner.io_manager.get_events, 0)
+        self._runner.guest_tick_scheduled = True
+        self._tick()
+
+    def _tick(self) -> None:
+        state, runner = self._state, self._runner
+        previous, sniffio.thread_local.name = sniffio.thread_local.name, "trio"
+        try:
+            timeout = state.unrolled_run_next_send.send(state.unrolled_run_gen)
+        except StopIteration:
+            state.done_callback(runner.main_task_outcome)
+            return
+        except trio.TrioInternalError as exc:
+            state.done_callback(outcome.Error(exc))
+            return
+        finally:
+            sniffio.thread_local.name = previous
+        events = outcome.capture(runner.io_manager.get_events, 0)
+        if timeout <= 0 or isinstance(events, outcome.Error) or events.value:
+            state.unrolled_run_next_send = events
+            runner.guest_tick_scheduled = True
+            self._loop.call_soon(self._tick)
+            return
+        runner.guest_tick_scheduled = False
+        self._waiting = True
+        self._loop.add_reader(self._fd, self._wake)
+        if timeout != math.inf:
+            self._timer = self._loop.call_later(timeout, self._wake)
+
+
+def _start_guest(
+    loop: asyncio.AbstractEventLoop,
+    main: Callable[[], Awaitable[None]],
+    done: Callable[[outcome.Outcome[None]], object],
+) -> _SelectorDrive | None:
+    """Start ``main`` as a trio guest run on ``loop``; the selector drive, or ``None`` when trio's own runs it."""
+    first: list[Callable[[], object]] = []
+    trio.lowlevel.start_guest_run(
+        main,
+        run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+        run_sync_soon_not_threadsafe=first.append,  # captures the first tick: the guest state is its owner
+        done_callback=done,
+        # asyncio owns signal.set_wakeup_fd (and SIGINT: asyncio.run cancels its main task).
+        host_uses_signal_set_wakeup_fd=True,
+    )
+    # Each later tick is scheduled by the drive (or by trio's own guest_tick with the loop's call_soon).
+    [tick] = first
+    internals = _guest_internals(tick) if threadless_supported() else None
+    if internals is not None:
+        drive: _SelectorDrive | None = _SelectorDrive(loop, *internals)
+        try:
+            loop.add_reader(internals[2], lambda: None)
+            loop.remove_reader(internals[2])
+        except (NotImplementedError, RuntimeError):
+            drive = None
+        if drive is not None:
+            drive.start()
+            return drive
+    state = getattr(tick, "__self__", None)
+    if state is not None and hasattr(state, "run_sync_soon_not_threadsafe"):
+        state.run_sync_soon_not_threadsafe = loop.call_soon
+    loop.call_soon(tick)
+    return None
+
+
+# ---------------------------------------------------------------------- the hop
+
+
+class GuestHop:
+    """The asyncio facade's way into a guest runtime: a trio task started on the same thread.
+
+    Only from the runtime's own loop and thread: trio's run context belongs to that thread.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._thread = threading.get_ident()
+        self._runtime: Runtime | None = None
+        self._nursery: trio.Nursery | None = None
+        self._drive: _SelectorDrive | None = None
+        self._closed = False
+
+    @property
+    def portal(self) -> None:
+        """A guest runtime has no portal."""
+        return None
+
+    @property
+    def closed(self) -> bool:
+        """Whether the runtime is closing or closed."""
+        return self._closed
+
+    @property
+    def runtime(self) -> Runtime:
+        """The trio runtime (for code of one's own on its loop, inside :meth:`run`)."""
+        self._check()
+        assert self._runtime is not None
+        return self._runtime
+
+    def _check(self) -> McpService:
+        if threading.get_ident() != self._thread:
+            raise RuntimeError(
+                "this mcp-actors runtime is a trio guest on another thread's asyncio loop and may only be used"
+                " there; open it with mcp_actors.asyncio.open_runtime(mode='thread') to call it from any thread"
+                " or loop"
+            )
+        if self._closed or self._runtime is None:
+            raise ActorStopped("the mcp-actors runtime is closed; open a new one with mcp_actors.asyncio.open_runtime")
+        return self._runtime.service
+
+    def read(self, fn: Callable[[McpService], T], /) -> T:
+        """A quick read of the runtime's published state, here and now (same thread)."""
+        return fn(self._check())
+
+    async def run(self, fn: Callable[[McpService], Awaitable[T]], /) -> T:
+        """Run ``fn(service)`` as a trio task on this thread; its outcome resolves this task's future.
+
+        Raises:
+            ActorStopped: The runtime is closed, or closed while ``fn`` ran.
+            RuntimeError: Called from another thread than the runtime's.
+        """
+        service = self._check()
+        loop = self._loop
+        if asyncio.get_running_loop() is not loop:
+            raise RuntimeError(
+                "this mcp-actors runtime is a trio guest on another asyncio loop and may only be awaited there;"
+                " open it with mcp_actors.asyncio.open_runtime(mode='thread') to use it from several loops"
+            )
+        future: asyncio.Future[T] = loop.create_future()
+        scope = trio.CancelScope()
+
+        async def runner() -> None:
+            with scope:
+                try:
+                    value = await fn(service)
+                except trio.Cancelled:
+                    if not future.done():
+                        future.set_exception(ActorStopped("the mcp-actors runtime closed while the call was running"))
+                    raise
+                except BaseException as exc:
+                    if not future.done():
+                        future.set_exception(exc)
+                    if not isinstance(exc, Exception):
+                        raise
+                else:
+                    if not future.done():
+                        future.set_result(value)
+
+        nursery = self._nursery
+        assert nursery is not None
+        if self._drive is not None:
+            self._drive.kick()
+        try:
+            nursery.start_soon(runner)
+        except RuntimeError:  # the nursery is closed: the runtime is stopping
+            raise ActorStopped("the mcp-actors runtime is closed") from None
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if self._drive is not None:
+                self._drive.kick()
+            scope.cancel()
+            raise
+
+
+# ---------------------------------------------------------------------- start and stop
+
+
+@contextlib.asynccontextmanager
+async def open_guest_runtime(**runtime_options: Any) -> AsyncIterator[GuestHop]:
+    """Run :func:`~mcp_actors.runtime.open_runtime` as a trio guest on the running asyncio loop.
+
+    Starting and stopping are awaited, never blocking the loop. Leaving the block (normally,
+    by an exception, or by cancellation of the task) cancels the calls still running and
+    closes every server, reaping every process, before it returns; a cancellation that
+    arrives meanwhile is re-raised once the runtime has stopped.
+
+    Raises:
+        RuntimeError: This thread already runs trio (a guest runtime or ``trio.run``).
+        ConfigFileCorrupt: The config file cannot be parsed.
+        TimeoutError: The runtime did not start within 60 s.
+    """
+    loop = asyncio.get_running_loop()
+    if trio.lowlevel.in_trio_run():
+        raise RuntimeError(
+            "this thread already runs trio (another guest runtime, or trio.run): a thread holds one trio run;"
+            " share that runtime, or open this one with mcp_actors.asyncio.open_runtime(mode='thread')"
+        )
+    hop = GuestHop(loop)
+    ready: asyncio.Future[None] = loop.create_future()
+    done: asyncio.Future[outcome.Outcome[None]] = loop.create_future()
+    stop = trio.Event()
+    outer = trio.CancelScope()
+
+    async def main() -> None:
+        with outer:
+            async with open_runtime(**runtime_options) as runtime, trio.open_nursery() as nursery:
+                hop._runtime = runtime
+                hop._nursery = nursery
+                if not ready.done():
+                    ready.set_result(None)
+                await stop.wait()
+                # Calls still running fail with ActorStopped; then the runtime closes every server.
+                hop._closed = True
+                nursery.cancel_scope.cancel()
+
+    def on_done(result: outcome.Outcome[None]) -> None:
+        hop._closed = True
+        if not done.done():
+            done.set_result(result)
+
+    hop._drive = _start_guest(loop, main, on_done)
+
+    def request_stop() -> None:
+        hop._closed = True
+        if hop._drive is not None:
+            hop._drive.kick()
+        stop.set()
+        if not ready.done():
+            outer.cancel()  # still starting: stop the start itself
+
+    body_failed = False
+    try:
+        try:
+            async with asyncio.timeout(_START_BOUND):
+                waits: list[asyncio.Future[Any]] = [ready, done]
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        except TimeoutError:
+            raise TimeoutError(f"the mcp-actors runtime did not start within {_START_BOUND:g}s") from None
+        if not ready.done():
+            done.result().unwrap()  # the start failed: its error, as open_runtime raised it
+            raise ActorStopped("the mcp-actors runtime stopped while it started")
+        yield hop
+    except BaseException:
+        body_failed = True  # the start's own failure too: raised already, not raised again
+        raise
+    finally:
+        request_stop()
+        cancelled = await wait_through_cancellation(done)
+        result = done.result()
+        if isinstance(result, outcome.Error):
+            if cancelled is None and not body_failed:
+                result.unwrap()  # the runtime's own failure, where nothing else is being raised
+            elif ready.done():
+                logger.error("the mcp-actors runtime stopped with an error", exc_info=result.error)
+        if cancelled is not None:
+            raise cancelled
