@@ -13,6 +13,7 @@ PACKAGES = [
     "supervisors",
     "mcp_actors",
     "mcp_actors.adapters",
+    "mcp_actors.asyncio",
     "mcp_actors.auth",
     "mcp_actors.cli",
     "mcp_actors.config_import",
