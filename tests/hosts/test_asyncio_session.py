@@ -165,7 +165,7 @@ def test_the_session_keeps_the_runtimes_rules(config: str) -> None:
 
 @pytest.mark.parametrize("mode", ["guest", "thread"])
 def test_anthropics_mcp_helpers_take_the_session(config: str, mode: str) -> None:
-    """anthropic.lib.tools.mcp: async_mcp_tool and mcp_tool (from a worker thread) call through it; prompts and resources convert."""
+    """Anthropic's async_mcp_tool and mcp_tool (from a worker thread) call through it; prompts and resources convert."""
     from anthropic.lib.tools.mcp import async_mcp_tool, mcp_message, mcp_resource_to_content, mcp_tool
 
     async def main() -> None:
