@@ -1,4 +1,4 @@
-"""A sync or asyncio host that ends without ``portal.close()`` leaves no process behind.
+"""A sync or asyncio host that ends without ``portal.close()`` (or its runtime's block left) leaves no process.
 
 The host (``tests/process_tracker/portal_host.py``) runs four real stdio servers through a
 portal — one with a grandchild that ignores SIGTERM, one whose grandchild escapes with
@@ -51,9 +51,9 @@ def escaped(pidfile: Path) -> list[psutil.Process]:
     return found
 
 
-@pytest.mark.parametrize("mode", ["sync", "asyncio"])
+@pytest.mark.parametrize("mode", ["sync", "asyncio", "guest"])
 def test_host_exit_without_close_leaves_no_process(tmp_path: Path, mode: str) -> None:
-    """Ending a portal host without close() kills every server and grandchild, setsid ones too."""
+    """Ending a host without close() kills every server and grandchild, setsid ones too (a guest runtime as well)."""
     pidfile = tmp_path / "escaped.txt"
     host = subprocess.Popen(
         [sys.executable, str(HOST), str(tmp_path / "cfg.json"), str(pidfile), mode],

@@ -1,6 +1,10 @@
 """A sync or asyncio host that runs stdio servers through a portal and exits without close().
 
-``python portal_host.py CONFIG PIDFILE {sync,asyncio}``
+``python portal_host.py CONFIG PIDFILE {sync,asyncio,guest}``
+
+``guest`` is the same host on ``mcp_actors.asyncio.open_runtime``'s default, the runtime as a
+trio guest on the host's loop, entered and never left: ``asyncio.run`` ends, its loop
+closes under the suspended runtime, and the interpreter exits.
 
 Starts a portal, adds five stdio servers — two plain fault servers, one with a grandchild
 that ignores SIGTERM in the server's group, one whose grandchild escapes into its own
@@ -92,9 +96,41 @@ async def run_asyncio(config: str, pidfile: str) -> None:
     await asyncio.to_thread(sys.stdin.read)
 
 
+async def run_guest(config: str, pidfile: str) -> None:
+    import mcp_actors.asyncio
+
+    # Entered, never left: only the exit hooks stand between the servers and a leak. The block
+    # is held (a dropped one would be closed by the loop's async generator finaliser).
+    block = mcp_actors.asyncio.open_runtime(config, connect_on_add=False)
+    runtime = await block.__aenter__()
+    service = runtime.service
+    await service.update("demo", is_active=False)
+    for spec in specs(pidfile):
+        await service.add(spec)
+    await asyncio.gather(*(service.connect(spec["name"]) for spec in specs(pidfile)))
+
+    async def keep_calling(name: str) -> None:
+        while True:
+            try:
+                await service.call_tool(name, "echo", {"text": "busy"})
+            except Exception:
+                await asyncio.sleep(0.01)
+
+    busy = [asyncio.create_task(keep_calling(spec["name"])) for spec in specs(pidfile)]
+    report([service.status(spec["name"]).pid for spec in specs(pidfile)])
+    await asyncio.to_thread(sys.stdin.read)
+    del busy  # asyncio.run cancels them as it ends
+    _held.append(block)
+
+
+_held: list[object] = []
+
+
 if __name__ == "__main__":
     config, pidfile, mode = sys.argv[1:4]
     if mode == "sync":
         run_sync(config, pidfile)
+    elif mode == "guest":
+        asyncio.run(run_guest(config, pidfile))
     else:
         asyncio.run(run_asyncio(config, pidfile))
