@@ -28,7 +28,8 @@ ProgressRelay = Callable[[float, float | None, str | None], None]
 class RuntimeHop(Protocol):
     """A facade that runs trio code on the runtime's loop for a caller on another loop.
 
-    The portal's :class:`~mcp_actors.portal.AsyncioMcpService` is one.
+    The asyncio facade (:class:`~mcp_actors.asyncio.AsyncioMcpService`: ``rt.service`` of
+    :func:`mcp_actors.asyncio.open_runtime`, ``portal.asyncio_service()``) is one.
     """
 
     async def run_in_runtime(self, fn: Callable[[Any], Awaitable[T]], /) -> T:
@@ -66,6 +67,6 @@ def hop_for(service: object, what: str) -> RuntimeHop | None:
         return service
     raise RuntimeError(
         f"{what} runs on trio and was awaited on another event loop with {type(service).__name__}; "
-        "from asyncio pass the portal's asyncio facade (portal.asyncio_service()), "
-        "from a plain thread use portal.run(...)"
+        "from asyncio pass the asyncio facade (rt.service of mcp_actors.asyncio.open_runtime, or "
+        "portal.asyncio_service()), from a plain thread use portal.run(...)"
     )

@@ -97,7 +97,7 @@ class McpToolAdapter:
     Args:
         mcp_tool: The tool, from :meth:`McpService.list_server_tools` and friends.
         service: The service to call through: the runtime's ``McpService``, or (for an
-            asyncio host) the portal's asyncio facade, which runs each call on the
+            asyncio host) the asyncio facade (``rt.service``), which runs each call on the
             runtime's loop.
         timeout: Bound for one :meth:`execute`, connecting included (seconds, > 0).
         on_progress: Called with ``(progress, total, message)`` for every progress
@@ -191,8 +191,8 @@ async def load_mcp_tools(
     server's ``disabledTools`` are left out (the registry filters them).
 
     Args:
-        service: The registry facade. Awaited on asyncio, the portal's asyncio facade
-            (``portal.asyncio_service()``): the servers are listed on the runtime's loop
+        service: The registry facade. Awaited on asyncio, the asyncio facade (``rt.service``
+            of ``mcp_actors.asyncio.open_runtime``): the servers are listed on the runtime's loop
             and the adapters call through the facade.
         server_ids: Servers by id or name, in the order the tools should come in;
             repeats are ignored. ``None`` means every active server.

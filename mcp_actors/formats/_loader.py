@@ -125,7 +125,7 @@ async def fetch_mcp_tools(
 
     Args:
         service: The registry (anything with the two listing calls). Awaited on asyncio,
-            the portal's asyncio facade (``portal.asyncio_service()``): the body runs on
+            the asyncio facade (``rt.service`` of ``mcp_actors.asyncio.open_runtime``): the body runs on
             the runtime's trio loop.
         config: ``{"enabled", "mode", "selectedServers"}`` or a :class:`McpToolsConfig`.
 
@@ -186,7 +186,7 @@ async def setup_mcp_tools(
 
     Args:
         service: The registry (anything with the two listing calls). Awaited on asyncio,
-            the portal's asyncio facade (``portal.asyncio_service()``): the body runs on
+            the asyncio facade (``rt.service`` of ``mcp_actors.asyncio.open_runtime``): the body runs on
             the runtime's trio loop.
         config: ``{"enabled", "mode", "selectedServers"}`` or a :class:`McpToolsConfig`;
             unset means disabled, as in the reference design.
