@@ -297,6 +297,7 @@ class GuestHop:
         self._drive: _SelectorDrive | None = None
         self._closed = False
         self._idle: list[_Worker] = []
+        self._token: trio.lowlevel.TrioToken | None = None
 
     @property
     def portal(self) -> None:
@@ -349,12 +350,23 @@ class GuestHop:
         try:
             return await future
         except asyncio.CancelledError:
+            self._cancel(job)
+            raise
+
+    def _cancel(self, job: _Job) -> None:
+        """Cancel ``job`` where it runs, if it still runs, from inside the trio run.
+
+        The scope is cancelled by a trio task of the run (its token's queue), not from this
+        asyncio callback: a cancellation runs the abort code of whatever the job waits in,
+        which may expect to run in a trio task. Only on cancellation: a wake-up's cost.
+        """
+
+        def cancel() -> None:
             worker = job.worker
             if worker is not None and worker.job is job:
-                if self._drive is not None:
-                    self._drive.kick()
                 worker.scope.cancel()
-            raise
+
+        _run_soon(self._token, cancel)
 
     def _hand_over(self, job: _Job) -> None:
         """Give ``job`` to an idle worker, or to a new one."""
@@ -413,6 +425,16 @@ class GuestHop:
         return job
 
 
+def _run_soon(token: trio.lowlevel.TrioToken | None, fn: Callable[[], object]) -> None:
+    """``fn()`` in the guest run, soon (nothing when the run has ended)."""
+    if token is None:
+        return
+    try:
+        token.run_sync_soon(fn)
+    except trio.RunFinishedError:
+        pass
+
+
 # ---------------------------------------------------------------------- start and stop
 
 
@@ -460,14 +482,12 @@ async def open_guest_runtime(**runtime_options: Any) -> AsyncIterator[GuestHop]:
             done.set_result(result)
 
     hop._drive = _start_guest(loop, main, on_done)
+    hop._token = trio.lowlevel.current_trio_token()  # the guest run's, in this thread from now on
 
     def request_stop() -> None:
         hop._closed = True
-        if hop._drive is not None:
-            hop._drive.kick()
-        stop.set()
-        if not ready.done():
-            outer.cancel()  # still starting: stop the start itself
+        # Still starting: cancel the start itself; else wake the main task to close the tree.
+        _run_soon(hop._token, stop.set if ready.done() else outer.cancel)
 
     body_failed = False
     try:
