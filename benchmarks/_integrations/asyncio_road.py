@@ -9,10 +9,14 @@ prints the per-run figures and the medians):
   same loop and the same JSON keys as :func:`benchmarks._integrations._measure.measure`,
   written for trio: :func:`measure_trio`).
 * ``asyncio``: ``mcp_actors.asyncio.open_runtime`` with its default mode, ``rt.service.call_tool``.
-* ``asyncio-guest``: the same with ``mode="guest"`` (trio as a guest on the asyncio loop).
-* ``asyncio-thread``: the same with ``mode="thread"`` (the runtime on a thread of its own).
-* ``portal``: ``start_portal()`` and ``portal.asyncio_service()``, the older way in.
+* ``asyncio-thread``: the same with ``mode="thread"`` (the runtime on a thread of its own;
+  the default is ``mode="guest"``, trio as a guest on the asyncio loop).
+* ``portal``: ``start_portal()`` and ``portal.asyncio_service()``, the older way in (on this
+  checkout the same hop as ``asyncio-thread``; ``portal@main`` with ``--tree`` for another's).
 * ``raw-asyncio``: the official SDK's ``mcp.Client`` over stdio on asyncio, by hand.
+
+``--tree main=/path/to/checkout --only portal@main,...`` measures a contender on another
+checkout's package (its ``portal`` before this module's changes, say), the same way.
 
 Every contender drives the same server (``benchmarks/_toolserver.py``) with the classic
 ``initialize`` handshake, and calls ``echo``.
@@ -187,7 +191,6 @@ def _run_trio(server: list[str], *, seconds: float, inflight: int, sequential: i
 
 CONTENDERS: dict[str, Opener] = {
     "asyncio": _asyncio_road(None),
-    "asyncio-guest": _asyncio_road("guest"),
     "asyncio-thread": _asyncio_road("thread"),
     "portal": _portal,
     "raw-asyncio": _raw_asyncio,
@@ -200,7 +203,9 @@ KEYS = ("trio", *CONTENDERS)
 # --------------------------------------------------------------------------- one contender, many
 
 
-def _measure_one(contender: str, server: list[str], *, seconds: float, inflight: int, sequential: int) -> dict[str, Any]:
+def _measure_one(
+    contender: str, server: list[str], *, seconds: float, inflight: int, sequential: int
+) -> dict[str, Any]:
     if contender == "trio":
         return _run_trio(server, seconds=seconds, inflight=inflight, sequential=sequential)
 
@@ -211,7 +216,7 @@ def _measure_one(contender: str, server: list[str], *, seconds: float, inflight:
     return asyncio.run(run())
 
 
-def _rounds(keys: list[str], rounds: int, extra: list[str]) -> None:
+def _rounds(keys: list[str], rounds: int, extra: list[str], trees: dict[str, str]) -> None:
     """Every contender ``rounds`` times, order shuffled each round, each run in a fresh process."""
     runs: dict[str, list[dict[str, Any]]] = {key: [] for key in keys}
     load_before = os.getloadavg()
@@ -220,13 +225,13 @@ def _rounds(keys: list[str], rounds: int, extra: list[str]) -> None:
         order = keys[n % len(keys) :] + keys[: n % len(keys)]
         random.shuffle(order)
         for key in order:
-            out = subprocess.run(
-                [sys.executable, "-m", "benchmarks._integrations.asyncio_road", "--contender", key, *extra],
-                capture_output=True,
-                text=True,
-                check=False,
-                timeout=600,
-            )
+            command = [sys.executable, "-m", "benchmarks._integrations.asyncio_road", "--contender", key, *extra]
+            env, cwd = None, None
+            if "@" in key:  # a contender of another tree's package: this script, that tree first on the path
+                name, tree = key.split("@", 1)
+                command = [sys.executable, __file__, "--contender", name, *extra]
+                env, cwd = {**os.environ, "PYTHONPATH": trees[tree]}, tempfile.gettempdir()
+            out = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600, env=env, cwd=cwd)
             if out.returncode != 0:
                 print(f"{key}: failed\n{out.stderr}", file=sys.stderr)
                 continue
@@ -261,11 +266,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--inflight", type=int, default=50)
     parser.add_argument("--sequential", type=int, default=300)
     parser.add_argument("--server-json", default=json.dumps(_DEFAULT_SERVER))
+    parser.add_argument(
+        "--tree",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="another checkout; with --rounds, a contender KEY@NAME runs KEY on that checkout's package",
+    )
     options = parser.parse_args(argv)
     shape = ["--seconds", str(options.seconds), "--inflight", str(options.inflight)]
     shape += ["--sequential", str(options.sequential), "--server-json", options.server_json]
     if options.contender is None:
-        _rounds([k for k in options.only.split(",") if k], options.rounds, shape)
+        trees = dict(tree.split("=", 1) for tree in options.tree)
+        _rounds([k for k in options.only.split(",") if k], options.rounds, shape, trees)
         return
     result = _measure_one(
         options.contender,
