@@ -6,7 +6,8 @@ the runtime's imports at start-up.
 
 Start here:
 
-* :func:`open_runtime` (trio) or :func:`start_portal` (sync / asyncio hosts);
+* :func:`open_runtime` (trio), :func:`mcp_actors.asyncio.open_runtime` (asyncio) or
+  :func:`start_portal` (sync hosts);
 * :class:`McpService` — add servers, list tools, call tools, events;
 * :mod:`mcp_actors.formats` — tool definitions for OpenAI, Anthropic and Gemini;
 * :mod:`mcp_actors.adapters` — tools for agent engines;
