@@ -102,8 +102,9 @@ class _SelectorDrive:
     replaced by a wait on ``loop``: trio's multiplexer stays registered as a reader of the
     loop for the whole run (no ``epoll_ctl`` per wait), and one timer stands for trio's
     next deadline, kept while it is not later than that deadline (one that fires early
-    only costs a batch that finds nothing to do). Invariant: ``_waiting`` is true exactly
-    while no batch is scheduled, as ``runner.guest_tick_scheduled`` is false in trio.
+    only costs a batch that finds nothing to do). Quick batches run back to back within
+    :data:`_BATCH_BUDGET`. Invariant: ``_waiting`` is true exactly while no batch is
+    scheduled, as ``runner.guest_tick_scheduled`` is false in trio.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop, state: Any, runner: Any, fd: int) -> None:
@@ -179,10 +180,13 @@ class _SelectorDrive:
                 except trio.TrioInternalError as exc:
                     self._finish(outcome.Error(exc))
                     return
-                events = outcome.capture(runner.io_manager.get_events, 0)
-                state.unrolled_run_next_send = events
-                if not (timeout <= 0 or isinstance(events, outcome.Error) or events.value):
+                if timeout > 0:
+                    # Nothing to run until I/O or the deadline: wait. Unlike trio's guest tick, no
+                    # poll first: the loop's selector reports anything already pending at once
+                    # (the multiplexer stays registered), so the poll would be a system call for nothing.
                     break
+                # Runnable tasks left: the next batch, with whatever I/O is ready now.
+                state.unrolled_run_next_send = outcome.capture(runner.io_manager.get_events, 0)
                 if time.perf_counter() > until:
                     runner.guest_tick_scheduled = True
                     self._loop.call_soon(self._tick)
