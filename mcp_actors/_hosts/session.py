@@ -45,7 +45,7 @@ def _one_page(cursor: str | None, params: mcp_types.PaginatedRequestParams | Non
         )
 
 
-def _no_input_round(input_responses: object, request_state: object, what: str) -> None:
+def _no_input_answers(input_responses: object, request_state: object, what: str) -> None:
     if input_responses is not None or request_state is not None:
         raise ValueError(
             f"{what}: the runtime answers a server's input requests through its host callbacks and never returns"
@@ -182,7 +182,7 @@ class ServerSession:
                 typed errors (see :meth:`~mcp_actors.service.McpService.call_tool`).
             ValueError: ``input_responses`` or ``request_state`` was given.
         """
-        _no_input_round(input_responses, request_state, "call_tool")
+        _no_input_answers(input_responses, request_state, "call_tool")
         return await self._service.call_tool(
             self._server,
             name,
@@ -224,7 +224,7 @@ class ServerSession:
             ServerRequestFailed: The server refused (an unknown URI): its JSON-RPC error.
             ValueError: ``input_responses`` or ``request_state`` was given.
         """
-        _no_input_round(input_responses, request_state, "read_resource")
+        _no_input_answers(input_responses, request_state, "read_resource")
         return await self._service.read_resource(self._server, str(uri))
 
     async def subscribe_resource(
@@ -266,7 +266,7 @@ class ServerSession:
             ServerRequestFailed: The server refused (an unknown prompt, a missing argument).
             ValueError: ``input_responses`` or ``request_state`` was given.
         """
-        _no_input_round(input_responses, request_state, "get_prompt")
+        _no_input_answers(input_responses, request_state, "get_prompt")
         return await self._service.get_prompt(self._server, name, arguments)
 
     async def complete(
