@@ -55,6 +55,7 @@ from mcp_actors._hosts.facade import (
     bridge_options,
     bridge_roots,
 )
+from mcp_actors._hosts.workers import Job, WorkerPool
 from mcp_actors._process.tracker import ProcessTracker
 from mcp_actors.errors import ActorStopped
 from mcp_actors.events import Event, Subscription
@@ -147,6 +148,7 @@ class RuntimePortal:
         self._lock = threading.Lock()
         self._token: trio.lowlevel.TrioToken | None = None
         self._nursery: trio.Nursery | None = None
+        self._pool: WorkerPool | None = None
         self._runtime: Runtime | None = None
         self._stop: trio.Event | None = None
         self._startup_error: BaseException | None = None
@@ -214,6 +216,7 @@ class RuntimePortal:
         async with open_runtime(**self._options) as runtime, trio.open_nursery() as nursery:
             self._runtime = runtime
             self._nursery = nursery
+            self._pool = WorkerPool(nursery, runtime.service)
             self._token = trio.lowlevel.current_trio_token()
             self._ready.set()
             self._notify()
@@ -409,12 +412,13 @@ class RuntimePortal:
     async def run_asyncio(self, fn: Callable[[McpService], Awaitable[T]], /) -> T:
         """Run ``fn(service)`` on the runtime's loop and await its outcome on the calling asyncio loop.
 
-        The asyncio facade's hop, lean: the trio task is started by one ``run_sync_soon``
-        and its outcome comes back by one ``loop.call_soon_threadsafe`` straight into an
-        asyncio future (no ``concurrent.futures.Future``, no lock). Cancelling the awaiting
-        task cancels the trio task; closing the portal fails it with ``ActorStopped``.
-        Every callback handed to ``run_sync_soon`` runs before the trio run ends (trio's
-        guarantee), so an outcome always arrives.
+        The asyncio facade's hop, lean: the job is handed to an idle trio worker
+        (:mod:`mcp_actors._hosts.workers`, in the caller's ``contextvars``) by one
+        ``run_sync_soon``, and its outcome comes back by one ``loop.call_soon_threadsafe``
+        straight into an asyncio future (no ``concurrent.futures.Future``, no lock, no trio
+        task spawned per call). Cancelling the awaiting task cancels the job; closing the
+        portal fails it with ``ActorStopped``. Every callback handed to ``run_sync_soon`` runs
+        before the trio run ends (trio's guarantee), so an outcome always arrives.
 
         Raises:
             ActorStopped: The portal is closed, or closed while ``fn`` ran.
@@ -422,7 +426,6 @@ class RuntimePortal:
         token = self._check_open()
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
-        scope = trio.CancelScope()
 
         def resolve(value: Any, error: BaseException | None) -> None:  # on the caller's loop
             if future.done():
@@ -432,37 +435,23 @@ class RuntimePortal:
             else:
                 future.set_result(value)
 
-        def send(value: Any, error: BaseException | None) -> None:  # from the trio thread
+        def settle(value: Any, error: BaseException | None) -> None:  # from the trio thread
             try:
                 loop.call_soon_threadsafe(resolve, value, error)
             except RuntimeError:
                 pass  # the caller's loop is closed: nobody waits any more
 
-        async def runner() -> None:
-            with scope:
-                try:
-                    value = await fn(self.service)
-                except trio.Cancelled:
-                    # By the caller (then its future is cancelled already and this is a
-                    # no-op) or by close(): the call did not finish.
-                    send(None, ActorStopped("the mcp-actors portal closed while the call was running"))
-                    raise
-                except Exception as exc:
-                    send(None, exc)
-                except BaseException as exc:
-                    send(None, exc)
-                    raise
-                else:
-                    send(value, None)
+        job = Job(fn, settle)
 
         def start() -> None:  # on the trio thread, in order with close()'s stop request
-            if self._closed or self._nursery is None:
-                send(None, _closed_error())
+            pool = self._pool
+            if self._closed or pool is None:
+                settle(None, _closed_error())
                 return
             try:
-                self._nursery.start_soon(runner)
-            except RuntimeError:  # the nursery is closed: the runtime is stopping
-                send(None, _closed_error())
+                pool.hand_over(job)
+            except ActorStopped:  # the nursery is closed: the runtime is stopping
+                settle(None, _closed_error())
 
         try:
             token.run_sync_soon(start)
@@ -472,7 +461,7 @@ class RuntimePortal:
             return await future
         except asyncio.CancelledError:
             try:
-                token.run_sync_soon(scope.cancel)
+                token.run_sync_soon(WorkerPool.cancel, job)
             except trio.RunFinishedError:
                 pass
             raise

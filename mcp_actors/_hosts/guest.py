@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import math
 import threading
@@ -38,6 +37,7 @@ import sniffio
 import trio
 
 from mcp_actors._hosts.closing import wait_through_cancellation
+from mcp_actors._hosts.workers import Job, WorkerPool
 from mcp_actors.errors import ActorStopped
 from mcp_actors.runtime import Runtime, open_runtime
 from mcp_actors.service import McpService
@@ -245,62 +245,36 @@ def _start_guest(
 # ---------------------------------------------------------------------- the hop
 
 
-class _Job:
-    """One call handed to the trio side: what to run, where its outcome goes, who runs it."""
+def _settler(future: asyncio.Future[Any]) -> Callable[[Any, BaseException | None], None]:
+    """A job's outcome straight into the caller's future (same thread), unless its awaiter cancelled it."""
 
-    __slots__ = ("context", "fn", "future", "worker")
+    def settle(value: Any, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(value)
 
-    def __init__(self, fn: Callable[[McpService], Awaitable[Any]], future: asyncio.Future[Any]) -> None:
-        self.fn = fn
-        self.future = future
-        self.context = contextvars.copy_context()
-        self.worker: _Worker | None = None
-
-
-class _Worker:
-    """A trio task that runs jobs one after another, idle between them; its scope cancels the job it runs."""
-
-    __slots__ = ("job", "scope", "task")
-
-    def __init__(self, task: trio.lowlevel.Task) -> None:
-        self.task = task
-        self.scope = trio.CancelScope()
-        self.job: _Job | None = None
-
-
-_MAX_IDLE: Final = 64
-"""Idle workers kept for the next calls; past it a worker that finishes a job ends."""
-
-
-def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if future.done():
-        return  # cancelled by its awaiter
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value)
+    return settle
 
 
 class GuestHop:
-    """The asyncio facade's way into a guest runtime: the call runs in a trio task on the same thread.
+    """The asyncio facade's way into a guest runtime: the call runs in a trio worker on the same thread.
 
-    A call is handed to an idle worker task (rescheduled with the job; a new worker only
-    when none is idle), in the calling task's context (the worker's context is the caller's
-    for the job, as a task spawned for it would have), so no task is spawned and no cancel
-    scope is made per call: trio's task start and scope cost as much as the rest of the
-    hop together. Cancelling the caller cancels the worker's scope, which ends that worker
-    (a new one takes its place on demand). Only from the runtime's own loop and thread:
-    trio's run context belongs to that thread.
+    The calling task hands its job to the runtime's :class:`~mcp_actors._hosts.workers.WorkerPool`
+    directly (trio's run context is this thread's) and, when trio is waiting, runs the
+    scheduler batch that starts it at once, in its own step; the outcome resolves its future
+    directly. Only from the runtime's own loop and thread: elsewhere ``RuntimeError``.
     """
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._thread = threading.get_ident()
         self._runtime: Runtime | None = None
-        self._nursery: trio.Nursery | None = None
+        self._pool: WorkerPool | None = None
         self._drive: _SelectorDrive | None = None
         self._closed = False
-        self._idle: list[_Worker] = []
         self._token: trio.lowlevel.TrioToken | None = None
 
     @property
@@ -329,7 +303,7 @@ class GuestHop:
         return fn(self._check())
 
     async def run(self, fn: Callable[[McpService], Awaitable[T]], /) -> T:
-        """Run ``fn(service)`` in a trio task on this thread; its outcome resolves this task's future.
+        """Run ``fn(service)`` in a trio worker on this thread; its outcome resolves this task's future.
 
         Raises:
             ActorStopped: The runtime is closed, or closed while ``fn`` ran.
@@ -342,91 +316,24 @@ class GuestHop:
                 "this mcp-actors runtime is a trio guest on another asyncio loop and may only be awaited there;"
                 " open it with mcp_actors.asyncio.open_runtime(mode='thread') to use it from several loops"
             )
+        pool = self._pool
+        assert pool is not None
         future: asyncio.Future[T] = loop.create_future()
-        job = _Job(fn, future)
+        job = Job(fn, _settler(future))
         drive = self._drive
         held = drive.hold() if drive is not None else False
         try:
-            self._hand_over(job)
+            pool.hand_over(job)
         finally:
             if held:
                 drive.release()  # type: ignore[union-attr]
         try:
             return await future
         except asyncio.CancelledError:
-            self._cancel(job)
+            # Inside the run (its token's queue), not from this callback: a cancellation runs
+            # the abort code of whatever the job waits in, which may expect a trio task.
+            _run_soon(self._token, lambda: WorkerPool.cancel(job))
             raise
-
-    def _cancel(self, job: _Job) -> None:
-        """Cancel ``job`` where it runs, if it still runs, from inside the trio run.
-
-        The scope is cancelled by a trio task of the run (its token's queue), not from this
-        asyncio callback: a cancellation runs the abort code of whatever the job waits in,
-        which may expect to run in a trio task. Only on cancellation: a wake-up's cost.
-        """
-
-        def cancel() -> None:
-            worker = job.worker
-            if worker is not None and worker.job is job:
-                worker.scope.cancel()
-
-        _run_soon(self._token, cancel)
-
-    def _hand_over(self, job: _Job) -> None:
-        """Give ``job`` to an idle worker, or to a new one."""
-        if self._idle:
-            worker = self._idle.pop()
-            worker.task.context = job.context
-            trio.lowlevel.reschedule(worker.task, outcome.Value(job))
-            return
-        nursery = self._nursery
-        assert nursery is not None
-        try:
-            nursery.start_soon(self._work, job)
-        except RuntimeError:  # the nursery is closed: the runtime is stopping
-            raise ActorStopped("the mcp-actors runtime is closed") from None
-
-    async def _work(self, first: _Job) -> None:
-        """A worker: run ``first``, then each job it is handed, until cancelled or no longer needed."""
-        worker = _Worker(trio.lowlevel.current_task())
-        service = self._check_service()
-        job: _Job | None = first
-        with worker.scope:
-            while job is not None:
-                worker.job = job
-                job.worker = worker
-                try:
-                    value = await job.fn(service)
-                except trio.Cancelled:
-                    _settle(job.future, None, ActorStopped("the mcp-actors runtime closed while the call was running"))
-                    raise
-                except BaseException as exc:
-                    _settle(job.future, None, exc)
-                    if not isinstance(exc, Exception):
-                        raise
-                else:
-                    _settle(job.future, value, None)
-                finally:
-                    worker.job = None
-                job = await self._next_job(worker)
-
-    def _check_service(self) -> McpService:
-        assert self._runtime is not None
-        return self._runtime.service
-
-    async def _next_job(self, worker: _Worker) -> _Job | None:
-        """Wait, idle, to be handed a job; ``None`` when enough workers idle already."""
-        if len(self._idle) >= _MAX_IDLE or worker.scope.cancel_called:
-            return None
-        idle = self._idle
-        idle.append(worker)
-
-        def abort(_: Any) -> trio.lowlevel.Abort:
-            idle.remove(worker)  # cancelled while idle (the runtime is stopping): never handed a job
-            return trio.lowlevel.Abort.SUCCEEDED
-
-        job: _Job = await trio.lowlevel.wait_task_rescheduled(abort)
-        return job
 
 
 def _run_soon(token: trio.lowlevel.TrioToken | None, fn: Callable[[], object]) -> None:
@@ -472,7 +379,7 @@ async def open_guest_runtime(**runtime_options: Any) -> AsyncIterator[GuestHop]:
         with outer:
             async with open_runtime(**runtime_options) as runtime, trio.open_nursery() as nursery:
                 hop._runtime = runtime
-                hop._nursery = nursery
+                hop._pool = WorkerPool(nursery, runtime.service)
                 if not ready.done():
                     ready.set_result(None)
                 await stop.wait()
