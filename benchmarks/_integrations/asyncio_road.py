@@ -17,6 +17,8 @@ prints the per-run figures and the medians):
 
 ``--tree main=/path/to/checkout --only portal@main,...`` measures a contender on another
 checkout's package (its ``portal`` before this module's changes, say), the same way.
+``python -m benchmarks.integrations --frameworks asyncio_road`` measures it among the
+framework integrations, ``ours`` (the asyncio road) against ``own`` (the raw SDK on asyncio).
 
 Every contender drives the same server (``benchmarks/_toolserver.py``) with the classic
 ``initialize`` handshake, and calls ``echo``.
@@ -198,6 +200,13 @@ CONTENDERS: dict[str, Opener] = {
 """The asyncio contenders (``trio`` is measured by :func:`measure_trio` on trio)."""
 
 KEYS = ("trio", *CONTENDERS)
+"""The contenders of ``--rounds``, by their own names."""
+
+ALIASES = {"ours": "asyncio", "own": "raw-asyncio"}
+"""``benchmarks.integrations`` compares ``ours`` with ``own``: here the asyncio road with the raw SDK on asyncio."""
+
+CONTENDER_NAMES = ("ours", "own", "trio", "asyncio-thread", "portal")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 
 # --------------------------------------------------------------------------- one contender, many
@@ -259,7 +268,7 @@ def _rounds(keys: list[str], rounds: int, extra: list[str], trees: dict[str, str
 def main(argv: list[str] | None = None) -> None:
     """Measure one contender (``--contender``) and print one JSON line, or all of them (``--rounds``)."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--contender", choices=KEYS)
+    parser.add_argument("--contender", choices=sorted({*KEYS, *ALIASES}))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default=",".join(KEYS), help="comma-separated contenders for --rounds")
     parser.add_argument("--seconds", type=float, default=6.0)
@@ -281,7 +290,7 @@ def main(argv: list[str] | None = None) -> None:
         _rounds([k for k in options.only.split(",") if k], options.rounds, shape, trees)
         return
     result = _measure_one(
-        options.contender,
+        ALIASES.get(options.contender, options.contender),
         json.loads(options.server_json),
         seconds=options.seconds,
         inflight=options.inflight,
