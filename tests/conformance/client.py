@@ -249,8 +249,9 @@ async def connect_and_listen(service: McpService) -> None:
     handshake is done, in the background and on a new connection, while the first requests
     go out at once on the warm one; on a loaded machine the stream opens after the first
     call. Two scenarios' servers depend on it being open before the call (``sse-retry``,
-    ``elicitation-sep1034-client-defaults``: docs/conformance.md, "Under load"); for them the
-    client waits, as a host does that does not call within milliseconds of connecting.
+    ``elicitation-sep1034-client-defaults``: docs/conformance.md, "The standalone GET stream
+    opens after the first call"); for them the client waits, as a host does that does not
+    call within milliseconds of connecting.
     """
     await service.connect(SERVER)
     await trio.sleep(STANDALONE_STREAM_GRACE)

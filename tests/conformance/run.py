@@ -699,8 +699,8 @@ def run_server_scenarios(args: argparse.Namespace, url: str, results: Path, *, s
     print(client_table(scenarios, ["server"], outcomes, considered))
     print()
     passing = sum(o.passed for o in outcomes.values())
-    vacuous = sum(o.passed and o.vacuous for o in outcomes.values())
-    extra = f" ({vacuous} of them with every check skipped)" if vacuous else ""
+    nothing_checked = sum(o.passed and o.vacuous for o in outcomes.values())
+    extra = f" ({nothing_checked} of them with every check skipped)" if nothing_checked else ""
     print(f"server {url}: {passing}/{len(outcomes)} passed{extra}")
     for line in verdict_lines(result, considered):
         print(line)
