@@ -54,7 +54,7 @@ HANDSHAKE_REVISIONS = frozenset({"2024-11-05", "2025-03-26", "2025-06-18", "2025
 """Revisions that use the ``initialize`` handshake; later ones (2026-07-28) are stateless."""
 
 STANDALONE_STREAM_GRACE = 0.5
-"""Seconds ``sse-retry`` waits after connecting, for the standalone GET stream to open (see there)."""
+"""Seconds to wait after connecting, for the standalone GET stream to open (see :func:`connect_and_listen`)."""
 
 Scenario = Callable[[McpService, Mapping[str, Any]], Awaitable[None]]
 
@@ -242,6 +242,21 @@ async def add_numbers(service: McpService, context: Mapping[str, Any]) -> None:
     await service.call_tool(SERVER, "add_numbers", {"a": 5, "b": 3})
 
 
+async def connect_and_listen(service: McpService) -> None:
+    """Connect, then give the runtime time to open its standalone GET stream before any call.
+
+    At a handshake revision the runtime opens the optional standalone GET stream once the
+    handshake is done, in the background and on a new connection, while the first requests
+    go out at once on the warm one; on a loaded machine the stream opens after the first
+    call. Two scenarios' servers depend on it being open before the call (``sse-retry``,
+    ``elicitation-sep1034-client-defaults``: docs/conformance.md, "The standalone GET stream
+    opens after the first call"); for them the client waits, as a host does that does not
+    call within milliseconds of connecting.
+    """
+    await service.connect(SERVER)
+    await trio.sleep(STANDALONE_STREAM_GRACE)
+
+
 @scenario("sse-retry")
 async def reconnect_after_close(service: McpService, context: Mapping[str, Any]) -> None:
     """Call the tool whose SSE stream the server closes before answering (SEP-1699).
@@ -249,18 +264,13 @@ async def reconnect_after_close(service: McpService, context: Mapping[str, Any])
     The answer comes on the stream the client must reopen with ``GET``, after the ``retry``
     delay and with ``Last-Event-ID``.
 
-    The runtime also opens the optional standalone GET stream once the handshake is done, in
-    the background. This scenario's server answers the pending call on whichever GET comes
-    first after the call, and times the first GET as the reconnection: a standalone stream
-    that happens to open after the call (it takes a new connection; on a loaded machine the
-    call can be quicker) gets the answer the spec reserves for a resumed stream, and the
-    scenario reads it as a reconnection made too early. So the call waits until the runtime
-    has connected and had time to open that stream, as any host does that does not call
-    within milliseconds of connecting; the retry delay and ``Last-Event-ID`` of the
-    resumption are then what the scenario measures.
+    Its server answers the pending call on whichever GET comes first after the call, the
+    standalone stream included (the spec reserves answers for a stream resumed with
+    ``Last-Event-ID``), and times that GET as the reconnection: see
+    :func:`connect_and_listen`. With the standalone stream open first, the retry delay and
+    ``Last-Event-ID`` of the resumption are what the scenario measures.
     """
-    await service.connect(SERVER)
-    await trio.sleep(STANDALONE_STREAM_GRACE)
+    await connect_and_listen(service)
     await service.list_server_tools(SERVER)
     await service.call_tool(SERVER, "test_reconnection", {})
 
@@ -315,7 +325,13 @@ async def replay_tool_calls(service: McpService, context: Mapping[str, Any]) -> 
 
 @scenario("elicitation-sep1034-client-defaults")
 async def elicitation_defaults(service: McpService, context: Mapping[str, Any]) -> None:
-    """Call the tool that elicits a form whose fields all have defaults; the answer is ``{}`` (SEP-1034)."""
+    """Call the tool that elicits a form whose fields all have defaults; the answer is ``{}`` (SEP-1034).
+
+    Its server (the TypeScript SDK's) sends the elicitation unrelated to the call, so on the
+    standalone GET stream, and drops it when that stream is not open yet: see
+    :func:`connect_and_listen`.
+    """
+    await connect_and_listen(service)
     await service.list_server_tools(SERVER)
     await service.call_tool(SERVER, "test_client_elicitation_defaults", {})
 
