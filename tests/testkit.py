@@ -13,7 +13,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -242,3 +245,27 @@ def count_tasks() -> int:
         for nursery in task.child_nurseries:
             stack.extend(nursery.child_tasks)
     return count
+
+
+DOCS_ROOT = Path(__file__).resolve().parents[1]
+"""The repository root: docs examples run with it on ``PYTHONPATH``."""
+
+
+def doc_blocks(page: Path, language: str = "python") -> list[str]:
+    """The fenced ``language`` blocks of a docs page, in order (what a reader copies)."""
+    return re.findall(rf"```{language}\n(.*?)```", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+
+
+def run_doc_example(code: str, tmp_path: Path, *, bound: float = 240.0) -> subprocess.CompletedProcess[str]:
+    """Run a docs example as a reader would: its own process, a fresh config and state dir, bounded."""
+    script = tmp_path / "example.py"
+    script.write_text(code, encoding="utf-8")
+    env = {
+        **os.environ,
+        "MCP_ACTORS_CONFIG": str(tmp_path / "mcp-config.json"),
+        "MCP_ACTORS_STATE_DIR": str(tmp_path / "state"),
+        "PYTHONPATH": str(DOCS_ROOT),
+    }
+    return subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=bound, check=False
+    )
