@@ -22,6 +22,10 @@ MCP has a real server to be tested against, over every transport:
 poll_ms)``                      task it ends ``failed`` when ``fail`` is true, and asks to be
                                 polled every ``poll_ms``)
 ``finish_task(task_id)``        ends a task's work now and sends ``notifications/tasks/status``
+``list_requests()``             how many ``tools/list``, ``prompts/list``, ``resources/list`` and
+                                ``resources/templates/list`` requests it answered (JSON)
+``cache_hints(ttl_ms, scope)``  what its lists say from now on about their life (2026-07-28
+                                ``ttlMs``, ``cacheScope``); at start: 300 000 ms, ``public``
 ==============================  ==========================================================
 
 The task tools follow the 2025-11-25 tasks protocol (``tools/call`` with ``task``,
@@ -34,12 +38,15 @@ extension there, which it does not implement), so ``research`` answers a plain c
 
 from __future__ import annotations
 
+import collections
 import datetime as _dt
+import json
 import time
 import uuid
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 import mcp_types as types
+from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
@@ -47,6 +54,7 @@ from pydantic import Field
 from mcp_actors._sdk import lowlevel_server, remove_resource
 
 __all__ = [
+    "CACHE_HINT",
     "COUNTER_URI",
     "EXTRA_RESOURCE_URI",
     "NOTE_TEMPLATE",
@@ -73,6 +81,13 @@ TASK_TOOL: Final = "research"
 
 TASK_PAGE_SIZE: Final = 2
 """Tasks per ``tasks/list`` page (small, so that a client's paging is exercised)."""
+
+CACHE_HINT: Final = CacheHint(ttl_ms=300_000, scope="public")
+"""What the demo's lists say at start about their life (2026-07-28): fresh for five minutes, the
+same for everyone. It sends ``list_changed`` whenever one changes, as the spec suggests a server
+with a long ``ttlMs`` does."""
+
+_LISTS: Final = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 
 _OPTIONAL_TASK_TOOL: Final = "count"
 _REQUIRED: Final = types.ToolExecution(task_support="required")
@@ -302,6 +317,35 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
     @server.tool(description="Return structured content that breaks the tool's own output schema.")
     def bad_weather() -> types.CallToolResult:
         return types.CallToolResult(content=[], structured_content={"city": 42})
+
+    # ------------------------------------------------------------------ caching (2026-07-28)
+
+    listed: collections.Counter[str] = collections.Counter()
+    lowlevel.cache_hints.update(dict.fromkeys(_LISTS, CACHE_HINT))
+
+    async def count_lists(ctx: Any, call_next: Any) -> Any:
+        if ctx.method in _LISTS:
+            listed[ctx.method] += 1
+        return await call_next(ctx)
+
+    lowlevel.middleware.append(count_lists)
+
+    @server.tool(
+        description="How many list requests of each kind this server answered (JSON).", structured_output=False
+    )
+    def list_requests() -> str:
+        return json.dumps({method: listed[method] for method in _LISTS})
+
+    @server.tool(
+        description="Say from now on how long the lists stay fresh (ttlMs) and for whom (public or private).",
+        structured_output=False,
+    )
+    def cache_hints(
+        ttl_ms: Annotated[int, Field(ge=0, description="Milliseconds a list stays fresh (0: stale at once).")],
+        scope: Annotated[Literal["public", "private"], Field(description="public: the same for everyone.")],
+    ) -> str:
+        lowlevel.cache_hints.update(dict.fromkeys(_LISTS, CacheHint(ttl_ms=ttl_ms, scope=scope)))
+        return f"lists fresh for {ttl_ms} ms, {scope}"
 
     # ------------------------------------------------------------------ tasks
 
