@@ -323,8 +323,9 @@ class _ConnectionActor:
         """
         kind, live, epoch = key
         listings = self.cell.listings
+        principal = live.link.principal()
         try:
-            items = await live.request(
+            items, word = await live.request(
                 kind.value,
                 live_op=lambda live: fetch_listing(live.session, kind, self.label, live.send_raw),
                 timeout=self.settings.call_timeout,
@@ -332,8 +333,11 @@ class _ConnectionActor:
         except (McpActorsError, SessionEnded) as exc:
             listings.settle(key, exc, publish=False)
         else:
+            if word is not None and word.scope == "private" and live.link.principal() != principal:
+                # The credential changed while the pages came: some may be another principal's.
+                word = attrs.evolve(word, expires_at=-math.inf)
             current = live is self.cell.live and epoch == self.cell.epoch(kind)
-            listing = make_listing(kind, live, epoch, items)
+            listing = make_listing(kind, live, epoch, items, word=word, principal=principal)
             if kind is ListingKind.TOOLS:
                 # The lean tools/call checks output schemas and header params against these.
                 live.tool_defs = dict(listing.by_name)

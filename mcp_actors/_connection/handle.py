@@ -25,7 +25,7 @@ from mcp_actors import events
 from mcp_actors._connection.actor import _is_modern, _probe, _Slot, _stop_mailbox, run_connection_slot
 from mcp_actors._connection.callbacks import INPUT_REQUIRED_MAX_ROUNDS, fulfil_input_required
 from mcp_actors._connection.listen import Listener
-from mcp_actors._connection.listings import MAX_PAGES, Listing, ListingKind
+from mcp_actors._connection.listings import FETCH_NOW, MAX_PAGES, Listing, ListingKind
 from mcp_actors._connection.live import LiveSession, ProgressDeadline, SessionEnded
 from mcp_actors._connection.messages import (
     Connect,
@@ -195,8 +195,20 @@ class ConnectionHandle:
             instructions=session.instructions,
         )
 
+    def principal(self) -> str | None:
+        """Who the live connection's requests go out as now (:attr:`~mcp_actors._wire.link.TransportLink.principal`).
+
+        ``None`` when not connected, or when the link's identity is fixed for its life.
+        """
+        live = self._cell.live
+        return live.link.principal() if live is not None else None
+
     async def _listing(self, kind: ListingKind, *, max_age: float) -> Listing:
         """A current listing of ``kind``: the published one, else the actor's one fill of it.
+
+        ``max_age`` is the caller's rule for a server that gave no word on the list's life;
+        a 2026-07-28 server's ``ttlMs`` (and ``cacheScope``) replaces it
+        (:meth:`~mcp_actors._connection.listings.Listing.current`).
 
         A hit costs no round trip. A miss asks the actor, which joins every concurrent miss
         into one request (see :mod:`mcp_actors._connection.listings`); giving up here never cancels it.
@@ -220,8 +232,12 @@ class ConnectionHandle:
                 continue  # that connection ended before the fill began: list on the next one
 
     async def list_tools(self) -> tuple[mcp_types.Tool, ...]:
-        """Every tool the server offers (all pages), fetched now (concurrent calls share one request)."""
-        listing = await self._listing(ListingKind.TOOLS, max_age=0.0)
+        """Every tool the server offers (all pages), fetched now (concurrent calls share one request).
+
+        Fetched even while the server's ``ttlMs`` says the last list is fresh: this is the
+        request ``mcp-actors test`` times. The cached lists are :meth:`tools_listing`'s.
+        """
+        listing = await self._listing(ListingKind.TOOLS, max_age=FETCH_NOW)
         return listing.items
 
     async def list_tools_at_epoch(self) -> tuple[tuple[mcp_types.Tool, ...], int]:
@@ -231,7 +247,7 @@ class ConnectionHandle:
         entry stamped with this epoch is stale from then on. Connects first when not
         connected, in the same request to the actor.
         """
-        listing = await self._listing(ListingKind.TOOLS, max_age=0.0)
+        listing = await self._listing(ListingKind.TOOLS, max_age=FETCH_NOW)
         return listing.items, listing.epoch
 
     async def tools_listing(self, *, max_age: float) -> Listing:
@@ -239,12 +255,18 @@ class ConnectionHandle:
 
         Like :meth:`list_tools_at_epoch`, with the whole :class:`~mcp_actors._connection.listings.Listing`
         (its epoch and when it arrived); a listing a caller who gave up left behind answers
-        the next caller while it is current.
+        the next caller while it is current. A 2026-07-28 server's ``ttlMs`` replaces
+        ``max_age``; ``max_age`` 0 or less is a cache turned off (the host's ``tool_cache_ttl``
+        of 0): fetched now, whatever the server said.
         """
-        return await self._listing(ListingKind.TOOLS, max_age=max_age)
+        return await self._listing(ListingKind.TOOLS, max_age=max_age if max_age > 0 else FETCH_NOW)
 
     async def list_prompts(self) -> tuple[mcp_types.Prompt, ...]:
-        """The server's prompts, all pages (empty when it has none); concurrent calls share one request."""
+        """The server's prompts, all pages (empty when it has none); concurrent calls share one request.
+
+        Fetched each time, unless the server's ``ttlMs`` says the last list is still fresh
+        (then it is answered from the connection's cache until then, or a ``list_changed``).
+        """
         listing = await self._listing(ListingKind.PROMPTS, max_age=0.0)
         return listing.items
 
@@ -292,15 +314,19 @@ class ConnectionHandle:
     async def list_resources(self) -> tuple[mcp_types.Resource, ...]:
         """The server's resources, all pages (empty when it has none).
 
-        Cached per connection for :data:`RESOURCE_CACHE_TTL` seconds; a new connection or
-        ``notifications/resources/list_changed`` invalidates the cache at once. Concurrent
-        misses share one request, whose outcome (a failure too) each of them gets.
+        Cached per connection for :data:`RESOURCE_CACHE_TTL` seconds, or for as long as the
+        server's ``ttlMs`` says; a new connection or ``notifications/resources/list_changed``
+        invalidates the cache at once. Concurrent misses share one request, whose outcome (a
+        failure too) each of them gets.
         """
         listing = await self._listing(ListingKind.RESOURCES, max_age=RESOURCE_CACHE_TTL)
         return listing.items
 
     async def list_resource_templates(self) -> tuple[mcp_types.ResourceTemplate, ...]:
-        """The server's resource templates, all pages (empty when it has none); concurrent calls share one request."""
+        """The server's resource templates, all pages (empty when it has none); concurrent calls share one request.
+
+        Fetched each time, unless the server's ``ttlMs`` says the last list is still fresh.
+        """
         listing = await self._listing(ListingKind.RESOURCE_TEMPLATES, max_age=0.0)
         return listing.items
 
