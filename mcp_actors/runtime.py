@@ -253,7 +253,9 @@ async def open_runtime(
     Args:
         config_path: The config file (default: ``MCP_ACTORS_CONFIG`` or the user data dir).
         store: A store to use instead of opening ``config_path``.
-        tool_cache_ttl: Seconds a server's tool list stays cached.
+        tool_cache_ttl: Seconds a server's tool list stays cached when the server says nothing
+            about it (revisions before 2026-07-28); a 2026-07-28 server's ``ttlMs`` replaces it
+            (docs/protocol/caching.md). 0 turns the cache off: every listing asks the server.
         sweep_ledger: Kill leftovers of crashed earlier runs at start (PID + create_time
             checked), in the background: it never delays the first connections.
         connect_on_add: Start connecting a newly added active server in the background

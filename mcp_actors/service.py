@@ -561,10 +561,13 @@ class McpService:
         subscribed), and ``tool:progress`` for every
         progress notification (also given to ``on_progress(progress, total, message)``).
         Progress is asked of the server only when something can see it: ``on_progress``, a
-        subscriber at the call's start, or the server's ``resetTimeoutOnProgress``. A
-        tool whose ``execution.taskSupport`` is ``required`` runs as a task (created, polled
-        at the server's interval, its result fetched, cancelled if the caller gives up);
-        ``as_task=True`` does so for an ``optional`` one too, emitting ``task:status``.
+        subscriber at the call's start, or the server's ``resetTimeoutOnProgress``. A task
+        is driven to its result (polled at the server's interval, its result fetched,
+        cancelled if the caller gives up), emitting ``task:status``. At 2025-11-25 a tool
+        whose ``execution.taskSupport`` is ``required`` runs as a task, and ``as_task=True``
+        runs an ``optional`` one as a task too; at 2026-07-28 the server decides (the
+        ``io.modelcontextprotocol/tasks`` extension) and ``as_task=False`` declines a task
+        (docs/protocol/tasks.md).
         The result keeps ``structured_content``, checked against the tool's ``outputSchema``.
         ``meta`` is the request's ``_meta`` (a tracing id, say), sent as the SDK's
         ``ClientSession.call_tool(meta=)`` sends it.

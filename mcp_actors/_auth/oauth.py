@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import json
 import logging
 import time
@@ -645,6 +646,8 @@ class ServerAuth(httpx2.Auth):
         self._client: httpx2.AsyncClient | None = None
         self._oauth_error: str | None = None
         self._secrets = target.config.secret_values()
+        self._principal: tuple[str, str] | None = None
+        """The last access token seen by :meth:`principal`, and its digest (hashed once per token)."""
 
     def __repr__(self) -> str:
         return f"ServerAuth(server={self.target.server_name!r})"
@@ -700,6 +703,25 @@ class ServerAuth(httpx2.Auth):
         elif dpop.resource_key is None:
             return
         dpop.nonces.remember(dpop.nonces.target(str(url))[1], headers)
+
+    def principal(self) -> str | None:
+        """Who requests go out as now: a digest of the current access token, or ``None`` before there is one.
+
+        The spec's authorization context ("a different access token requires a different
+        cache"): a ``private`` answer cached for one token is never served to another, so a
+        refresh, or a login as someone else, lists again. A digest, never the token: it may
+        appear in cache keys and reprs.
+        """
+        if not provider_initialized(self.provider):
+            return None
+        tokens = self.provider.context.current_tokens
+        token = tokens.access_token if tokens is not None else None
+        if not token:
+            return None
+        seen = self._principal
+        if seen is None or seen[0] is not token:
+            seen = self._principal = (token, hashlib.sha256(token.encode()).hexdigest()[:32])
+        return seen[1]
 
     # ------------------------------------------------------------------ the flow
 

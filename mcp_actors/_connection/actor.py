@@ -90,6 +90,7 @@ from mcp_actors._connection.status import (
     ConnectionState,
     _StatusCell,
 )
+from mcp_actors._connection.tasks import ExtensionTask, negotiated, session_kwargs
 from mcp_actors._sdk import negotiate_auto
 from mcp_actors._wire.dispatch import BoundNotification, StreamWire, WireDispatcher
 from mcp_actors._wire.link import server_logger
@@ -323,8 +324,9 @@ class _ConnectionActor:
         """
         kind, live, epoch = key
         listings = self.cell.listings
+        principal = live.link.principal()
         try:
-            items = await live.request(
+            items, word = await live.request(
                 kind.value,
                 live_op=lambda live: fetch_listing(live.session, kind, self.label, live.send_raw),
                 timeout=self.settings.call_timeout,
@@ -332,8 +334,11 @@ class _ConnectionActor:
         except (McpActorsError, SessionEnded) as exc:
             listings.settle(key, exc, publish=False)
         else:
+            if word is not None and word.scope == "private" and live.link.principal() != principal:
+                # The credential changed while the pages came: some may be another principal's.
+                word = attrs.evolve(word, expires_at=-math.inf)
             current = live is self.cell.live and epoch == self.cell.epoch(kind)
-            listing = make_listing(kind, live, epoch, items)
+            listing = make_listing(kind, live, epoch, items, word=word, principal=principal)
             if kind is ListingKind.TOOLS:
                 # The lean tools/call checks output schemas and header params against these.
                 live.tool_defs = dict(listing.by_name)
@@ -410,6 +415,8 @@ class _ConnectionActor:
                         # Host callbacks: fixed for the session's life, as its handshake declared them.
                         offered = settings.host.offers(settings) if settings.host is not None else frozenset()
                         host_kwargs = settings.host.session_kwargs(settings) if settings.host is not None else {}
+                        # The tasks extension: the SDK advertises it at 2026-07-28 only (a result claim).
+                        host_kwargs = {**host_kwargs, **session_kwargs()}
                         # One dispatcher for every transport: the link's own wire, or its streams.
                         dispatcher = WireDispatcher(
                             link.wire or StreamWire(link.read_stream, link.write_stream),
@@ -418,7 +425,11 @@ class _ConnectionActor:
                             bound={
                                 "notifications/tasks/status": BoundNotification(
                                     params_type=mcp_types.TaskStatusNotificationParams, handler=self._on_task_status
-                                )
+                                ),
+                                # 2026-07-28, the tasks extension: a task's whole state.
+                                "notifications/tasks": BoundNotification(
+                                    params_type=ExtensionTask, handler=self._on_task_status
+                                ),
                             },
                             max_inbound=settings.max_server_requests,
                         )
@@ -448,6 +459,7 @@ class _ConnectionActor:
                                 stamp=RequestStamp.negotiated(
                                     session, client_info=CLIENT_INFO, host_kwargs=host_kwargs
                                 ),
+                                tasks_extension=negotiated(session),
                             )
                             first = self._connected(run.live, result)
                             await self._connected_life(run, run.live, first)
@@ -725,8 +737,8 @@ class _ConnectionActor:
         elif isinstance(message, Exception):
             logger.warning("server %s: transport reported %s: %s", self.label, type(message).__name__, message)
 
-    async def _on_task_status(self, params: mcp_types.TaskStatusNotificationParams) -> None:
-        """A pushed task status: to the call running that task, else published as ``task:status``."""
+    async def _on_task_status(self, params: mcp_types.TaskStatusNotificationParams | ExtensionTask) -> None:
+        """A pushed task status (either revision's): to the call running that task, else a ``task:status`` event."""
         if not self.cell.tasks.deliver(params):
             self.cell.bus.emit(
                 events.TASK_STATUS,

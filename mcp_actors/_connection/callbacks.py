@@ -51,6 +51,7 @@ __all__ = [
     "INPUT_REQUIRED_MAX_ROUNDS",
     "RootsSource",
     "SamplingHandler",
+    "answer_input_requests",
     "complete_elicitation",
     "fulfil_input_required",
     "to_roots",
@@ -177,14 +178,52 @@ async def fulfil_input_required(
         return first
 
     async def dispatch(key: str, request: mcp_types.InputRequest) -> mcp_types.InputResponse | mcp_types.ErrorData:
-        meta = request.params.meta if request.params is not None else None
-        ctx = ClientRequestContext(session=session, request_id=key, meta=meta)
-        return await session.dispatch_input_request(ctx, request)
+        return await _dispatch(session, key, request)
 
     result: _R = await run_input_required_driver(
         first, dispatch=dispatch, retry=retry, max_rounds=INPUT_REQUIRED_MAX_ROUNDS
     )
     return result
+
+
+async def _dispatch(
+    session: ClientSession, key: str, request: mcp_types.InputRequest
+) -> mcp_types.InputResponse | mcp_types.ErrorData:
+    """One embedded input request through the session's callback table, as a server request would go."""
+    meta = request.params.meta if request.params is not None else None
+    ctx = ClientRequestContext(session=session, request_id=key, meta=meta)
+    return await session.dispatch_input_request(ctx, request)
+
+
+async def answer_input_requests(
+    session: ClientSession, requests: Mapping[str, mcp_types.InputRequest]
+) -> dict[str, Any]:
+    """Answer a task's input requests (2026-07-28, the tasks extension) through the host callbacks, concurrently.
+
+    The same callbacks, bounds and refusals as for any server request and for
+    :func:`fulfil_input_required`; the answers come back keyed as asked, as the JSON that
+    ``tasks/update`` carries in ``inputResponses``.
+
+    Raises:
+        MCPError: A callback refused (the first refusal; the other answers are abandoned).
+    """
+    answers: dict[str, Any] = {}
+    refused: list[mcp_types.ErrorData] = []
+
+    async def one(key: str, request: mcp_types.InputRequest, scope: trio.CancelScope) -> None:
+        answer = await _dispatch(session, key, request)
+        if isinstance(answer, mcp_types.ErrorData):
+            refused.append(answer)
+            scope.cancel()  # the first refusal ends the round: nobody waits on a slow sibling
+            return
+        answers[key] = answer.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+    async with trio.open_nursery() as nursery:
+        for key, request in requests.items():
+            nursery.start_soon(one, key, request, nursery.cancel_scope)
+    if refused:
+        raise MCPError.from_error_data(refused[0])
+    return answers
 
 
 # ---------------------------------------------------------------------- the host's callbacks

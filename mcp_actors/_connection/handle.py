@@ -23,9 +23,9 @@ from mcp.shared.dispatcher import ProgressFnT
 
 from mcp_actors import events
 from mcp_actors._connection.actor import _is_modern, _probe, _Slot, _stop_mailbox, run_connection_slot
-from mcp_actors._connection.callbacks import INPUT_REQUIRED_MAX_ROUNDS, fulfil_input_required
+from mcp_actors._connection.callbacks import INPUT_REQUIRED_MAX_ROUNDS, answer_input_requests, fulfil_input_required
 from mcp_actors._connection.listen import Listener
-from mcp_actors._connection.listings import MAX_PAGES, Listing, ListingKind
+from mcp_actors._connection.listings import FETCH_NOW, MAX_PAGES, Listing, ListingKind
 from mcp_actors._connection.live import LiveSession, ProgressDeadline, SessionEnded
 from mcp_actors._connection.messages import (
     Connect,
@@ -43,6 +43,7 @@ from mcp_actors._connection.status import (
     ProgressCallback,
     _StatusCell,
 )
+from mcp_actors._connection.tasks import TASKS_EXTENSION, TERMINAL, ExtensionTask
 from mcp_actors._sdk import InputRequiredRoundsExceededError
 from mcp_actors.errors import (
     ActorStopped,
@@ -195,8 +196,20 @@ class ConnectionHandle:
             instructions=session.instructions,
         )
 
+    def principal(self) -> str | None:
+        """Who the live connection's requests go out as now (:attr:`~mcp_actors._wire.link.TransportLink.principal`).
+
+        ``None`` when not connected, or when the link's identity is fixed for its life.
+        """
+        live = self._cell.live
+        return live.link.principal() if live is not None else None
+
     async def _listing(self, kind: ListingKind, *, max_age: float) -> Listing:
         """A current listing of ``kind``: the published one, else the actor's one fill of it.
+
+        ``max_age`` is the caller's rule for a server that gave no word on the list's life;
+        a 2026-07-28 server's ``ttlMs`` (and ``cacheScope``) replaces it
+        (:meth:`~mcp_actors._connection.listings.Listing.current`).
 
         A hit costs no round trip. A miss asks the actor, which joins every concurrent miss
         into one request (see :mod:`mcp_actors._connection.listings`); giving up here never cancels it.
@@ -220,8 +233,12 @@ class ConnectionHandle:
                 continue  # that connection ended before the fill began: list on the next one
 
     async def list_tools(self) -> tuple[mcp_types.Tool, ...]:
-        """Every tool the server offers (all pages), fetched now (concurrent calls share one request)."""
-        listing = await self._listing(ListingKind.TOOLS, max_age=0.0)
+        """Every tool the server offers (all pages), fetched now (concurrent calls share one request).
+
+        Fetched even while the server's ``ttlMs`` says the last list is fresh: this is the
+        request ``mcp-actors test`` times. The cached lists are :meth:`tools_listing`'s.
+        """
+        listing = await self._listing(ListingKind.TOOLS, max_age=FETCH_NOW)
         return listing.items
 
     async def list_tools_at_epoch(self) -> tuple[tuple[mcp_types.Tool, ...], int]:
@@ -231,7 +248,7 @@ class ConnectionHandle:
         entry stamped with this epoch is stale from then on. Connects first when not
         connected, in the same request to the actor.
         """
-        listing = await self._listing(ListingKind.TOOLS, max_age=0.0)
+        listing = await self._listing(ListingKind.TOOLS, max_age=FETCH_NOW)
         return listing.items, listing.epoch
 
     async def tools_listing(self, *, max_age: float) -> Listing:
@@ -239,12 +256,18 @@ class ConnectionHandle:
 
         Like :meth:`list_tools_at_epoch`, with the whole :class:`~mcp_actors._connection.listings.Listing`
         (its epoch and when it arrived); a listing a caller who gave up left behind answers
-        the next caller while it is current.
+        the next caller while it is current. A 2026-07-28 server's ``ttlMs`` replaces
+        ``max_age``; ``max_age`` 0 or less is a cache turned off (the host's ``tool_cache_ttl``
+        of 0): fetched now, whatever the server said.
         """
-        return await self._listing(ListingKind.TOOLS, max_age=max_age)
+        return await self._listing(ListingKind.TOOLS, max_age=max_age if max_age > 0 else FETCH_NOW)
 
     async def list_prompts(self) -> tuple[mcp_types.Prompt, ...]:
-        """The server's prompts, all pages (empty when it has none); concurrent calls share one request."""
+        """The server's prompts, all pages (empty when it has none); concurrent calls share one request.
+
+        Fetched each time, unless the server's ``ttlMs`` says the last list is still fresh
+        (then it is answered from the connection's cache until then, or a ``list_changed``).
+        """
         listing = await self._listing(ListingKind.PROMPTS, max_age=0.0)
         return listing.items
 
@@ -292,15 +315,19 @@ class ConnectionHandle:
     async def list_resources(self) -> tuple[mcp_types.Resource, ...]:
         """The server's resources, all pages (empty when it has none).
 
-        Cached per connection for :data:`RESOURCE_CACHE_TTL` seconds; a new connection or
-        ``notifications/resources/list_changed`` invalidates the cache at once. Concurrent
-        misses share one request, whose outcome (a failure too) each of them gets.
+        Cached per connection for :data:`RESOURCE_CACHE_TTL` seconds, or for as long as the
+        server's ``ttlMs`` says; a new connection or ``notifications/resources/list_changed``
+        invalidates the cache at once. Concurrent misses share one request, whose outcome (a
+        failure too) each of them gets.
         """
         listing = await self._listing(ListingKind.RESOURCES, max_age=RESOURCE_CACHE_TTL)
         return listing.items
 
     async def list_resource_templates(self) -> tuple[mcp_types.ResourceTemplate, ...]:
-        """The server's resource templates, all pages (empty when it has none); concurrent calls share one request."""
+        """The server's resource templates, all pages (empty when it has none); concurrent calls share one request.
+
+        Fetched each time, unless the server's ``ttlMs`` says the last list is still fresh.
+        """
         listing = await self._listing(ListingKind.RESOURCE_TEMPLATES, max_age=0.0)
         return listing.items
 
@@ -504,11 +531,15 @@ class ConnectionHandle:
             call_id: The caller's id for the call, for logs and events.
             on_progress: Called with ``(progress, total, message)`` for every progress
                 notification of this call (sync or async); also emitted as ``tool:progress``.
-            as_task: Run it as a task (2025-11-25): ``None`` does so exactly when the tool's
-                ``execution.taskSupport`` is ``required``. At 2026-07-28 a call is always
-                plain, and ``True`` raises :class:`~mcp_actors.errors.ToolCallFailed`.
+            as_task: Run it as a task. At 2025-11-25: ``None`` does so exactly when the tool's
+                ``execution.taskSupport`` is ``required``. At 2026-07-28, where the server
+                decides (the ``io.modelcontextprotocol/tasks`` extension): ``None`` and
+                ``True`` let it answer with a task, which is then driven to its result;
+                ``False`` declares no support for tasks on this request, so it answers plainly;
+                ``True`` to a server that does not offer the extension raises
+                :class:`~mcp_actors.errors.ToolCallFailed`.
             meta: The caller's ``_meta`` of the request (what the SDK's ``call_tool(meta=)``
-                sends); the revision's own keys are added to it. Not sent with a call run as a task.
+                sends); the revision's own keys are added to it. Not sent with a call run as a 2025-11-25 task.
 
         Raises:
             ToolCallTimeout: No answer within ``timeout``; the server was asked to cancel.
@@ -528,18 +559,22 @@ class ConnectionHandle:
         live = self._cell.live or await self._live()
         stamp = live.stamp
         modern = stamp.modern if stamp is not None else _is_modern(live.session)
+        declare_tasks = True
         if modern:
-            # 2026-07-28 has no tasks in the SDK (an extension, io.modelcontextprotocol/tasks,
-            # that it does not negotiate) and its tool listings carry no execution.taskSupport.
-            if as_task:
+            # 2026-07-28: tasks are the io.modelcontextprotocol/tasks extension, and the server
+            # decides. The client cannot ask for a task; it can only not declare the extension on
+            # this one request (as_task=False), and then the server may not answer with one.
+            if as_task and not live.tasks_extension:
                 raise ToolCallFailed(
                     f"server {settings.server_name!r}: tool {name!r} cannot run as a task: this connection speaks"
-                    " protocol 2026-07-28, where tasks are an extension the MCP SDK does not support; call it"
-                    " without as_task, or set the server's config.protocol to 'legacy' (2025-11-25 tasks)",
+                    f" protocol 2026-07-28, where tasks are the {TASKS_EXTENSION} extension, and the server does not"
+                    " offer it; call it without as_task, or, if the server has 2025-11-25 tasks, set its"
+                    " config.protocol to 'legacy'",
                     server=settings.server_name,
                     tool=name,
                 )
-            as_task = False
+            declare_tasks = as_task is not False
+            as_task = False  # the 2025-11-25 task path (a `task` param, tasks/result) does not exist here
         # The definition comes from this connection's listing (one tools/list per connection, a
         # dictionary look-up after that): task support, output schema, header params.
         found, known = self._listed_tool(name)
@@ -586,13 +621,17 @@ class ConnectionHandle:
             try:
                 # _fulfilled's first step, inline: two coroutine frames less on the hot path (with the
                 # inline _request below, ~7 % of a stdio call's instructions, benchmarks.instructions).
-                first = await live.call_tool(name, args, on_progress=progressed, meta=meta, bound=bound)
-                if not isinstance(first, mcp_types.InputRequiredResult):
+                first = await live.call_tool(
+                    name, args, on_progress=progressed, meta=meta, bound=bound, tasks=declare_tasks
+                )
+                if isinstance(first, mcp_types.CallToolResult):
                     return first
+                if isinstance(first, ExtensionTask):
+                    return await self._run_extension_task(live, name, first, call_id)
 
                 async def send(
                     responses: mcp_types.InputResponses | None, state: str | None
-                ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+                ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult | ExtensionTask:
                     return await live.call_tool(
                         name,
                         args,
@@ -601,10 +640,17 @@ class ConnectionHandle:
                         request_state=state,
                         meta=meta,
                         bound=bound,
+                        tasks=declare_tasks,
                     )
 
-                # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried.
-                return await self._fulfil_rest(session, f"tool {name!r}", first, send, tool=name)
+                # 2026-07-28 (SEP-2322): an InputRequiredResult is fulfilled by the host callbacks and retried;
+                # its final answer may be a task (the extension: input first, then the work, asynchronously).
+                final: mcp_types.CallToolResult | ExtensionTask = await self._fulfil_rest(
+                    session, f"tool {name!r}", first, send, tool=name
+                )
+                if isinstance(final, ExtensionTask):
+                    return await self._run_extension_task(live, name, final, call_id)
+                return final
             except RuntimeError as exc:
                 raise self._invalid_output(name, exc) from None
 
@@ -656,7 +702,9 @@ class ConnectionHandle:
                     # The server's pushed status (notifications/tasks/status) ends the wait early.
                     seen: mcp_types.Task | None = None
                     with trio.move_on_after(max(task.poll_interval or _TASK_POLL_MS, _TASK_POLL_MS) / 1000):
-                        seen = await pushed.receive()
+                        received = await pushed.receive()
+                        if isinstance(received, mcp_types.Task):
+                            seen = received
                     if seen is None:
                         seen = await session.send_request(
                             mcp_types.GetTaskRequest(params=mcp_types.GetTaskRequestParams(task_id=task.task_id)),
@@ -697,12 +745,122 @@ class ConnectionHandle:
                     except Exception as exc:  # the call already failed; this is best effort
                         logger.info("server %s: cancelling task %s failed: %s", label, task.task_id, exc)
 
+    async def _run_extension_task(
+        self, live: LiveSession, name: str, created: ExtensionTask, call_id: str | None
+    ) -> mcp_types.CallToolResult:
+        """Drive a task the server made of a ``tools/call`` (2026-07-28, the tasks extension) to its result.
+
+        Poll ``tasks/get`` at the server's ``pollIntervalMs`` (a pushed ``notifications/tasks``
+        ends a wait early); answer each new input request of an ``input_required`` task
+        through the host callbacks and send the answers with ``tasks/update`` (a key is
+        answered once, however many polls repeat it); return the ``result`` a ``completed``
+        task carries. Runs inside the call's request, so its timeout and its cancellation cover
+        the whole task; a task left unfinished (a timeout, a cancel, a refused input request,
+        an error) gets a ``tasks/cancel``, shielded and bounded. Every change of status is a
+        ``task:status`` event.
+
+        Raises:
+            ToolCallFailed: The server answered with a task though it did not offer the extension
+                (no ``tasks/*`` is sent to it then).
+            ToolTaskFailed: The task ended ``failed`` (with the server's error) or ``cancelled``.
+        """
+        label = self.settings.server_name
+        if not live.tasks_extension:
+            raise ToolCallFailed(
+                f"server {label!r}: tool {name!r} was answered with a task ({created.task_id}), but the server did not"
+                f" offer the {TASKS_EXTENSION} extension; the server is at fault: report it to its authors",
+                server=label,
+                tool=name,
+            )
+        bus = self._cell.bus
+        ids = {"serverId": self.settings.server_id, "serverName": label, "toolName": name, "callId": call_id}
+
+        def publish(seen: ExtensionTask) -> None:
+            bus.emit(events.TASK_STATUS, **ids, taskId=seen.task_id, status=seen.status, message=seen.status_message)
+
+        async def get(task_id: str) -> ExtensionTask:
+            return ExtensionTask.model_validate(await live.send_raw("tasks/get", {"taskId": task_id}), by_name=False)
+
+        task = created
+        publish(task)
+        detailed = False  # a CreateTaskResult carries no payload: even a terminal one is fetched once
+        answered: set[str] = set()
+        finished = False
+        try:
+            with self._cell.tasks.watch(task.task_id) as pushed:
+                while not (detailed and task.status in TERMINAL):
+                    if detailed and task.status == "input_required" and task.input_requests:
+                        fresh = {k: r for k, r in task.input_requests.items() if k not in answered}
+                        if fresh:
+                            answered.update(fresh)
+                            responses = await answer_input_requests(live.session, fresh)
+                            await live.send_raw("tasks/update", {"taskId": task.task_id, "inputResponses": responses})
+                    seen: ExtensionTask | None = None
+                    if task.status not in TERMINAL:
+                        interval = max(task.poll_interval_ms or _TASK_POLL_MS, _TASK_POLL_MS) / 1000
+                        with trio.move_on_after(interval):
+                            received = await pushed.receive()
+                            if isinstance(received, ExtensionTask):
+                                seen = received
+                    if seen is None:
+                        seen = await get(task.task_id)
+                    if (seen.status, seen.status_message) != (task.status, task.status_message):
+                        publish(seen)
+                    task, detailed = seen, True
+            finished = True
+        finally:
+            if not finished:
+                await self._cancel_extension_task(live, task, publish)
+        if task.status == "completed":
+            result = mcp_types.CallToolResult.model_validate(task.result or {}, by_name=False)
+            if not result.is_error:
+                try:
+                    live.check_output(name, result)
+                except RuntimeError as exc:
+                    raise self._invalid_output(name, exc) from None
+            return result
+        detail = task.error.message if task.error is not None else task.status_message
+        raise ToolTaskFailed(
+            f"server {label!r}: tool {name!r} ran as task {task.task_id} and ended {task.status}"
+            + (f": {detail}" if detail else ""),
+            server=label,
+            tool=name,
+            task_id=task.task_id,
+            status=task.status,
+        )
+
+    async def _cancel_extension_task(
+        self, live: LiveSession, task: ExtensionTask, publish: Callable[[ExtensionTask], None]
+    ) -> None:
+        """Ask the server to cancel a task the call abandons (an acknowledgement; best effort, bounded)."""
+        with trio.CancelScope(shield=True), trio.move_on_after(_TASK_CANCEL_BOUND):
+            try:
+                await live.send_raw("tasks/cancel", {"taskId": task.task_id})
+                publish(task.model_copy(update={"status": "cancelled"}))
+            except Exception as exc:  # the call already failed; this is best effort
+                logger.info("server %s: cancelling task %s failed: %s", self.settings.server_name, task.task_id, exc)
+
     async def list_tasks(self) -> tuple[mcp_types.Task, ...]:
         """The server's tasks (``tasks/list``, 2025-11-25), all pages.
+
+        At 2026-07-28 there is no such method (the tasks extension has no listing: a task id
+        is its only handle), so nothing is sent and the answer is the one a server without it
+        gives, "method not found".
 
         Raises:
             ServerRequestFailed: The server refused (one without tasks answers "method not found").
         """
+        live = self._cell.live or await self._live()
+        if _is_modern(live.session):
+            name = self.settings.server_name
+            raise ServerRequestFailed(
+                f"server {name!r}: tasks/list failed: it does not exist at protocol 2026-07-28 (the"
+                f" {TASKS_EXTENSION} extension lists no tasks; a task id is its only handle) (code"
+                f" {mcp_types.METHOD_NOT_FOUND}); set the server's config.protocol to 'legacy' for 2025-11-25 tasks",
+                server=name,
+                method="tasks/list",
+                code=mcp_types.METHOD_NOT_FOUND,
+            )
 
         async def op(session: ClientSession) -> tuple[mcp_types.Task, ...]:
             tasks: list[mcp_types.Task] = []

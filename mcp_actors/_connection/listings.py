@@ -17,21 +17,31 @@ identity) and one *epoch* of its kind: ``tools_epoch`` for tools, ``resources_ep
 resources and templates, ``prompts_epoch`` for prompts; a ``list_changed`` notification
 bumps the epoch. A fill that ends after its epoch moved on answers its waiters but is not
 published: it may already be stale.
+
+At 2026-07-28 a server also says how long a list stays fresh (``ttlMs``) and whom it may be
+served to (``cacheScope``): :class:`Freshness`, read from every page by :func:`fetch_listing`.
+Its word replaces the caller's own ``max_age`` (longer or shorter; ``0`` is stale at once), a
+``private`` listing is current only for the principal it was listed as (the identity of the
+credential requests go out with, :attr:`~mcp_actors._wire.link.TransportLink.principal`), and a
+``list_changed`` still ends it at once. A server that says nothing (every revision before
+2026-07-28) keeps the caller's rule: see docs/protocol/caching.md.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import math
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import attrs
 import mcp.types as mcp_types
 import pydantic
 import trio
 from mcp import ClientSession
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_actors._connection.live import LiveSession
 from mcp_actors._sdk import absorb_tool_listing
@@ -42,10 +52,30 @@ _log = logging.getLogger(__name__)
 SendRaw = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any]]]
 """Sends one request stamped as the SDK would and returns its raw result (``LiveSession.send_raw``)."""
 
-__all__ = ["Listing", "ListingCache", "ListingKind", "fetch_listing"]
+__all__ = [
+    "FETCH_NOW",
+    "MAX_FRESH",
+    "CacheScope",
+    "Freshness",
+    "Listing",
+    "ListingCache",
+    "ListingKind",
+    "fetch_listing",
+]
 
 MAX_PAGES: Final = 1000
 """Pages one listing may take; a server that pages forever is cut off there."""
+
+MAX_FRESH: Final = 24 * 3600.0
+"""Seconds a server's ``ttlMs`` may keep a listing fresh at most (the SDK's own cap); a longer
+word is cut to it, so a typo of a server cannot pin a listing for a year."""
+
+FETCH_NOW: Final = -math.inf
+"""A ``max_age`` no listing meets, whatever its server said: the caller wants a request
+(``mcp-actors test`` times one)."""
+
+CacheScope = Literal["public", "private"]
+"""Who a listing may be served to: anyone, or only the principal it was listed as."""
 
 
 class ListingKind(enum.Enum):
@@ -70,6 +100,46 @@ _CAPABILITY: Final = {
 
 
 @attrs.frozen(kw_only=True)
+class Freshness:
+    """What a server said about a listing's life (2026-07-28 ``ttlMs`` and ``cacheScope``), over all its pages.
+
+    Each page is fresh for its own ``ttlMs`` from the moment it arrived; a listing is all its
+    pages, so it is fresh until the first of them goes stale, and ``private`` when any page
+    is (a server must give every page one scope; one that does not gets the narrower).
+
+    Attributes:
+        expires_at: ``trio.current_time()`` from which the listing is stale.
+        scope: ``public``: it may be served whoever asks; ``private``: only to the principal
+            it was listed as.
+    """
+
+    expires_at: float
+    scope: CacheScope
+
+    def joined(self, other: Freshness | None) -> Freshness:
+        """This page's word together with the pages' before it (``other``): the earliest end, the narrower scope."""
+        if other is None:
+            return self
+        scope: CacheScope = "private" if "private" in (self.scope, other.scope) else "public"
+        return Freshness(expires_at=min(self.expires_at, other.expires_at), scope=scope)
+
+
+def page_freshness(result: mcp_types.Result, version: str | None, received_at: float) -> Freshness | None:
+    """The server's word on one listing page, or ``None`` when it said nothing we may use.
+
+    Only a 2026-07-28 session's word counts (the revision that defines it; the SDK drops the
+    fields from older revisions' results anyway), and only a ``ttlMs`` that is on the wire: an
+    absent one leaves the caller's own rule. A ``ttlMs`` without a ``cacheScope`` is
+    ``private``, the safe side (the SDK's default too).
+    """
+    if version not in MODERN_PROTOCOL_VERSIONS or "ttl_ms" not in result.model_fields_set:
+        return None
+    ttl = getattr(result, "ttl_ms", 0)
+    scope: CacheScope = "public" if getattr(result, "cache_scope", "private") == "public" else "private"
+    return Freshness(expires_at=received_at + min(max(ttl, 0) / 1000, MAX_FRESH), scope=scope)
+
+
+@attrs.frozen(kw_only=True)
 class Listing:
     """One complete listing, as published by the connection actor.
 
@@ -80,6 +150,8 @@ class Listing:
         listed_at: ``trio.current_time()`` when the answer arrived.
         items: Every item, all pages, in the server's order.
         by_name: The items by name (tools and prompts are looked up by name per call).
+        word: The server's word on its life (2026-07-28), or ``None`` when it gave none.
+        principal: Who it was listed as (the link's principal when the fill began).
     """
 
     kind: ListingKind
@@ -88,10 +160,24 @@ class Listing:
     listed_at: float
     items: tuple[Any, ...]
     by_name: Mapping[str, Any] = attrs.field(eq=False, repr=False)
+    word: Freshness | None = None
+    principal: str | None = attrs.field(default=None, repr=False)
 
     def current(self, live: LiveSession, epoch: int, max_age: float) -> bool:
-        """Whether it may answer a demand now: same connection, same epoch, younger than ``max_age``."""
-        return self.live is live and self.epoch == epoch and trio.current_time() - self.listed_at < max_age
+        """Whether it may answer a demand now: same connection and epoch, and fresh.
+
+        Fresh by the server's word when it gave one (a ``private`` listing only for the
+        principal it was listed as), else younger than ``max_age``. :data:`FETCH_NOW` is never
+        answered from the cache.
+        """
+        if self.live is not live or self.epoch != epoch or max_age == FETCH_NOW:
+            return False
+        word = self.word
+        if word is None:
+            return trio.current_time() - self.listed_at < max_age
+        if word.scope == "private" and self.principal != live.link.principal():
+            return False
+        return trio.current_time() < word.expires_at
 
 
 @attrs.define(eq=False)
@@ -161,8 +247,12 @@ class ListingCache:
 
 async def fetch_listing(
     session: ClientSession, kind: ListingKind, label: str = "", send_raw: SendRaw | None = None
-) -> tuple[Any, ...]:
-    """Every page of a listing (empty when the server lacks the kind's capability).
+) -> tuple[tuple[Any, ...], Freshness | None]:
+    """Every page of a listing (empty when the server lacks the kind's capability), and the server's word on it.
+
+    The word is every page's ``ttlMs``/``cacheScope`` joined (:meth:`Freshness.joined`), each
+    counted from when its page arrived; ``None`` when no page carried one. A stale listing is
+    fetched again from its first page (the spec's way to a consistent list), never page by page.
 
     A tool the SDK's types refuse (an ``inputSchema`` with no root ``"type": "object"``, as
     some real servers ship, or one nested deeper than pydantic serializes) is left out with
@@ -173,7 +263,16 @@ async def fetch_listing(
     capability = _CAPABILITY.get(kind)
     caps = session.server_capabilities
     if capability is not None and (caps is None or getattr(caps, capability) is None):
-        return ()
+        return (), None
+    version = session.protocol_version
+    word: Freshness | None = None
+
+    def heard(result: mcp_types.Result) -> None:
+        nonlocal word
+        said = page_freshness(result, version, trio.current_time())
+        if said is not None:
+            word = said.joined(word)
+
     page: Callable[[mcp_types.PaginatedRequestParams | None], Awaitable[tuple[list[Any], str | None]]]
     match kind:
         case ListingKind.TOOLS:
@@ -188,24 +287,28 @@ async def fetch_listing(
                     if send_raw is None:
                         raise
                     result = await _list_tools_leniently(session, params, label, send_raw, exc)
+                heard(result)
                 return list(result.tools), result.next_cursor
 
         case ListingKind.RESOURCES:
 
             async def page(params: mcp_types.PaginatedRequestParams | None) -> tuple[list[Any], str | None]:
                 result = await session.list_resources(params=params)
+                heard(result)
                 return list(result.resources), result.next_cursor
 
         case ListingKind.RESOURCE_TEMPLATES:
 
             async def page(params: mcp_types.PaginatedRequestParams | None) -> tuple[list[Any], str | None]:
                 result = await session.list_resource_templates(params=params)
+                heard(result)
                 return list(result.resource_templates), result.next_cursor
 
         case ListingKind.PROMPTS:
 
             async def page(params: mcp_types.PaginatedRequestParams | None) -> tuple[list[Any], str | None]:
                 result = await session.list_prompts(params=params)
+                heard(result)
                 return list(result.prompts), result.next_cursor
 
         case _:
@@ -217,14 +320,29 @@ async def fetch_listing(
         items.extend(found)
         if not cursor:
             break
-    return tuple(items)
+    return tuple(items), word
 
 
-def make_listing(kind: ListingKind, live: LiveSession, epoch: int, items: tuple[Any, ...]) -> Listing:
+def make_listing(
+    kind: ListingKind,
+    live: LiveSession,
+    epoch: int,
+    items: tuple[Any, ...],
+    *,
+    word: Freshness | None = None,
+    principal: str | None = None,
+) -> Listing:
     """A listing of ``items`` answered now (indexed by name where items have one)."""
     by_name = {name: item for item in items if isinstance(name := getattr(item, "name", None), str)}
     return Listing(
-        kind=kind, live=live, epoch=epoch, listed_at=trio.current_time(), items=items, by_name=MappingProxyType(by_name)
+        kind=kind,
+        live=live,
+        epoch=epoch,
+        listed_at=trio.current_time(),
+        items=items,
+        by_name=MappingProxyType(by_name),
+        word=word,
+        principal=principal,
     )
 
 
@@ -279,7 +397,11 @@ async def _list_tools_leniently(
             )
             continue
         kept.append(tool)
-    result = mcp_types.ListToolsResult(tools=kept, next_cursor=cursor if isinstance(cursor, str) else None)
+    hints: dict[str, Any] = {}
+    if isinstance(ttl := raw.get("ttlMs"), int) and not isinstance(ttl, bool):
+        hints["ttl_ms"] = max(ttl, 0)  # the server's word survives the tool-by-tool check
+        hints["cache_scope"] = "public" if raw.get("cacheScope") == "public" else "private"
+    result = mcp_types.ListToolsResult(tools=kept, next_cursor=cursor if isinstance(cursor, str) else None, **hints)
     # What the SDK's list_tools does with a listing (2026-07-28 header maps): for the kept tools.
     absorb = absorb_tool_listing(session)
     if absorb is not None:

@@ -51,6 +51,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field, TypeAdapter, ValidationError
 
 from mcp_actors._config.sdk_logs import SDK_LOGS_OWNED
+from mcp_actors._connection.tasks import TASKS_EXTENSION, ExtensionTask
 from mcp_actors._wire.dispatch import MalformedReply, WireDispatcher
 from mcp_actors._wire.transports import TransportLink
 from mcp_actors.errors import (
@@ -91,14 +92,23 @@ _CONTENT_BLOCKS: Final = _CONTENT.validator
 """Its core validator, called directly: the adapter's ``validate_python`` is a Python layer per call."""
 
 
-def _call_result(raw: dict[str, Any]) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
-    """Validate a ``tools/call`` answer once: as a ``CallToolResult`` unless it asks for input.
+CallAnswer = mcp_types.CallToolResult | mcp_types.InputRequiredResult | ExtensionTask
+"""What a ``tools/call`` may answer: the result, a request for input (2026-07-28), or a task (the extension)."""
+
+
+def _call_result(raw: dict[str, Any]) -> CallAnswer:
+    """Validate a ``tools/call`` answer once: as a ``CallToolResult`` unless it asks for input or is a task.
 
     The union's validator tries both models (9 us against 5.5 us for one, measured); an
     answer that does not say ``input_required`` is almost always a plain result, and the
-    union decides only what that first try refuses (its error then names both models).
+    union decides only what that first try refuses (its error then names both models). A
+    ``resultType: "task"`` is the tasks extension's ``CreateTaskResult``; whether the server
+    may answer one is the caller's to judge (it negotiated the extension or not).
     """
-    if raw.get("resultType", "complete") == "complete":
+    result_type = raw.get("resultType", "complete")
+    if result_type == "task":
+        return ExtensionTask.model_validate(raw, by_name=False)
+    if result_type == "complete":
         content = raw.get("content")
         if type(content) is list:
             try:
@@ -116,12 +126,15 @@ def _call_result(raw: dict[str, Any]) -> mcp_types.CallToolResult | mcp_types.In
     return _CALL_RESULT.validate_python(raw, by_name=False)
 
 
-def client_capabilities(host_kwargs: Mapping[str, Any]) -> mcp_types.ClientCapabilities:
-    """The capabilities the SDK's session declares for the callbacks we give it (its rule, restated).
+def client_capabilities(host_kwargs: Mapping[str, Any], version: str | None = None) -> mcp_types.ClientCapabilities:
+    """The capabilities the SDK's session declares at ``version`` for what we give it (its rule, restated).
 
     ``ClientSession`` declares sampling (with the given ``sampling_capabilities``),
     elicitation (form and URL) and roots (``listChanged``) exactly when the callback is
-    given; we give only the offered ones (``HostCallbacks.session_kwargs``).
+    given; we give only the offered ones (``HostCallbacks.session_kwargs``). It declares the
+    ``extensions`` it was given, except one whose result claims are none of them active at
+    ``version`` (a claim is active at the 2026-07-28 revisions it names, all of them by
+    default, never before): the tasks extension's (:func:`~mcp_actors._connection.tasks.session_kwargs`).
     """
     sampling = (
         host_kwargs.get("sampling_capabilities") or mcp_types.SamplingCapability()
@@ -136,7 +149,21 @@ def client_capabilities(host_kwargs: Mapping[str, Any]) -> mcp_types.ClientCapab
         else None
     )
     roots = mcp_types.RootsCapability(list_changed=True) if host_kwargs.get("list_roots_callback") is not None else None
-    return mcp_types.ClientCapabilities(sampling=sampling, elicitation=elicitation, roots=roots)
+    extensions: dict[str, dict[str, Any]] | None = host_kwargs.get("extensions")
+    claims: Mapping[str, Any] = host_kwargs.get("result_claims") or {}
+    if extensions is not None:
+
+        def active(claim: Any) -> bool:
+            return version in MODERN_PROTOCOL_VERSIONS and (
+                claim.protocol_versions is None or version in claim.protocol_versions
+            )
+
+        extensions = {
+            key: settings
+            for key, settings in extensions.items()
+            if key not in claims or any(active(claim) for claim in claims[key])
+        } or None
+    return mcp_types.ClientCapabilities(sampling=sampling, elicitation=elicitation, roots=roots, extensions=extensions)
 
 
 @attrs.frozen(kw_only=True)
@@ -154,6 +181,9 @@ class RequestStamp:
         version: The negotiated protocol version.
         meta: The ``_meta`` entries of a 2026-07-28 session (``None`` on a handshake revision).
         log_level: A default ``logLevel`` entry (2026-07-28), overridable per request.
+        taskless_meta: ``meta`` without the tasks extension in its capabilities: a
+            ``tools/call`` that must not become a task declares no support for one (the
+            server may then not answer with a task). ``meta`` itself when it has none.
     """
 
     version: str
@@ -161,6 +191,7 @@ class RequestStamp:
     log_level: str | None = None
     modern: bool = False
     """Whether ``version`` is a 2026-07-28 revision (the stateless one: ``meta`` is set)."""
+    taskless_meta: Mapping[str, Any] | None = None
 
     @classmethod
     def negotiated(
@@ -178,31 +209,51 @@ class RequestStamp:
         if version not in MODERN_PROTOCOL_VERSIONS:
             return cls(version=version)
         dump: dict[str, Any] = {"by_alias": True, "mode": "json", "exclude_none": True}
+        capabilities = client_capabilities(host_kwargs, version)
         meta = {
             PROTOCOL_VERSION_META_KEY: version,
             CLIENT_INFO_META_KEY: client_info.model_dump(**dump),
-            CLIENT_CAPABILITIES_META_KEY: client_capabilities(host_kwargs).model_dump(**dump),
+            CLIENT_CAPABILITIES_META_KEY: capabilities.model_dump(**dump),
         }
-        return cls(version=version, meta=meta, log_level=log_level, modern=True)
+        taskless: Mapping[str, Any] = meta
+        if capabilities.extensions and TASKS_EXTENSION in capabilities.extensions:
+            others = {key: value for key, value in capabilities.extensions.items() if key != TASKS_EXTENSION}
+            plain = capabilities.model_copy(update={"extensions": others or None})
+            taskless = {**meta, CLIENT_CAPABILITIES_META_KEY: plain.model_dump(**dump)}
+        return cls(version=version, meta=meta, log_level=log_level, modern=True, taskless_meta=taskless)
 
     def apply(
-        self, method: str, params: dict[str, Any], opts: CallOptions, *, param_headers: Mapping[str, str] | None = None
+        self,
+        method: str,
+        params: dict[str, Any],
+        opts: CallOptions,
+        *,
+        param_headers: Mapping[str, str] | None = None,
+        tasks: bool = True,
     ) -> None:
-        """Stamp one outgoing request's ``params`` and ``opts`` in place (as the SDK's session does)."""
+        """Stamp one outgoing request's ``params`` and ``opts`` in place (as the SDK's session does).
+
+        ``tasks=False`` leaves the tasks extension out of this request's capabilities.
+        """
         headers = opts.setdefault("headers", {})
         headers[MCP_PROTOCOL_VERSION_HEADER] = self.version
         if self.meta is None:
             return
-        meta = params["_meta"] = {**params.get("_meta", {}), **self.meta}
+        stamp = self.meta if tasks or self.taskless_meta is None else self.taskless_meta
+        meta = params["_meta"] = {**params.get("_meta", {}), **stamp}
         if self.log_level is not None:
             meta.setdefault(LOG_LEVEL_META_KEY, self.log_level)
         headers[MCP_METHOD_HEADER] = method
-        name_key = NAME_BEARING_METHODS.get(method)
+        name_key = NAME_BEARING_METHODS.get(method) or _TASK_ROUTED.get(method)
         if name_key is not None and isinstance(name := params.get(name_key), str):
             headers[MCP_NAME_HEADER] = encode_header_value(name)
         if param_headers:
             headers.update(param_headers)
 
+
+_TASK_ROUTED: Final[Mapping[str, str]] = {"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
+"""The extension's methods whose ``Mcp-Name`` header carries the task id (SEP-2663: load balancers
+route a task's requests to the instance holding it). The SDK's table knows only the core methods."""
 
 _REFUSED_HINTS: Final[Mapping[str, str]] = {
     "resources/read": "see what it offers with 'mcp-actors resources list {server}' (and --templates)",
@@ -290,6 +341,8 @@ class LiveSession:
     """The session's dispatcher: the one way our own requests (``tools/call``) are sent."""
     stamp: RequestStamp | None = None
     """What every request we send ourselves carries (set with :attr:`dispatcher`)."""
+    tasks_extension: bool = False
+    """The server offered the tasks extension (2026-07-28): only then are ``tasks/*`` sent to it."""
     on_timeout: Callable[[], None] | None = None
     """Called when a request times out (a ping's own timeout aside): the actor probes the server at once."""
     _requests: set[trio.CancelScope] = attrs.field(factory=set, init=False)
@@ -313,7 +366,7 @@ class LiveSession:
         return await dispatcher.send_raw_request(method, params, opts)
 
     def _stamped(
-        self, method: str, params: dict[str, Any], on_progress: ProgressFnT | None
+        self, method: str, params: dict[str, Any], on_progress: ProgressFnT | None, *, tasks: bool = True
     ) -> tuple[WireDispatcher, CallOptions]:
         """Stamp ``params`` as the SDK would; the dispatcher and the options to send them with."""
         dispatcher, stamp = self.dispatcher, self.stamp
@@ -325,7 +378,7 @@ class LiveSession:
         param_headers = None
         if stamp.meta is not None and method == "tools/call":
             param_headers = self._param_headers(params.get("name"), params.get("arguments"))
-        stamp.apply(method, params, opts, param_headers=param_headers)
+        stamp.apply(method, params, opts, param_headers=param_headers, tasks=tasks)
         return dispatcher, opts
 
     async def call_tool(
@@ -338,12 +391,15 @@ class LiveSession:
         request_state: str | None = None,
         meta: Mapping[str, Any] | None = None,
         bound: float | None = None,
-    ) -> mcp_types.CallToolResult | mcp_types.InputRequiredResult:
+        tasks: bool = True,
+    ) -> CallAnswer:
         """``tools/call`` the lean way: a params dict out, the result validated once, then its output schema.
 
         ``meta`` goes into the request's ``_meta`` (the 2026-07-28 log-level opt-in); the
         stamp adds the revision's own keys to it. ``bound``: the timeout of the
         :meth:`request` this runs in (its scope ends the call by then), for the wire.
+        ``tasks=False``: the request does not declare the tasks extension (2026-07-28), so
+        the server may not answer with a task.
 
         Raises:
             MCPError: The server's error answer, or ``CONNECTION_CLOSED``.
@@ -360,7 +416,7 @@ class LiveSession:
             params.update({key: more[key] for key in ("inputResponses", "requestState") if key in more})
         # send_raw's two steps, inline: one coroutine frame less on the hot path (~2 % of a stdio
         # call's instructions, benchmarks.instructions).
-        dispatcher, opts = self._stamped("tools/call", params, on_progress)
+        dispatcher, opts = self._stamped("tools/call", params, on_progress, tasks=tasks)
         result = _call_result(await dispatcher.send_raw_request("tools/call", params, opts, bound=bound))
         if isinstance(result, mcp_types.CallToolResult) and not result.is_error:
             tool = self.tool_defs.get(name)

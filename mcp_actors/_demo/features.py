@@ -19,34 +19,53 @@ MCP has a real server to be tested against, over every transport:
 ``bad_weather()``               structured output that breaks its own ``outputSchema``
 ``research(topic, seconds)``    a tool whose ``execution.taskSupport`` is ``required``
 ``count(n, seconds, fail,       a tool with optional task support, counting to ``n`` (as a
-poll_ms)``                      task it ends ``failed`` when ``fail`` is true, and asks to be
-                                polled every ``poll_ms``)
-``finish_task(task_id)``        ends a task's work now and sends ``notifications/tasks/status``
+poll_ms, ask)``                 task it ends ``failed`` when ``fail`` is true, and asks to be
+                                polled every ``poll_ms``; at 2026-07-28 with ``ask`` it first
+                                asks the user to go on, an input request of the task)
+``finish_task(task_id)``        ends a task's work now and pushes its status
+                                (``notifications/tasks/status``; at 2026-07-28 ``notifications/tasks``)
+``list_requests()``             how many ``tools/list``, ``prompts/list``, ``resources/list`` and
+                                ``resources/templates/list`` requests it answered (JSON)
+``cache_hints(ttl_ms, scope)``  what its lists say from now on about their life (2026-07-28
+                                ``ttlMs``, ``cacheScope``); at start: 300 000 ms, ``public``
 ==============================  ==========================================================
 
-The task tools follow the 2025-11-25 tasks protocol (``tools/call`` with ``task``,
-``tasks/get``, ``tasks/result``, ``tasks/cancel``, ``tasks/list`` in pages of
-:data:`TASK_PAGE_SIZE`); a task's work is modelled on the server's clock (it completes
-``seconds`` after creation), so it needs no background task.
-At 2026-07-28 the SDK has no tasks (they are the ``io.modelcontextprotocol/tasks``
-extension there, which it does not implement), so ``research`` answers a plain call.
+The task tools speak both revisions' tasks (:mod:`mcp_actors._demo.tasks`): the 2025-11-25
+core tasks (``tools/call`` with ``task``, ``tasks/get``, ``tasks/result``, ``tasks/cancel``,
+``tasks/list`` in pages of :data:`TASK_PAGE_SIZE`), and at 2026-07-28 the
+``io.modelcontextprotocol/tasks`` extension, which the MCP SDK does not implement (a task for
+every call of ``research`` or ``count`` whose client declares it; ``tasks/get`` with the payload
+inline, ``tasks/update``, ``tasks/cancel``). A task's work is modelled on the server's clock
+(it completes ``seconds`` after creation), so it needs no background task.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
-import time
-import uuid
-from typing import Annotated, Any, Final
+import collections
+import json
+from typing import Annotated, Any, Final, Literal
 
 import mcp_types as types
+from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import Field
 
+from mcp_actors._demo.tasks import (
+    POLL_MS,
+    TASK_TOOL,
+    TASKS_EXTENSION,
+    TaskTable,
+    UpdateTaskParams,
+    declared_tasks,
+    modern,
+    refuse_undeclared,
+)
 from mcp_actors._sdk import lowlevel_server, remove_resource
 
 __all__ = [
+    "CACHE_HINT",
     "COUNTER_URI",
     "EXTRA_RESOURCE_URI",
     "NOTE_TEMPLATE",
@@ -68,91 +87,26 @@ NOTE_TEMPLATE: Final = "demo://note/{name}"
 NOTE_NAMES: Final = ("alpha", "beta", "gamma")
 """Note names the completion offers for ``demo://note/{name}``."""
 
-TASK_TOOL: Final = "research"
-"""The tool that must be called as a task (``execution.taskSupport: required``)."""
-
 TASK_PAGE_SIZE: Final = 2
 """Tasks per ``tasks/list`` page (small, so that a client's paging is exercised)."""
+
+CACHE_HINT: Final = CacheHint(ttl_ms=300_000, scope="public")
+"""What the demo's lists say at start about their life (2026-07-28): fresh for five minutes, the
+same for everyone. It sends ``list_changed`` whenever one changes, as the spec suggests a server
+with a long ``ttlMs`` does."""
+
+_LISTS: Final = ("tools/list", "prompts/list", "resources/list", "resources/templates/list")
 
 _OPTIONAL_TASK_TOOL: Final = "count"
 _REQUIRED: Final = types.ToolExecution(task_support="required")
 _TONES: Final = ("formal", "friendly", "funny")
 _LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-_POLL_MS: Final = 50
-_MAX_TASK_SECONDS: Final = 3600.0
 
 _WEATHER_SCHEMA: Final[dict[str, Any]] = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
     "required": ["city", "celsius"],
 }
-
-
-def _now_iso() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat().replace("+00:00", "Z")
-
-
-class _TaskTable:
-    """The server's tasks: each completes ``seconds`` after creation unless cancelled."""
-
-    def __init__(self) -> None:
-        self.tasks: dict[str, dict[str, Any]] = {}
-
-    def create(self, tool: str, arguments: dict[str, Any]) -> types.Task:
-        task_id = uuid.uuid4().hex
-        seconds = float(arguments.get("seconds", 0.2))
-        seconds = min(max(seconds, 0.0), _MAX_TASK_SECONDS)
-        now = _now_iso()
-        self.tasks[task_id] = {
-            "tool": tool,
-            "arguments": arguments,
-            "due": time.monotonic() + seconds,
-            "created": now,
-            "updated": now,
-            "cancelled": False,
-            "poll_ms": min(max(int(arguments.get("poll_ms", _POLL_MS)), _POLL_MS), 3_600_000),
-        }
-        return self.view(task_id)
-
-    def status(self, task_id: str) -> str:
-        entry = self.tasks[task_id]
-        if entry["cancelled"]:
-            return "cancelled"
-        if time.monotonic() < entry["due"]:
-            return "working"
-        return "failed" if entry["arguments"].get("fail") else "completed"
-
-    def view(self, task_id: str) -> types.Task:
-        entry = self.tasks.get(task_id)
-        if entry is None:
-            raise _unknown_task(task_id)
-        status = self.status(task_id)
-        left = max(0.0, entry["due"] - time.monotonic())
-        message = f"{left:.1f}s left" if status == "working" else status
-        return types.Task(
-            task_id=task_id,
-            status=status,  # type: ignore[arg-type]
-            status_message=message,
-            created_at=entry["created"],
-            last_updated_at=_now_iso(),
-            ttl=60_000,
-            poll_interval=entry["poll_ms"],
-        )
-
-    def result(self, task_id: str) -> types.CallToolResult:
-        entry = self.tasks[task_id]
-        if entry["tool"] == TASK_TOOL:
-            text = f"research on {entry['arguments'].get('topic', '?')!s}: done"
-        else:
-            n = int(entry["arguments"].get("n", 3))
-            text = " ".join(str(i) for i in range(1, n + 1))
-        return types.CallToolResult(content=[types.TextContent(text=text)])
-
-
-def _unknown_task(task_id: str) -> Exception:
-    from mcp.shared.exceptions import MCPError
-
-    return MCPError(code=types.INVALID_PARAMS, message=f"unknown task {task_id!r}")
 
 
 def add_protocol_features(server: MCPServer[Any]) -> None:
@@ -163,7 +117,7 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
     """
     state: dict[str, Any] = {"counter": 0, "extra": False, "level": "debug"}
     subscribed: set[str] = set()
-    tasks = _TaskTable()
+    tasks = TaskTable()
     lowlevel = lowlevel_server(server)  # the SDK's public decorators have no subscribe/tasks hooks
 
     # ------------------------------------------------------------------ resources
@@ -303,22 +257,58 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
     def bad_weather() -> types.CallToolResult:
         return types.CallToolResult(content=[], structured_content={"city": 42})
 
-    # ------------------------------------------------------------------ tasks
+    # ------------------------------------------------------------------ caching (2026-07-28)
+
+    listed: collections.Counter[str] = collections.Counter()
+    lowlevel.cache_hints.update(dict.fromkeys(_LISTS, CACHE_HINT))
+
+    async def count_lists(ctx: Any, call_next: Any) -> Any:
+        if ctx.method in _LISTS:
+            listed[ctx.method] += 1
+        return await call_next(ctx)
+
+    lowlevel.middleware.append(count_lists)
+
+    @server.tool(
+        description="How many list requests of each kind this server answered (JSON).", structured_output=False
+    )
+    def list_requests() -> str:
+        return json.dumps({method: listed[method] for method in _LISTS})
+
+    @server.tool(
+        description="Say from now on how long the lists stay fresh (ttlMs) and for whom (public or private).",
+        structured_output=False,
+    )
+    def cache_hints(
+        ttl_ms: Annotated[int, Field(ge=0, description="Milliseconds a list stays fresh (0: stale at once).")],
+        scope: Annotated[Literal["public", "private"], Field(description="public: the same for everyone.")],
+    ) -> str:
+        lowlevel.cache_hints.update(dict.fromkeys(_LISTS, CacheHint(ttl_ms=ttl_ms, scope=scope)))
+        return f"lists fresh for {ttl_ms} ms, {scope}"
+
+    # ------------------------------------------------------------------ tasks (mcp_actors/_demo/tasks.py)
 
     @server.tool(description="Research a topic; must be called as a task (takes `seconds`).", structured_output=False)
     def research(topic: str, seconds: float = 0.2) -> str:
-        return f"research on {topic}: done"  # reached only by a plain call, which is refused below
+        return f"research on {topic}: done"  # a plain call: at 2026-07-28, from a client without the extension
 
-    @server.tool(description="Count from 1 to n; may be called as a task.", structured_output=False)
-    def count(n: int = 3, seconds: float = 0.1, fail: bool = False, poll_ms: int = _POLL_MS) -> str:
+    @server.tool(
+        description="Count from 1 to n; may be called as a task (at 2026-07-28 with ask=true it first asks to go on).",
+        structured_output=False,
+    )
+    def count(n: int = 3, seconds: float = 0.1, fail: bool = False, poll_ms: int = POLL_MS, ask: bool = False) -> str:
         return " ".join(str(i) for i in range(1, n + 1))
 
-    @server.tool(description="End a task's work now and send notifications/tasks/status about it.")
+    @server.tool(description="End a task's work now and push its status (notifications/tasks/status, or /tasks).")
     async def finish_task(ctx: Context, task_id: str) -> str:
-        entry = tasks.tasks.get(task_id)
-        if entry is None:
-            raise _unknown_task(task_id)
-        entry["due"] = min(entry["due"], time.monotonic())
+        tasks.finish(task_id)
+        if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
+            shown = tasks.detailed(task_id)
+            await ctx.session.send_notification(
+                _ExtensionNotification(params=shown),  # the SDK has no such type: a Notification of ours
+                related_request_id=ctx.request_id,
+            )
+            return str(shown["status"])
         view = tasks.view(task_id)
         params = types.TaskStatusNotificationParams.model_validate(view.model_dump())
         notification = types.TaskStatusNotification(params=params)
@@ -351,44 +341,74 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
     plain_call = plain_entry.handler
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> Any:
-        if extras.get(params.name) == _REQUIRED and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            from mcp.shared.exceptions import MCPError
-
+        if extras.get(params.name) == _REQUIRED and not modern(ctx):
             raise MCPError(code=types.INVALID_REQUEST, message=f"tool {params.name!r} must be called as a task")
         return await plain_call(ctx, params)
 
     lowlevel.add_request_handler("tools/call", types.CallToolRequestParams, call_tool)
+    # 2026-07-28: the tasks extension, advertised in server/discover.
+    lowlevel.extensions[TASKS_EXTENSION] = {}
 
     async def task_middleware(ctx: Any, call_next: Any) -> Any:
-        # A task-augmented tools/call answers CreateTaskResult, which the SDK's result
-        # sieve (CallToolResult only) would refuse; a middleware's answer is sent as is.
+        # A task answers CreateTaskResult, which the SDK's result sieve (CallToolResult only)
+        # would refuse; a middleware's answer is sent as is.
         params = ctx.params if isinstance(ctx.params, dict) else {}
-        if ctx.method == "tools/call" and params.get("task") is not None and params.get("name") in extras:
-            task = tasks.create(params["name"], dict(params.get("arguments") or {}))
-            return types.CreateTaskResult(task=task).model_dump(by_alias=True, mode="json", exclude_none=True)
-        return await call_next(ctx)
+        name = params.get("name")
+        if ctx.method != "tools/call" or name not in extras:
+            return await call_next(ctx)
+        arguments = dict(params.get("arguments") or {})
+        if modern(ctx):
+            # The server decides: a task for every call of a task tool whose client declared the
+            # extension on it (a `task` param means nothing at 2026-07-28).
+            if not declared_tasks(ctx):
+                return await call_next(ctx)
+            task_id = tasks.create(name, arguments, ask=name == _OPTIONAL_TASK_TOOL and bool(arguments.get("ask")))
+            created = tasks.detailed(task_id)
+            for inline in ("inputRequests", "result", "error"):
+                created.pop(inline, None)  # a CreateTaskResult is Result & Task: no payload
+            return {"resultType": "task", **created}
+        if params.get("task") is None:
+            return await call_next(ctx)
+        task_id = tasks.create(name, arguments)
+        legacy = types.CreateTaskResult(task=tasks.view(task_id))
+        return legacy.model_dump(by_alias=True, mode="json", exclude_none=True)
 
     lowlevel.middleware.append(task_middleware)
 
-    async def tasks_get(ctx: Any, params: types.GetTaskRequestParams) -> types.GetTaskResult:
+    def not_at_2026(ctx: Any, method: str) -> None:
+        if modern(ctx):
+            raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found", data=method)
+
+    async def tasks_get(ctx: Any, params: types.GetTaskRequestParams) -> Any:
+        if modern(ctx):
+            refuse_undeclared(ctx)
+            return tasks.detailed(params.task_id)
         return types.GetTaskResult.model_validate(tasks.view(params.task_id).model_dump())
 
+    async def tasks_update(ctx: Any, params: UpdateTaskParams) -> Any:
+        if not modern(ctx):
+            raise MCPError(code=types.METHOD_NOT_FOUND, message="Method not found", data="tasks/update")
+        refuse_undeclared(ctx)
+        tasks.answer(params.task_id, params.input_responses)
+        return {}
+
     async def tasks_result(ctx: Any, params: types.GetTaskPayloadRequestParams) -> types.CallToolResult:
+        not_at_2026(ctx, "tasks/result")  # the extension inlines the result in tasks/get
         view = tasks.view(params.task_id)
         if view.status != "completed":
-            from mcp.shared.exceptions import MCPError
-
             raise MCPError(code=types.INVALID_REQUEST, message=f"task {params.task_id!r} is {view.status}")
         return tasks.result(params.task_id)
 
-    async def tasks_cancel(ctx: Any, params: types.CancelTaskRequestParams) -> types.CancelTaskResult:
-        entry = tasks.tasks.get(params.task_id)
-        if entry is None:
-            raise _unknown_task(params.task_id)
-        entry["cancelled"] = True
+    async def tasks_cancel(ctx: Any, params: types.CancelTaskRequestParams) -> Any:
+        if modern(ctx):
+            refuse_undeclared(ctx)
+            tasks.cancel(params.task_id)
+            return {}  # an acknowledgement: the next tasks/get shows the outcome
+        tasks.cancel(params.task_id)
         return types.CancelTaskResult.model_validate(tasks.view(params.task_id).model_dump())
 
     async def tasks_list(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListTasksResult:
+        not_at_2026(ctx, "tasks/list")  # the extension has no listing: a task id is its only handle
         start = int(params.cursor) if params is not None and params.cursor else 0
         ids = list(tasks.tasks)
         page = ids[start : start + TASK_PAGE_SIZE]
@@ -399,5 +419,13 @@ def add_protocol_features(server: MCPServer[Any]) -> None:
 
     lowlevel.add_request_handler("tasks/list", types.PaginatedRequestParams, tasks_list)
     lowlevel.add_request_handler("tasks/get", types.GetTaskRequestParams, tasks_get)
+    lowlevel.add_request_handler("tasks/update", UpdateTaskParams, tasks_update)
     lowlevel.add_request_handler("tasks/result", types.GetTaskPayloadRequestParams, tasks_result)
     lowlevel.add_request_handler("tasks/cancel", types.CancelTaskRequestParams, tasks_cancel)
+
+
+class _ExtensionNotification(types.Notification[dict[str, Any], str]):
+    """``notifications/tasks`` (2026-07-28, the tasks extension): a task's whole state, pushed."""
+
+    method: str = "notifications/tasks"
+    params: dict[str, Any]

@@ -51,7 +51,7 @@ from mcp_actors._config.record import McpServerRecord
 from mcp_actors._config.store import ConfigStore
 from mcp_actors._connection.callbacks import HostCallbacks
 from mcp_actors._connection.handle import ConnectionHandle, SlotRunner, open_slot
-from mcp_actors._connection.listings import Listing
+from mcp_actors._connection.listings import Freshness, Listing
 from mcp_actors._connection.status import ConnectionSettings
 from mcp_actors._registry.rules import check_new_name, server_not_found
 from mcp_actors._wire.transports import params_for_record
@@ -217,20 +217,33 @@ class ToolView:
         tools: The McpTool objects (``disabledTools`` filtered out, ids assigned).
         fetched_at: ``trio.current_time()`` of the ``tools/list`` it came from.
         epoch: The connection's ``tools_epoch`` at that fetch.
+        word: The server's word on the list's life (2026-07-28 ``ttlMs``/``cacheScope``), if any.
+        principal: Who the list was fetched as (the connection's principal then).
     """
 
     record: McpServerRecord
     tools: tuple[McpTool, ...]
     fetched_at: float
     epoch: int
+    word: Freshness | None = None
+    principal: str | None = attrs.field(default=None, repr=False)
 
     def fresh(self, record: McpServerRecord, handle: ConnectionHandle, ttl: float) -> bool:
-        """Whether the view may be handed out for ``record`` now (same record, within TTL, same epoch)."""
-        return (
-            self.record is record
-            and trio.current_time() - self.fetched_at <= ttl
-            and self.epoch == handle.status().tools_epoch
-        )
+        """Whether the view may be handed out for ``record`` now: same record, same epoch, and fresh.
+
+        Fresh by the server's word when it gave one (``ttlMs``, which replaces ``ttl``; a
+        ``private`` list only while the connection's principal is the one it was fetched as),
+        else within ``ttl``. A ``ttl`` of 0 is the host turning the cache off: never fresh,
+        whatever the server allows (its word is a permission to cache, not an order).
+        """
+        if self.record is not record or self.epoch != handle.status().tools_epoch or ttl <= 0:
+            return False
+        word = self.word
+        if word is None:
+            return trio.current_time() - self.fetched_at <= ttl
+        if word.scope == "private" and self.principal != handle.principal():
+            return False
+        return trio.current_time() < word.expires_at
 
 
 @attrs.frozen(kw_only=True)
@@ -263,7 +276,8 @@ class RegistryRef:
     Attributes:
         store: The config store.
         bus: The event bus.
-        tool_cache_ttl: Seconds a tool list stays fresh.
+        tool_cache_ttl: Seconds a tool list stays fresh when its server gives no word on it
+            (a 2026-07-28 ``ttlMs`` replaces it); 0 turns the cache off.
         snapshot: The latest published :class:`Snapshot`.
         fingerprint: The store's fingerprint of the version the snapshot reflects.
         tool_list_requests: ``tools/list`` requests sent so far (for the registry's cache).
@@ -517,6 +531,8 @@ class _CacheEntry:
     tools: tuple[mcp_types.Tool, ...]
     fetched_at: float
     epoch: int
+    word: Freshness | None = None
+    principal: str | None = None
 
 
 class _RegistryActor:
@@ -900,7 +916,14 @@ class _RegistryActor:
         tools = tuple(enabled_tools(record, entry.tools))
         previous = self.views.get(record.id)
         if previous is not None and previous.record == record and self.view_sources.get(record.id) == tools:
-            view = ToolView(record=record, tools=previous.tools, fetched_at=entry.fetched_at, epoch=entry.epoch)
+            view = ToolView(
+                record=record,
+                tools=previous.tools,
+                fetched_at=entry.fetched_at,
+                epoch=entry.epoch,
+                word=entry.word,
+                principal=entry.principal,
+            )
         else:
             ids = self.ids.assign_server(record.id, record.name, [t.name for t in tools])
             view = ToolView(
@@ -918,6 +941,8 @@ class _RegistryActor:
                 ),
                 fetched_at=entry.fetched_at,
                 epoch=entry.epoch,
+                word=entry.word,
+                principal=entry.principal,
             )
         self.set_view(record.id, view)
         self.view_sources[record.id] = tools
@@ -940,7 +965,13 @@ class _RegistryActor:
             self.ref.tool_list_requests += 1
         entry = self.cache.get(record.id)
         if entry is None or (entry.epoch, entry.fetched_at) < (listing.epoch, listing.listed_at):
-            entry = _CacheEntry(tools=listing.items, fetched_at=listing.listed_at, epoch=listing.epoch)
+            entry = _CacheEntry(
+                tools=listing.items,
+                fetched_at=listing.listed_at,
+                epoch=listing.epoch,
+                word=listing.word,
+                principal=listing.principal,
+            )
             self.cache[record.id] = entry
         elif (view := self.views.get(record.id)) is not None and view.record is record and view.epoch == entry.epoch:
             reply.send(view)
@@ -954,7 +985,8 @@ class _RegistryActor:
         self.cache.pop(server_id, None)
         view = self.views.get(server_id)
         if view is not None:
-            self.set_view(server_id, attrs.evolve(view, fetched_at=-math.inf))
+            word = attrs.evolve(view.word, expires_at=-math.inf) if view.word is not None else None
+            self.set_view(server_id, attrs.evolve(view, fetched_at=-math.inf, word=word))
             self.publish()
 
     # --------------------------------------------------------------- the loop

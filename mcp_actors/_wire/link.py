@@ -129,6 +129,11 @@ class _CancelOnDeath:
         self.scope.cancel()
 
 
+def _one_principal() -> str | None:
+    """The principal of a link with one fixed identity for its life (see :attr:`TransportLink.principal`)."""
+    return None
+
+
 @attrs.define(eq=False)
 class TransportLink:
     """An open transport: the SDK stream pair and the signals the actor watches.
@@ -145,6 +150,11 @@ class TransportLink:
         garbage_lines: Non-JSON lines the server wrote to stdout (skipped, not fatal).
         garbage_sample: The first such line, shortened (and redacted), for error messages.
         secrets: The params' known secret values, redacted from every text the link produces.
+        principal: Who requests go out as *now*: an opaque digest of the credential they carry
+            (an OAuth access token), never the credential itself. Caches of ``private`` answers
+            (2026-07-28 ``cacheScope``) are keyed by it. ``None`` for a link whose identity is
+            fixed for its life (stdio, static headers, no auth): a new credential there means a
+            new link, and every cache of a link is the link's own.
     """
 
     label: str
@@ -159,6 +169,7 @@ class TransportLink:
     garbage_lines: int = 0
     garbage_sample: str | None = None
     secrets: tuple[str, ...] = attrs.field(default=(), repr=False)
+    principal: Callable[[], str | None] = attrs.field(default=_one_principal, repr=False)
     abandoned: bool = False
     """The session never finished connecting: the transport's close kills at once, with no
     graceful close first (nothing was established to end gracefully, and the connect

@@ -47,10 +47,14 @@ class MemoryParams:
         raise_exceptions: Let an exception escaping a handler end the server task (the
             in-process equivalent of the process dying). With ``False`` the SDK turns it
             into an error reply instead.
+        principal: Who the link's requests go out as (:attr:`TransportLink.principal`). An
+            in-process server has no credential; a test of credential-scoped caches gives one
+            that it changes, as a refreshed or re-issued OAuth token would.
     """
 
     server: Any = attrs.field(repr=_describe_server)
     raise_exceptions: bool = True
+    principal: Callable[[], str | None] | None = attrs.field(default=None, repr=False)
 
     def open(self, *, label: str) -> contextlib.AbstractAsyncContextManager[TransportLink]:
         """Start the server as a task and yield the link (see :func:`open_memory_transport`)."""
@@ -121,6 +125,8 @@ async def open_memory_transport(params: MemoryParams, *, label: str) -> AsyncIte
     server_outbox, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
     read_writer, read_stream = anyio.create_memory_object_stream[SessionMessage | Exception](STREAM_BUFFER)
     link = TransportLink(read_stream=read_stream, write_stream=to_server, label=label)
+    if params.principal is not None:
+        link.principal = params.principal
     link._closers.append(read_writer)
 
     async def run_server() -> None:

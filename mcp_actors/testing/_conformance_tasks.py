@@ -110,9 +110,17 @@ def _iso(wall: float) -> str:
 
 
 def _text_result(text: str, *, is_error: bool = False) -> dict[str, Any]:
+    """A task's result as the tool's plain call answers it.
+
+    A successful one carries the structured result too: the task tools return ``str``, so their
+    listing promises an ``outputSchema`` of ``{"result": string}``, which a client checks a
+    task's result against as it checks a plain call's.
+    """
     result: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
     if is_error:
         result["isError"] = True
+    else:
+        result["structuredContent"] = {"result": text}
     return result
 
 

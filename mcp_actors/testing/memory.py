@@ -34,6 +34,7 @@ from typing import Annotated, Any, Final
 import attrs
 import mcp.types as types
 import trio
+from mcp.server.caching import CacheHint
 from mcp.server.mcpserver import Context, MCPServer
 from pydantic import Field
 
@@ -124,7 +125,14 @@ def memory_fault_server(plan: FaultPlan | None = None) -> MCPServer[Any]:
     unsupported = [name for name in UNSUPPORTED_FAULTS if getattr(plan, name) != getattr(FaultPlan(), name)]
     if unsupported:
         raise ValueError(f"faults {unsupported} need a real process; run the stdio fault server instead")
-    server: MCPServer[Any] = MCPServer("mcp-actors-fault", version="0.1.0", log_level="WARNING")
+    # Its tool list is fresh for 300 s (2026-07-28 ttlMs): what its stdio twin, which speaks the
+    # handshake revisions only and so gives no word, gets from the registry's default TTL.
+    server: MCPServer[Any] = MCPServer(
+        "mcp-actors-fault",
+        version="0.1.0",
+        log_level="WARNING",
+        cache_hints={"tools/list": CacheHint(ttl_ms=300_000, scope="public")},
+    )
     calls = 0
 
     async def before_call(name: str) -> None:

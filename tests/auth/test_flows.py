@@ -192,6 +192,24 @@ async def test_token_near_expiry_is_refreshed_before_use() -> None:
         assert await server.count("mcp401") == unauthorized
 
 
+async def test_the_principal_is_a_digest_that_a_new_token_changes() -> None:
+    """ServerAuth.principal names the access token requests carry (never the token itself); a refresh changes it."""
+    async with oauth_server() as server:
+        store = MemoryTokenStore()
+        target = await _login(server, _settings(store))
+        auth = build_auth(target, _settings(store, handler=False))
+        assert auth.principal() is None  # nothing loaded yet
+        assert await _echo(target, auth) == "hi"
+        first = auth.principal()
+        assert first is not None and len(first) == 32
+        token = auth.provider.context.current_tokens.access_token  # type: ignore[union-attr]
+        assert token not in first and first == auth.principal()
+        await server.control(expireAccess=True)
+        assert await _echo(target, auth) == "hi"
+        assert await server.count("token:refresh_token") == 1
+        assert auth.principal() not in (None, first)
+
+
 async def test_refused_token_is_refreshed_on_401() -> None:
     """An access token the server refuses is refreshed with the refresh token; nobody is asked to log in."""
     async with oauth_server() as server:

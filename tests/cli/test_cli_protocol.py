@@ -9,11 +9,12 @@ import json
 import sys
 from pathlib import Path
 
+import attrs
 import pytest
 from clikit import invoke
 
 from mcp_actors._config.codec import document_from_records
-from mcp_actors._config.record import McpServerRecord, ServerConfig, ServerType
+from mcp_actors._config.record import McpServerRecord, ServerConfig, ServerType, builtin_demo_record
 
 pytestmark = pytest.mark.usefixtures("servers_in_memory")
 
@@ -86,8 +87,16 @@ def test_discover_shows_templates(tmp_path: Path) -> None:
 
 
 def test_tasks_list(tmp_path: Path) -> None:
-    """tasks list prints a server's tasks (none in a fresh demo server), as a table or as JSON."""
+    """tasks list prints a server's 2025-11-25 tasks (none in a fresh demo server), as a table or as JSON.
+
+    At 2026-07-28 (the fresh demo's revision), whose tasks extension lists no tasks, it says so.
+    """
     config = tmp_path / "cfg.json"
+    rc, out, err = cli(config, "tasks", "list", "demo")
+    assert rc == 1 and "does not exist at protocol 2026-07-28" in err, (rc, out, err)
+    demo = builtin_demo_record()
+    legacy = attrs.evolve(demo, config=attrs.evolve(demo.config, protocol="legacy"))
+    config.write_text(json.dumps(document_from_records([legacy])))
     rc, out, err = cli(config, "tasks", "list", "demo", "--json")
     assert (rc, json.loads(out)) == (0, []), err
     rc, out, err = cli(config, "tasks", "list", "demo")

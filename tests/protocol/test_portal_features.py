@@ -7,11 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import mcp.types as mcp_types
-import pytest
 
 from mcp_actors._demo.callbacks import SAMPLED_TEMPLATE
 from mcp_actors._demo.features import COUNTER_URI, NOTE_TEMPLATE, TASK_TOOL
-from mcp_actors.errors import ToolCallFailed
 from mcp_actors.portal import start_portal
 from mcp_actors.testing import demo_server_command
 
@@ -51,11 +49,8 @@ def test_sync_facade_offers_every_feature(tmp_path: Path, protocol: str) -> None
         svc.call_tool("srv", "sleep", {"seconds": 0.02}, on_progress=lambda p, t, m: seen.append(p))
         assert len(seen) == 10
         assert text_of(svc.call_tool("srv", TASK_TOOL, {"topic": "t"})) == "research on t: done"
-        if protocol == "legacy":
-            assert text_of(svc.call_tool("srv", "count", {"n": 2}, as_task=True)) == "1 2"
-        else:  # 2026-07-28: no tasks in the SDK, a clear error instead
-            with pytest.raises(ToolCallFailed, match=r"cannot run as a task.*2026-07-28.*'legacy'"):
-                svc.call_tool("srv", "count", {"n": 2}, as_task=True)
+        # 2025-11-25: the core tasks; 2026-07-28: the tasks extension (the server makes the task).
+        assert text_of(svc.call_tool("srv", "count", {"n": 2}, as_task=True)) == "1 2"
 
 
 def test_asyncio_facade_offers_every_feature(tmp_path: Path) -> None:

@@ -1,4 +1,9 @@
-"""The resource-list cache on virtual time: hits, TTL expiry, list_changed and reconnect invalidation."""
+"""The resource-list cache on virtual time: hits, TTL expiry, list_changed and reconnect invalidation.
+
+Its own rule (:data:`RESOURCE_CACHE_TTL`) applies when the server says nothing about its lists'
+life: a 2025-11-25 session here. At 2026-07-28 the server's ``ttlMs`` rules instead
+(``tests/protocol/test_list_caching.py``).
+"""
 
 from __future__ import annotations
 
@@ -48,7 +53,11 @@ async def test_resource_list_cache(autojump_clock: trio.abc.Clock) -> None:
     bus = events.EventBus()
     sub = bus.subscribe()
     settings = ConnectionSettings(
-        server_id="id-res", server_name="res", transport=MemoryParams(server=counting_server), ping_interval=0
+        server_id="id-res",
+        server_name="res",
+        transport=MemoryParams(server=counting_server),
+        ping_interval=0,
+        negotiate="legacy",
     )
     handle, start = open_connection(settings, bus)
     async with trio.open_nursery() as nursery:

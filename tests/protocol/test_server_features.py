@@ -22,9 +22,9 @@ from mcp_actors.errors import (
     ConnectionFailed,
     ServerProtocolError,
     ServerRequestFailed,
-    ToolCallFailed,
     ToolCallTimeout,
     ToolOutputInvalid,
+    ToolTaskFailed,
 )
 from mcp_actors.runtime import open_runtime
 
@@ -265,20 +265,23 @@ async def test_log_level_record_and_forwarding(
 
 
 # ---------------------------------------------------------------------- item 5: tasks
-# Tasks are a 2025-11-25 feature (the SDK has none at 2026-07-28): these pin protocol legacy.
+# 2025-11-25 tasks (core) pin protocol legacy; at 2026-07-28 they are the tasks extension.
 
 
-async def test_tasks_at_2026_are_plain_calls_or_a_clear_error(tmp_path: Path, transport: str) -> None:
-    """At 2026-07-28 a tool runs as a plain call; as_task=True is a ToolCallFailed naming server, tool and the fix."""
+async def test_tasks_at_2026_run_through_the_extension(tmp_path: Path, transport: str) -> None:
+    """At 2026-07-28 the demo makes tasks of its task tools (the extension); as_task=False gets a plain answer."""
     with trio.fail_after(BOUND):
         async with demo_service(tmp_path, transport) as svc:
+            sub = svc.subscribe()
             result = await svc.call_tool("srv", TASK_TOOL, {"topic": "actors", "seconds": 0.2})
             assert text_of(result) == "research on actors: done"
             assert negotiated(svc, "srv") == "2026-07-28"
-            with pytest.raises(ToolCallFailed, match="'srv': tool 'count' cannot run as a task") as caught:
-                await svc.call_tool("srv", "count", {"n": 2}, as_task=True)
-            assert "config.protocol to 'legacy'" in str(caught.value)
-            assert text_of(await svc.call_tool("srv", "count", {"n": 2})) == "1 2"
+            event = await next_event(sub, events.TASK_STATUS, lambda e: e.data["status"] == "completed")
+            assert event.data["toolName"] == TASK_TOOL
+            plain = await svc.call_tool("srv", "count", {"n": 2}, as_task=False)
+            assert text_of(plain) == "1 2"
+            with pytest.raises(ToolTaskFailed, match="count failed on purpose"):
+                await svc.call_tool("srv", "count", {"n": 1, "seconds": 0.05, "fail": True}, as_task=True)
 
 
 async def test_task_required_tool_runs_as_task(tmp_path: Path, transport: str) -> None:
@@ -348,8 +351,6 @@ async def test_adapter_reports_progress_and_flattens_structured_results(tmp_path
 
 async def test_failed_task_is_a_typed_error(tmp_path: Path, transport: str) -> None:
     """A task that ends failed on the server raises ToolTaskFailed with its id and status."""
-    from mcp_actors.errors import ToolTaskFailed
-
     with trio.fail_after(BOUND):
         async with demo_service(tmp_path, transport, protocol="legacy") as svc:
             with pytest.raises(ToolTaskFailed, match="ended failed") as caught:

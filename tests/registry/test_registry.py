@@ -122,7 +122,7 @@ async def test_concurrent_misses_share_one_fetch(tmp_path: Path) -> None:
 
 
 async def test_zero_ttl_always_refetches(tmp_path: Path) -> None:
-    """With a TTL of 0 every listing goes to the server."""
+    """With a TTL of 0 every listing goes to the server, though the demo says its list stays fresh 300 s."""
     async with runtime_at(tmp_path, tool_cache_ttl=0.0) as rt:
         for _ in range(3):
             await rt.service.list_server_tools("demo")

@@ -20,7 +20,8 @@ import mcp.types as mcp_types
 import pytest
 import trio
 
-from mcp_actors.errors import ServerRequestFailed, ToolCallFailed
+from mcp_actors import events
+from mcp_actors.errors import ServerRequestFailed, ToolCallFailed, ToolCallTimeout, ToolTaskFailed
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
 from mcp_actors.testing._conformance_tasks import _Task
@@ -55,6 +56,16 @@ async def fixture_service(tmp_path: Path, protocol: str, **handlers: Any) -> Asy
             {"name": "fx", "type": "http", "config": {"url": url, "pingInterval": 0, "protocol": protocol}}
         )
         yield rt.service
+
+
+def drain(sub: events.Subscription) -> list[events.Event]:
+    """Every event already buffered in ``sub``, without waiting."""
+    out = []
+    while True:
+        try:
+            out.append(sub.receive_nowait())
+        except trio.WouldBlock:
+            return out
 
 
 def texts(result: mcp_types.CallToolResult) -> list[str]:
@@ -155,17 +166,52 @@ async def test_elicitation_and_sampling_reach_the_host(tmp_path: Path, protocol:
                 assert texts(sampled) == ["Model said: Paris"]
 
 
-async def test_task_tools_run_plainly_without_the_tasks_extension(tmp_path: Path) -> None:
-    """At 2026-07-28 a client without the tasks extension gets plain calls, and -32021 for a required task tool."""
+async def test_task_tools_run_plainly_when_a_call_declines_tasks(tmp_path: Path) -> None:
+    """At 2026-07-28 a call with as_task=False (no extension declared) is plain; a required task tool is -32021."""
     with trio.fail_after(30):
         async with fixture_service(tmp_path, "auto") as svc:
             assert texts(await svc.call_tool("fx", "greet", {"name": "trio"})) == ["Hello, trio!"]
-            done = await svc.call_tool("fx", "slow_compute", {"seconds": 0, "label": "now"})
+            done = await svc.call_tool("fx", "slow_compute", {"seconds": 0, "label": "now"}, as_task=False)
             assert texts(done) == ["computed now in 0 s"]
             with pytest.raises(ToolCallFailed) as refused:
-                await svc.call_tool("fx", "failing_job")
+                await svc.call_tool("fx", "failing_job", as_task=False)
     assert "io.modelcontextprotocol/tasks" in str(refused.value)
     assert f"code {mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY}" in str(refused.value)
+
+
+async def test_our_client_drives_the_fixtures_tasks_over_http(tmp_path: Path) -> None:
+    """The fixture's tasks extension, written apart from ours, run to their ends by call_tool over streamable HTTP.
+
+    Its tasks/* refuse an Mcp-Name that is not the task id (-32020): every one here passes.
+    """
+
+    async def elicit(server_id: str, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+        if "name" in params.message.lower():
+            return mcp_types.ElicitResult(action="accept", content={"name": "Ada", "user_name": "Ada"})
+        return mcp_types.ElicitResult(action="accept", content={"confirm": True, "ok": True})
+
+    with trio.fail_after(60):
+        async with fixture_service(tmp_path, "auto", elicitation_handler=elicit) as svc:
+            sub = svc.subscribe()
+            done = await svc.call_tool("fx", "slow_compute", {"seconds": 0.3, "label": "x"})
+            assert texts(done) == ["computed x in 0.3 s"]
+            statuses = [e.data["status"] for e in drain(sub) if e.type == "task:status"]
+            assert statuses[0] == "working" and statuses[-1] == "completed"
+            failing = await svc.call_tool("fx", "failing_job")  # a tool-level error: a result
+            assert failing.is_error and texts(failing) == ["failing_job failed on purpose"]
+            with pytest.raises(ToolTaskFailed, match="protocol_error_job crashed on purpose") as crashed:
+                await svc.call_tool("fx", "protocol_error_job")
+            assert crashed.value.status == "failed"
+            confirmed = await svc.call_tool("fx", "confirm_delete", {"filename": "a.txt"})
+            assert texts(confirmed) == ["deleted a.txt"]
+            both = await svc.call_tool("fx", "multi_input")
+            assert texts(both) == ["both inputs received (first: Ada)"]
+            greeted = await svc.call_tool("fx", "test_tool_with_task")  # input first, then a task
+            assert any("Ada" in text for text in texts(greeted)), texts(greeted)
+            with pytest.raises(ToolCallTimeout):
+                await svc.call_tool("fx", "slow_compute", {"seconds": 600}, timeout=0.5)
+            cancelled = [e for e in drain(sub) if e.type == "task:status" and e.data["status"] == "cancelled"]
+            assert cancelled  # tasks/cancel was acknowledged
 
 
 def test_every_call_builds_a_server_of_its_own() -> None:

@@ -48,6 +48,8 @@ DEMO_TOOLS = {
     "research",
     "count",
     "finish_task",
+    "list_requests",  # 2026-07-28 caching: what it answered, and what its lists say
+    "cache_hints",
 } | CALLBACK_TOOL_NAMES  # and the tools that ask the host
 
 

@@ -22,6 +22,7 @@ from trio.testing import wait_all_tasks_blocked
 
 from mcp_actors._connection.live import LiveSession, RequestStamp
 from mcp_actors._connection.status import CLIENT_INFO
+from mcp_actors._connection.tasks import TASKS_EXTENSION, session_kwargs
 from mcp_actors._sdk import negotiate_auto
 from mcp_actors._wire import dispatch as _dispatch
 from mcp_actors._wire.base import Deliver, Wire
@@ -345,17 +346,23 @@ async def _roots(ctx: Any) -> mcp_types.ErrorData:
 
 
 @pytest.mark.parametrize("negotiate", ["legacy", "auto"])
-@pytest.mark.parametrize("offered", ["none", "all"])
+@pytest.mark.parametrize("offered", ["none", "all", "tasks"])
 async def test_the_lean_tools_call_is_stamped_like_the_sdks(negotiate: str, offered: str) -> None:
-    """LiveSession.call_tool sends the params, _meta and headers the SDK's call_tool sends, on either revision."""
+    """LiveSession.call_tool sends the params, _meta and headers the SDK's call_tool sends, on either revision.
+
+    With the tasks extension given to the session too (as every connection gives it): declared
+    at 2026-07-28 by both, at 2025-11-25 by neither.
+    """
     host_kwargs: dict[str, Any] = {}
-    if offered == "all":
+    if offered in ("all", "tasks"):
         host_kwargs = {
             "sampling_callback": _sample,
             "sampling_capabilities": mcp_types.SamplingCapability(tools=mcp_types.SamplingToolsCapability()),
             "elicitation_callback": _elicit,
             "list_roots_callback": _roots,
         }
+    if offered == "tasks":
+        host_kwargs.update(session_kwargs())
     argv = demo_server_command()
     params = StdioParams(command=argv[0], args=tuple(argv[1:]))
     with trio.fail_after(BOUND):
@@ -388,6 +395,27 @@ async def test_the_lean_tools_call_is_stamped_like_the_sdks(negotiate: str, offe
     if negotiate == "auto":
         assert "io.modelcontextprotocol/clientCapabilities" in our_message["params"]["_meta"]
         assert our_headers["mcp-name"] == "echo"
+        declared = our_message["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"].get("extensions")
+        assert (declared == {TASKS_EXTENSION: {}}) is (offered == "tasks")
+
+
+def test_task_methods_are_routed_by_task_id_and_a_call_may_decline_tasks() -> None:
+    """tasks/* carry Mcp-Name = taskId (SEP-2663 routing); a tools/call may leave the extension undeclared."""
+    stamp = RequestStamp(
+        version="2026-07-28",
+        meta={"io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+        taskless_meta={"io.modelcontextprotocol/clientCapabilities": {}},
+        modern=True,
+    )
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        params: dict[str, Any] = {"taskId": "t-42"}
+        opts: Any = {}
+        stamp.apply(method, params, opts)
+        assert opts["headers"]["mcp-name"] == "t-42" and opts["headers"]["mcp-method"] == method
+    params = {"name": "echo"}
+    opts = {}
+    stamp.apply("tools/call", params, opts, tasks=False)
+    assert params["_meta"] == {"io.modelcontextprotocol/clientCapabilities": {}}
 
 
 async def test_a_result_that_breaks_the_output_schema_is_refused() -> None:

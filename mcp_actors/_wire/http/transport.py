@@ -450,6 +450,8 @@ async def _open_streamable_http(
     url, http = _http_client(params, label=label, secrets=secrets)
     client = _WatchedHttp(http, watch, auth)
     link = TransportLink(label=label, secrets=secrets)
+    if auth is not None:
+        link.principal = auth.principal
     wire = HttpWire(client=client, url=url, link=link, max_message_bytes=params.max_message_bytes)
     link.wire = wire
     watch.attach(link)
@@ -480,6 +482,8 @@ async def _open_sse(
         if failure is not None:
             raise failure  # out of every handler: nothing of the HTTP layer is chained to it
         link = TransportLink(read_stream=read_stream, write_stream=write_stream, label=label, secrets=secrets)
+        if auth is not None:
+            link.principal = auth.principal
         link._closers.append(read_writer)
         watch.attach(link)
         async with trio.open_nursery() as nursery:
