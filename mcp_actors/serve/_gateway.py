@@ -532,6 +532,8 @@ _EVENT_KINDS: Final[Mapping[str, frozenset[str]]] = {
     "servers:changed": frozenset({"tools", "prompts", "resources"}),
     "server:connected": frozenset({"tools", "prompts", "resources"}),
 }
+_WATCHED: Final = frozenset({*_EVENT_KINDS, "connection:state"})
+"""What the relay subscribes to: list changes only, so a tool call costs the relay nothing."""
 _COALESCE: Final = 0.05
 """Seconds the relay gathers events before it tells the clients (a server starting emits several)."""
 
@@ -550,7 +552,7 @@ async def relay_changes(gateway: Gateway, *, task_status: trio.TaskStatus[None] 
 
     Events within :data:`_COALESCE` seconds of each other make one notification per kind.
     """
-    with gateway.service.subscribe() as events:
+    with gateway.service.subscribe(types=_WATCHED) as events:
         task_status.started()
         while True:
             kinds = _kinds_of(await events.receive())

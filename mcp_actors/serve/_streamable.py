@@ -51,7 +51,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_actors._wire.codec import decode, encode
 from mcp_actors.serve._gateway import Gateway, Listener, Request, RpcError
-from mcp_actors.serve._http import HttpConnection, HttpLimits, HttpRequest, ProtocolViolation
+from mcp_actors.serve._http import ConnectionWatch, HttpConnection, HttpLimits, HttpRequest
 
 __all__ = ["DEFAULT_GRACE", "HttpFront", "LOOPBACK_HOSTS", "LOOPBACK_ORIGINS"]
 
@@ -180,6 +180,7 @@ class HttpFront:
     _accepting: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _connections: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _done: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _watch: ConnectionWatch = attrs.field(factory=ConnectionWatch, init=False)
 
     async def serve(
         self, listeners: list[trio.SocketListener], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -189,6 +190,7 @@ class HttpFront:
             with self._connections:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._expire_sessions)
+                    nursery.start_soon(self._watch.run)
                     with self._accepting:
                         await nursery.start(trio.serve_listeners, self._connection, listeners)
                         task_status.started()
@@ -240,22 +242,22 @@ class HttpFront:
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         conn = HttpConnection(stream, self.limits)
+
+        async def exchange(request: HttpRequest) -> None:
+            await self._exchange(conn, request)
+            if self._stopping.is_set():
+                request.keep_alive = False  # a stopping gateway takes no further request on it
+
+        self._watch.add(conn)
         try:
-            while not self._stopping.is_set():
-                try:
-                    request = await conn.next_request()
-                except ProtocolViolation as exc:
-                    body = encode(_error(None, mcp_types.INVALID_REQUEST, str(exc)))
-                    await conn.respond(exc.status, _JSON, body, close=True)
-                    return
-                if request is None:
-                    return
-                await self._exchange(conn, request)
-                if not request.keep_alive or conn.closed:
-                    return
+            await conn.serve(exchange)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return
+        except Exception:
+            # A fault of ours in one exchange ends that connection, never the gateway.
+            logger.exception("the gateway failed on a connection; it is closed")
         finally:
+            self._watch.discard(conn)
             with trio.CancelScope(shield=True):
                 await conn.aclose()
 
