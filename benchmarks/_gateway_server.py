@@ -31,11 +31,11 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from mcp_actors._config.codec import record_from_json_dict  # noqa: E402
-from mcp_actors._config.record import new_server_id  # noqa: E402
-from mcp_actors._config.store import ConfigStore  # noqa: E402
-from mcp_actors.runtime import open_runtime  # noqa: E402
-from mcp_actors.service import McpService  # noqa: E402
+from mcp_actors._config.codec import record_from_json_dict
+from mcp_actors._config.record import new_server_id
+from mcp_actors._config.store import ConfigStore
+from mcp_actors.runtime import open_runtime
+from mcp_actors.service import McpService
 
 
 def _config(upstream: list[str]) -> Path:
