@@ -27,6 +27,7 @@ from mcp_actors.serve._names import Joined as Joined
 from mcp_actors.serve._names import Naming as Naming
 from mcp_actors.serve._serve import HttpGateway as HttpGateway
 from mcp_actors.serve._serve import serve_http as serve_http
+from mcp_actors.serve._serve import serve_stdio as serve_stdio
 from mcp_actors.serve._streamable import DEFAULT_GRACE as DEFAULT_GRACE
 
 __all__ = [
@@ -38,4 +39,5 @@ __all__ = [
     "Joined",
     "Naming",
     "serve_http",
+    "serve_stdio",
 ]

@@ -371,12 +371,14 @@ class Gateway:
     def _by_naming(self, name: str) -> tuple[str, str] | None:
         """A name the default naming would give an item of a configured server never listed (it is down)."""
         naming = self._naming
-        split = naming.split(name) if isinstance(naming, Joined) else None
+        if not isinstance(naming, Joined):
+            return None
+        split = naming.split(name)
         if split is None:
             return None
         server_part, item = split
         for server_id, server_name in self._server_names.items():
-            if naming.server_part(server_name) == server_part:  # type: ignore[union-attr]
+            if naming.server_part(server_name) == server_part:
                 return server_id, item
         return None
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from collections.abc import Sequence
 
 import attrs
@@ -12,10 +13,11 @@ import trio
 from mcp_actors.serve._gateway import DEFAULT_LIST_TIMEOUT, Gateway, connect_all, relay_changes
 from mcp_actors.serve._http import HttpLimits
 from mcp_actors.serve._names import Naming
+from mcp_actors.serve._stdio import DEFAULT_MAX_MESSAGE, StdioFront
 from mcp_actors.serve._streamable import DEFAULT_GRACE, LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpFront
 from mcp_actors.service import McpService
 
-__all__ = ["HttpGateway", "serve_http"]
+__all__ = ["HttpGateway", "serve_http", "serve_stdio"]
 
 logger = logging.getLogger("mcp_actors.serve")
 
@@ -112,3 +114,52 @@ async def serve_http(
         task_status.started(HttpGateway(url=f"http://{shown}:{bound[1]}{path}", gateway=gateway, front=front))
         await front.stopped()
         nursery.cancel_scope.cancel()
+
+
+async def serve_stdio(
+    service: McpService,
+    *,
+    stdin: trio.abc.ReceiveStream | None = None,
+    stdout: trio.abc.SendStream | None = None,
+    naming: str | Naming | None = None,
+    list_timeout: float = DEFAULT_LIST_TIMEOUT,
+    max_message: int = DEFAULT_MAX_MESSAGE,
+    grace: float = DEFAULT_GRACE,
+    connect: bool = True,
+) -> None:
+    """Serve every enabled server of ``service`` as one MCP server to one client on stdin and stdout.
+
+    Returns when stdin ends (requests in flight get ``grace`` seconds first) or when
+    cancelled. Nothing else may write to stdout meanwhile: ``mcp-actors serve --stdio``
+    points file descriptor 1 at stderr and keeps a private copy for the protocol.
+
+    Args:
+        service: The runtime's service.
+        stdin: Where the client's messages come from (default: file descriptor 0).
+        stdout: Where answers go (default: file descriptor 1).
+        naming: As for :func:`serve_http`.
+        list_timeout: As for :func:`serve_http`.
+        max_message: The largest message accepted from the client, in bytes.
+        grace: Seconds requests in flight may run after stdin ends.
+        connect: As for :func:`serve_http`.
+    """
+    owned: list[trio.lowlevel.FdStream] = []
+    if stdin is None:
+        stdin = trio.lowlevel.FdStream(os.dup(0))
+        owned.append(stdin)
+    if stdout is None:
+        stdout = trio.lowlevel.FdStream(os.dup(1))
+        owned.append(stdout)
+    gateway = Gateway(service, naming=naming, list_timeout=list_timeout)
+    front = StdioFront(gateway, stdin, stdout, max_message=max_message)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(relay_changes, gateway)
+            if connect:
+                nursery.start_soon(connect_all, service)
+            await front.serve(grace)
+            nursery.cancel_scope.cancel()
+    finally:
+        for stream in owned:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
