@@ -180,27 +180,35 @@ class HttpFront:
     _accepting: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _connections: trio.CancelScope = attrs.field(factory=trio.CancelScope, init=False)
     _done: trio.Event = attrs.field(factory=trio.Event, init=False)
+    _listeners: list[trio.SocketListener] = attrs.field(factory=list, init=False)
     _watch: ConnectionWatch = attrs.field(factory=ConnectionWatch, init=False)
 
     async def serve(
         self, listeners: list[trio.SocketListener], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
     ) -> None:
         """Accept and serve connections until :meth:`stop` (or cancellation); then return."""
+        self._listeners = listeners
         try:
             with self._connections:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._expire_sessions)
                     nursery.start_soon(self._watch.run)
-                    with self._accepting:
-                        await nursery.start(trio.serve_listeners, self._connection, listeners)
-                        task_status.started()
-                        await trio.sleep_forever()
-                    for listener in listeners:
-                        await listener.aclose()
-                    await self._stopping.wait()
-                    nursery.cancel_scope.cancel()
+                    await nursery.start(self._accept, listeners, nursery)
+                    task_status.started()
+                    # Runs until stop() cancels _connections, after the requests in flight.
         finally:
             self._done.set()
+
+    async def _accept(
+        self,
+        listeners: list[trio.SocketListener],
+        handlers: trio.Nursery,
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """The accept loop, in a scope of its own: :meth:`stop` ends it, not the connections (in ``handlers``)."""
+        with self._accepting:
+            await trio.serve_listeners(self._connection, listeners, handler_nursery=handlers, task_status=task_status)
 
     async def stopped(self) -> None:
         """Wait until :meth:`serve` has returned."""
@@ -212,6 +220,8 @@ class HttpFront:
         What is still running then is cancelled (its upstream calls too); :meth:`serve` returns.
         """
         self._accepting.cancel()
+        for listener in self._listeners:
+            await listener.aclose()  # a new connection is refused at once, not left in the backlog
         self._stopping.set()
         for session in list(self.sessions.values()):
             session.ended.set()  # its GET stream ends; its requests go on within the grace
@@ -244,9 +254,16 @@ class HttpFront:
         conn = HttpConnection(stream, self.limits)
 
         async def exchange(request: HttpRequest) -> None:
+            if self._stopping.is_set():
+                # A stopping gateway takes no new work: an answer, not a dropped connection.
+                request.keep_alive = False
+                await conn.respond(
+                    503, _JSON, encode(_error(None, mcp_types.INTERNAL_ERROR, "the gateway is stopping")), close=True
+                )
+                return
             await self._exchange(conn, request)
             if self._stopping.is_set():
-                request.keep_alive = False  # a stopping gateway takes no further request on it
+                request.keep_alive = False
 
         self._watch.add(conn)
         try:
