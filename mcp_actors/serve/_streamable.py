@@ -204,7 +204,7 @@ class HttpFront:
         listeners: list[trio.SocketListener],
         handlers: trio.Nursery,
         *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+        task_status: trio.TaskStatus[list[trio.SocketListener]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """The accept loop, in a scope of its own: :meth:`stop` ends it, not the connections (in ``handlers``)."""
         with self._accepting:
