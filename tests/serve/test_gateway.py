@@ -285,3 +285,17 @@ async def test_a_stopped_gateway_leaves_nothing_running(tmp_path: Path, no_leake
             await client.call_tool("alpha__echo", {"text": "x"})
     for server in ("alpha", "beta"):
         assert rig.upstreams.servers[server].starts >= 0
+
+
+async def test_a_2026_listen_stream_hears_list_changes(tmp_path: Path) -> None:
+    """At 2026-07-28 the SDK client's subscriptions/listen is acknowledged and gets tools/list_changed."""
+    from mcp import Client
+
+    async with gateway_rig(tmp_path) as rig, Client(rig.url, mode="2026-07-28") as client:
+        with trio.fail_after(BOUND):
+            async with client.listen(tools_list_changed=True) as subscription:
+                await rig.runtime.service.update("beta", is_active=False)
+                async for _event in subscription:
+                    break  # one tools/list_changed arrived
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert names and all(name.startswith("alpha__") for name in names)
