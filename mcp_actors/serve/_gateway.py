@@ -32,6 +32,7 @@ import attrs
 import mcp_types
 import pydantic
 import trio
+from mcp.shared.inbound import x_mcp_header_map
 from mcp_types import methods as _methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 
@@ -167,6 +168,8 @@ class Gateway:
     _naming: Naming = attrs.field(init=False)
     _listed_at: dict[str, float] = attrs.field(factory=dict, init=False)
     _server_names: dict[str, str] = attrs.field(factory=dict, init=False)
+    header_schemas: dict[str, Any] = attrs.field(factory=dict, init=False)
+    """Input schemas of the listed tools that mark arguments as ``Mcp-Param-*`` headers (2026-07-28), by public name."""
     _handlers: dict[str, Callable[[Request], Awaitable[Any]]] = attrs.field(factory=dict, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -315,7 +318,11 @@ class Gateway:
                     if tool.definition is not None
                     else {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
                 )
-                wire["name"] = self.tools.claim(record.id, record.name, tool.name)
+                name = wire["name"] = self.tools.claim(record.id, record.name, tool.name)
+                if x_mcp_header_map(tool.input_schema):
+                    self.header_schemas[name] = tool.input_schema
+                else:
+                    self.header_schemas.pop(name, None)
                 tools.append(wire)
         return {"tools": tools}
 

@@ -44,6 +44,7 @@ from mcp.shared.inbound import (
     classify_inbound_request,
     find_duplicated_routing_header,
     unsupported_protocol_version_rejection,
+    validate_mcp_param_headers,
 )
 from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
 from mcp_types import PROTOCOL_VERSION_META_KEY
@@ -110,6 +111,17 @@ def _request_id_ok(rid: Any) -> bool:
 def _modern_envelope(params: Any) -> bool:
     meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
+class _Lines(dict[str, str]):
+    """Header lines as the SDK's header check reads them: ``items()`` yields every line, repeats too."""
+
+    def __init__(self, lines: list[tuple[str, str]]) -> None:
+        super().__init__(lines)
+        self._lines = lines
+
+    def items(self) -> Any:  # the lines, not the folded pairs: a repeated header is seen
+        return list(self._lines)
 
 
 @attrs.define(eq=False)
@@ -600,6 +612,15 @@ class HttpFront:
             await self._rejected(conn, verdict, rid)
             return
         params = message.get("params") or {}
+        if method == "tools/call":
+            # The SDK's rung for Mcp-Param-* headers: checked against the tool's own schema, as listed.
+            name, arguments = params.get("name"), params.get("arguments")
+            schema = self.gateway.header_schemas.get(name) if isinstance(name, str) else None
+            if schema is not None and isinstance(arguments, dict):
+                rejection = validate_mcp_param_headers(schema, arguments, _Lines(request.raw_headers))
+                if rejection is not None:
+                    await self._rejected(conn, rejection, rid)
+                    return
         if method == "subscriptions/listen":
             await self._listen(conn, Request(method, params, verdict.protocol_version), rid)
             return

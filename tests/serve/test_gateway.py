@@ -12,15 +12,18 @@ import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import attrs
+import httpx2
 import mcp.types as types
 import pytest
 import trio
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from pydantic import Field
 
 from mcp_actors._config.record import McpServerRecord, ServerType
 from mcp_actors._wire.transports import MemoryParams, StdioParams, TransportParams, register_transport_kind
@@ -59,6 +62,17 @@ class Upstreams:
         self.servers[name].kill()
 
 
+def header_server() -> Any:
+    """A server whose tool mirrors an argument as an ``Mcp-Param-Region`` header (2026-07-28)."""
+    server: MCPServer[Any] = MCPServer("headers")
+
+    @server.tool(structured_output=False)
+    async def where(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+        return f"in {region}"
+
+    return server
+
+
 @contextlib.contextmanager
 def upstreams_in_memory() -> Iterator[Upstreams]:
     """Serve the stdio records ``alpha`` (fault server), ``beta`` and ``gamma`` (demo servers) in memory."""
@@ -67,7 +81,7 @@ def upstreams_in_memory() -> Iterator[Upstreams]:
 
     def from_record(record: McpServerRecord) -> TransportParams:
         if record.name not in made:
-            make = memory_fault_server if record.name == "alpha" else memory_demo_server
+            make = {"alpha": memory_fault_server, "delta": header_server}.get(record.name, memory_demo_server)
             made[record.name] = MemoryParams(server=upstreams.build(record.name, make))
         return made[record.name]
 
@@ -299,3 +313,34 @@ async def test_a_2026_listen_stream_hears_list_changes(tmp_path: Path) -> None:
                     break  # one tools/list_changed arrived
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert names and all(name.startswith("alpha__") for name in names)
+
+
+async def test_mcp_param_headers_are_checked_against_the_tools_schema(tmp_path: Path) -> None:
+    """At 2026-07-28 a header that disagrees with its argument is -32020; the SDK client's own headers pass."""
+    from mcp import Client
+
+    async with gateway_rig(tmp_path, ("alpha", "delta")) as rig, Client(rig.url, mode="2026-07-28") as client:
+        with trio.fail_after(BOUND):
+            await client.list_tools()
+            assert _text(await client.call_tool("delta__where", {"region": "eu"})) == "in eu"
+            envelope = {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+            body = {
+                "jsonrpc": "2.0",
+                "id": 7,
+                "method": "tools/call",
+                "params": {"name": "delta__where", "arguments": {"region": "eu"}, "_meta": envelope},
+            }
+            headers = {
+                "accept": "application/json, text/event-stream",
+                "mcp-protocol-version": "2026-07-28",
+                "mcp-method": "tools/call",
+                "mcp-name": "delta__where",
+                "mcp-param-region": "us",
+            }
+            async with httpx2.AsyncClient() as http:
+                answer = await http.post(rig.url, json=body, headers=headers)
+            assert answer.status_code == 400
+            assert answer.json()["error"]["code"] == -32020
