@@ -252,7 +252,18 @@ class Gateway:
         handler = self._handlers.get(method)
         if handler is None:
             raise RpcError(mcp_types.METHOD_NOT_FOUND, "Method not found", method)
-        result = _dump(await handler(request))
+        try:
+            result = _dump(await handler(request))
+        except RpcError:
+            raise
+        except McpActorsError as exc:  # the runtime refused (a config it cannot read, a server gone)
+            raise RpcError(mcp_types.INTERNAL_ERROR, str(exc)) from None
+        except (ValueError, TypeError) as exc:  # arguments the service refuses (they passed the schema)
+            raise RpcError(mcp_types.INVALID_PARAMS, str(exc)) from None
+        except Exception:
+            # A fault of ours: this request fails, the gateway and the connection go on.
+            logger.exception("the gateway failed on a %s request", method)
+            raise RpcError(mcp_types.INTERNAL_ERROR, "the gateway failed on this request") from None
         if version in _MODERN:
             result.setdefault("resultType", "complete")
             if method in _methods.CACHEABLE_METHODS:

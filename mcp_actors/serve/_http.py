@@ -155,7 +155,7 @@ class HttpConnection:
     Not for use by two tasks at once (a request is handled in the task that read it).
     """
 
-    __slots__ = ("_bound", "_buffer", "_closed", "_fd", "_limits", "_scope", "_since", "_stream", "_streaming")
+    __slots__ = ("_bound", "_buffer", "_closed", "_fd", "_limits", "_scope", "_since", "_stream")
 
     def __init__(self, stream: trio.SocketStream, limits: HttpLimits) -> None:
         self._stream = stream
@@ -166,7 +166,6 @@ class HttpConnection:
         self._since = 0.0
         self._buffer = bytearray()
         self._closed = False
-        self._streaming = False
 
     @property
     def closed(self) -> bool:
@@ -256,35 +255,32 @@ class HttpConnection:
             request.body = await self._read_body(request)
         return request
 
-    def _head_end(self) -> tuple[int, int] | None:
-        """``(end of the head, start of the body)`` when the buffer holds a whole head."""
-        end = self._buffer.find(b"\r\n\r\n")
-        if end >= 0:
-            return end, end + 4
-        end = self._buffer.find(b"\n\n")
-        if end >= 0:
-            return end, end + 2
-        if len(self._buffer) > self._limits.max_head:
+    def _head_end(self, start: int = 0) -> tuple[int, int] | None:
+        """``(end of the head, start of the body)`` when the buffer holds a whole head (CRLF or bare LF lines).
+
+        ``start``: where to begin looking (a terminator cannot end before it).
+        """
+        buffer = self._buffer
+        crlf = buffer.find(b"\r\n\r\n", start)
+        lf = buffer.find(b"\n\n", start)
+        if lf >= 0 and (crlf < 0 or lf < crlf):
+            return lf, lf + 2  # a bare-LF head ends first (a CRLF pair after it is the body's)
+        if crlf >= 0:
+            return crlf, crlf + 4
+        if len(buffer) > self._limits.max_head:
             raise ProtocolViolation(431, f"the request head exceeds {self._limits.max_head} bytes")
         return None
 
     async def _read_head(self) -> bytes | None:
-        limit = self._limits.max_head
+        """Read until the buffer holds a whole head; the head (taken from the buffer), or ``None`` at the end."""
         searched = 0
         while True:
-            end = self._buffer.find(b"\r\n\r\n", max(0, searched - 3))
-            if end >= 0:
-                head = bytes(self._buffer[:end])
-                del self._buffer[: end + 4]
-                return head
-            end = self._buffer.find(b"\n\n", max(0, searched - 1))
-            if end >= 0:
-                head = bytes(self._buffer[:end])
-                del self._buffer[: end + 2]
+            end = self._head_end(max(0, searched - 3))
+            if end is not None:
+                head = bytes(self._buffer[: end[0]])
+                del self._buffer[: end[1]]
                 return head
             searched = len(self._buffer)
-            if searched > limit:
-                raise ProtocolViolation(431, f"the request head exceeds {limit} bytes")
             if not await self._fill():
                 if self._buffer.strip():
                     raise ProtocolViolation(400, "the connection closed in the middle of a request head")
@@ -443,7 +439,6 @@ class HttpConnection:
     async def start_stream(self, status: int, headers: Iterable[tuple[str, str]]) -> None:
         """Write the head of a streamed (chunked) response; then :meth:`send_chunk` and :meth:`end_stream`."""
         head = b"HTTP/1.1 %d %s\r\ntransfer-encoding: chunked\r\n" % (status, reason_phrase(status).encode())
-        self._streaming = True
         await self._send(head + _encode_headers(headers) + b"\r\n")
 
     async def send_chunk(self, data: bytes) -> None:
@@ -453,7 +448,6 @@ class HttpConnection:
 
     async def end_stream(self, last: bytes = b"") -> None:
         """Write ``last`` (if any) and the end of a streamed response; the connection stays usable."""
-        self._streaming = False
         if last:
             await self._send(b"%x\r\n%b\r\n0\r\n\r\n" % (len(last), last))
         else:

@@ -205,3 +205,13 @@ async def test_2026_requests_are_checked_by_the_sdk_ladder(gateway: HttpGateway)
     unknown = {"jsonrpc": "2.0", "id": 3, "method": "nope/nope", "params": envelope}
     status, _, body = await raw.request("POST", unknown, {**modern, "mcp-method": "nope/nope"})
     assert status == 404 and json.loads(body)["error"]["code"] == -32601
+
+
+async def test_a_head_with_bare_lf_lines_is_read_up_to_its_own_end(gateway: HttpGateway) -> None:
+    """Bare-LF line ends are accepted; a CRLF pair inside the body is not taken for the head's end."""
+    raw = await connect(gateway)
+    body = json.dumps(INIT).replace(', "id"', ',\r\n\r\n"id"').encode()  # JSON whitespace: a CRLF pair
+    head = _head(f"127.0.0.1:{raw.port}", f"content-length: {len(body)}").replace(b"\r\n", b"\n")
+    await raw.send(head + body)
+    status, _, answer = await raw.answer()
+    assert status == 200 and json.loads(answer)["id"] == 1
