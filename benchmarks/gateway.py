@@ -20,31 +20,34 @@ ratios, which the load moves far less than the absolute figures).
     python -m benchmarks.gateway [--quick] [--json PATH] [--rounds N] [--targets direct,lean,sdk]
 
 **The decision: our own lean server** (``mcp_actors/serve/_http.py``, ``_streamable.py``), not
-the SDK's server stack. Measured on the 2-core machine (2026-12-05, rounds rotating, load
-average 13-20 from other jobs):
+the SDK's server stack. Measured on the shared 2-core machine (2026-12-05, 3 rounds in rotating
+order, load average 7.9 before and 7.6 after, other jobs running):
 
-==========================  ===========  ============  ==========
-target                      calls/s @50  seq. latency  vs direct
-==========================  ===========  ============  ==========
-direct (light server, HTTP)    860-1,318   212-352 us     1.00x
-lean gateway (ours)            338-689     925 us         0.39-0.52x
-SDK stack (hypercorn/trio)      29-106     10-38 ms       0.03-0.08x
-==========================  ===========  ============  ==========
+==========================  ============  ===========  ===========
+target                      seq. latency  calls/s @50  vs direct
+==========================  ============  ===========  ===========
+direct (light server)       211 us        2,400        1.00x
+lean gateway (ours)         745 us        770          0.32x
+SDK stack (hypercorn/trio)  6,249 us      217          0.09x
+==========================  ============  ===========  ===========
 
-(``python -m benchmarks.gateway`` prints the current table; docs/gateway.md keeps the figures
-of record.) The SDK stack spends its time where a gateway cannot afford it: starlette's
-request objects, the session manager's memory streams and task per request, pydantic
-validation of every message twice, and hypercorn's own HTTP/1.1 machinery on anyio's trio
-backend; it is an order of magnitude behind before the gateway does any work of its own. The
-lean server parses a request with a few ``bytes`` operations and one regex, reads and writes
-the socket's descriptor directly (no conflict detector, no scheduler pass per write), and hands
-the request to the core in the connection's own task: what it adds per call is one HTTP
-exchange, one JSON decode and encode, and the SDK's own request check and result shaping
-(``mcp_types.methods``), which it keeps so the protocol's rules are the SDK's. Under this
-load the lean gateway reached 0.39-0.52x of a direct connection's calls/s (goal 0.5x) and
-added ~0.6 ms to a sequential call (goal 0.2 ms): the third process on two cores (client,
-gateway, upstream) pays a scheduler wake-up per hop, which a loaded machine makes the larger
-part of a sequential call.
+(A one-round run at load 6.3: direct 1,503 calls/s, lean 906, 0.60x; the direct figure moves
+most with the load. ``python -m benchmarks.gateway`` prints the current table; docs/gateway.md
+keeps the figures of record.) The SDK stack is 3.5x behind ours in calls/s and 8x in latency
+before the gateway does any work of its own: starlette's request objects, the session
+manager's memory streams and task per request, every message validated by pydantic on the way
+in and out, hypercorn's HTTP/1.1 machinery on anyio's trio backend. The lean server parses a
+request with a few ``bytes`` operations and one regex, reads and writes the socket's
+descriptor directly (trio's ``SocketStream`` takes a conflict detector and a scheduler pass per
+write), keeps one cancel scope per connection instead of one per phase (bounds are watched once
+a second), and hands the request to the core in the connection's own task, where it calls the
+runtime's ``McpService`` directly. It keeps the SDK's request check and result shaping
+(``mcp_types.methods``: ~16 us a call) so the protocol's rules stay the SDK's. What is left:
+the gateway process spends ~350 us CPU per call at this load (~190 us serving HTTP, the rest
+the upstream call over stdio), against ~100 us for the light server's whole HTTP side, and a
+sequential call through a third process on two cores waits for four scheduler wake-ups
+instead of two. Goals (>= 0.5x calls/s, <= 0.2 ms added latency): not met on this machine
+under this load.
 """
 
 from __future__ import annotations
