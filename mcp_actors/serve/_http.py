@@ -65,7 +65,6 @@ _TOKEN: Final = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJK
 _HEADER_LINE: Final = re.compile(rb"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*$", re.MULTILINE)
 """One header line: a token, a colon, the value without the spaces around it (no obs-fold: a
 continuation line matches nothing, and a head with a line that matches nothing is refused)."""
-_BAD_VALUE_BYTES: Final = (b"\r", b"\n", b"\x00")
 
 
 def reason_phrase(status: int) -> str:
@@ -142,10 +141,10 @@ class HttpRequest:
 def _encode_headers(headers: Iterable[tuple[str, str]]) -> bytes:
     out = []
     for name, value in headers:
-        raw_value = value.encode("latin-1")
-        if any(bad in raw_value for bad in _BAD_VALUE_BYTES):
+        line = f"{name}: {value}\r\n".encode("latin-1")
+        if line.count(b"\r") != 1 or line.count(b"\n") != 1 or b"\x00" in line:
             raise ValueError(f"header {name!r} holds CR, LF or NUL")
-        out.append(name.encode("ascii") + b": " + raw_value + b"\r\n")
+        out.append(line)
     return b"".join(out)
 
 

@@ -28,8 +28,10 @@ JSON-RPC shape (400).
 
 from __future__ import annotations
 
+import functools
 import logging
 import secrets
+import time
 from collections.abc import Iterable
 from typing import Any, Final
 
@@ -87,14 +89,22 @@ def _error(rid: Any, code: int, message: str, data: Any = None) -> dict[str, Any
     return {"jsonrpc": "2.0", "id": rid, "error": error}
 
 
-def _accepts(headers: dict[str, str]) -> tuple[bool, bool]:
-    """``(json, sse)``: whether the ``Accept`` header takes each (RFC 9110 wildcards; the SDK's rule)."""
-    kinds = [part.split(";", 1)[0].strip().lower() for part in headers.get("accept", "").split(",")]
+@functools.lru_cache(maxsize=64)
+def _accepts_value(accept: str) -> tuple[bool, bool]:
+    kinds = [part.split(";", 1)[0].strip().lower() for part in accept.split(",")]
     anything = "*/*" in kinds
     return (
         anything or "application/json" in kinds or "application/*" in kinds,
         anything or "text/event-stream" in kinds or "text/*" in kinds,
     )
+
+
+def _accepts(headers: dict[str, str]) -> tuple[bool, bool]:
+    """``(json, sse)``: whether the ``Accept`` header takes each (RFC 9110 wildcards; the SDK's rule).
+
+    A client sends the same few values on every request: each is worked out once (a small cache).
+    """
+    return _accepts_value(headers.get("accept", ""))
 
 
 def _matches(value: str, patterns: Iterable[str]) -> bool:
@@ -154,6 +164,7 @@ class _Session:
     id: str
     version: str
     last_seen: float
+    """``time.monotonic()`` of its last request (the idle timeout counts from it)."""
     in_flight: dict[Any, trio.CancelScope] = attrs.field(factory=dict)
     stream: _EventQueue | None = None
     ended: trio.Event = attrs.field(factory=trio.Event)
@@ -194,6 +205,7 @@ class HttpFront:
     _done: trio.Event = attrs.field(factory=trio.Event, init=False)
     _listeners: list[trio.SocketListener] = attrs.field(factory=list, init=False)
     _watch: ConnectionWatch = attrs.field(factory=ConnectionWatch, init=False)
+    _hosts_seen: dict[str, bool] = attrs.field(factory=dict, init=False)
 
     async def serve(
         self, listeners: list[trio.SocketListener], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -250,7 +262,7 @@ class HttpFront:
         period = max(1.0, min(60.0, self.session_idle_timeout / 4))
         while True:
             await trio.sleep(period)
-            deadline = trio.current_time() - self.session_idle_timeout
+            deadline = time.monotonic() - self.session_idle_timeout
             for session in list(self.sessions.values()):
                 if session.last_seen < deadline and not session.in_flight and session.stream is None:
                     logger.info("session %s ended: unused for %gs", session.id[:8], self.session_idle_timeout)
@@ -304,7 +316,7 @@ class HttpFront:
         if request.path != self.path:
             await self._refuse(conn, 404, f"not found; the MCP endpoint is {self.path}")
             return
-        if self.allowed_hosts is not None and not _matches(headers.get("host", ""), self.allowed_hosts):
+        if self.allowed_hosts is not None and not self._host_ok(headers.get("host", "")):
             await self._refuse(conn, 421, "Invalid Host header")
             return
         origin = headers.get("origin")
@@ -322,6 +334,16 @@ class HttpFront:
             await self._delete(conn, request)
         else:
             await conn.respond(405, (("allow", "GET, POST, DELETE"),))
+
+    def _host_ok(self, host: str) -> bool:
+        """Whether ``host`` is allowed; the answers for the last few values are kept (a client sends one)."""
+        known = self._hosts_seen.get(host)
+        if known is None:
+            known = _matches(host, self.allowed_hosts or ())
+            if len(self._hosts_seen) >= 64:
+                self._hosts_seen.clear()
+            self._hosts_seen[host] = known
+        return known
 
     async def _decoded(self, conn: HttpConnection, request: HttpRequest) -> Any:
         """The POSTed JSON-RPC message, or ``None`` after answering what was wrong with it."""
@@ -353,7 +375,7 @@ class HttpFront:
         if session is None:
             await self._refuse(conn, 404, "Session not found")
             return None
-        session.last_seen = trio.current_time()
+        session.last_seen = time.monotonic()
         return session
 
     async def _post(self, conn: HttpConnection, request: HttpRequest) -> None:
@@ -429,7 +451,7 @@ class HttpFront:
             await self._reply(conn, 200, {"jsonrpc": "2.0", "id": rid, "error": exc.to_json()})
             return
         sid = secrets.token_hex(16)
-        self.sessions[sid] = _Session(id=sid, version=version, last_seen=trio.current_time())
+        self.sessions[sid] = _Session(id=sid, version=version, last_seen=time.monotonic())
         await self._reply(conn, 200, {"jsonrpc": "2.0", "id": rid, "result": result}, ((SESSION_HEADER, sid),))
 
     async def _get(self, conn: HttpConnection, request: HttpRequest) -> None:
@@ -450,7 +472,7 @@ class HttpFront:
         finally:
             self.gateway.listeners.discard(queue)
             session.stream = None
-            session.last_seen = trio.current_time()
+            session.last_seen = time.monotonic()
 
     async def _stream_events(
         self, conn: HttpConnection, queue: _EventQueue, ended: trio.Event | None = None, last: bytes = b""
