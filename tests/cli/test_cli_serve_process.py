@@ -117,3 +117,18 @@ def test_serve_refuses_bad_options_before_starting(tmp_path: Path) -> None:
     assert bad_path.rc == 2 and "--path must start with '/'" in bad_path.stderr
     bad_separator = invoke(config, "serve", "--separator", "")
     assert bad_separator.rc == 2 and "--separator must not be empty" in bad_separator.stderr
+
+
+async def test_serve_stdio_is_a_desktop_apps_only_server(tmp_path: Path) -> None:
+    """``serve --stdio`` under the SDK's stdio client: tools listed and called; closing stdin ends it all."""
+    from mcp import StdioServerParameters
+
+    config = write_config(tmp_path / "cfg.json", stdio("alpha", fault_server_command()))
+    params = StdioServerParameters(
+        command=CLI[0], args=[*CLI[1:], "serve", "--stdio", "--config", str(config)], env=cli_env(config)
+    )
+    async with Client(params, mode="legacy") as client:
+        with trio.fail_after(BOUND):
+            assert "alpha__echo" in {tool.name for tool in (await client.list_tools()).tools}
+            assert _text(await client.call_tool("alpha__echo", {"text": "piped"})) == "piped"
+    # The autouse no_leaked_processes fixture fails the test if the gateway or its server is left.
