@@ -33,8 +33,10 @@ SDK stack (hypercorn/trio)  6,249 us      217          0.09x
 
 (Two one-round ``--quick`` runs: 0.60x at load 6.3, 0.46x at load 5.1, where the SDK stack
 made 0.09x; the sequential latency through the lean gateway was 1.1 and 3.1 ms. ``python -m
-benchmarks.gateway`` prints the current table; docs/gateway.md keeps the figures of record.) The SDK stack is 3.5x behind ours in calls/s and 8x in latency
-before the gateway does any work of its own: starlette's request objects, the session
+benchmarks.gateway`` prints the current table; docs/gateway.md keeps the figures of record.)
+
+The SDK stack is 3.5x behind ours in calls/s and 8x in latency before the gateway does any
+work of its own: starlette's request objects, the session
 manager's memory streams and task per request, every message validated by pydantic on the way
 in and out, hypercorn's HTTP/1.1 machinery on anyio's trio backend. The lean server parses a
 request with a few ``bytes`` operations and one regex, reads and writes the socket's
