@@ -24,7 +24,7 @@ import collections
 import enum
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -90,6 +90,9 @@ RESOURCES_CHANGED: Final = EventType.RESOURCES_CHANGED
 RESOURCE_UPDATED: Final = EventType.RESOURCE_UPDATED
 SERVER_LOG: Final = EventType.SERVER_LOG
 ELICITATION_COMPLETE: Final = EventType.ELICITATION_COMPLETE
+
+_CALL_EVENTS: Final = frozenset({EventType.TOOL_CALLED, EventType.TOOL_PROGRESS})
+"""The kinds emitted on every tool call (see :attr:`EventBus.watches_calls`)."""
 
 DEFAULT_MAX_SUBSCRIBERS: Final = 1024
 """Live subscriptions one bus allows by default: far more than any host reads at once."""
@@ -159,6 +162,8 @@ class Subscription:
 
     _bus: EventBus
     _buffer: collections.deque[Event]
+    types: frozenset[EventType] | None = None
+    """The kinds it receives (``None``: every kind)."""
     _wakeup: trio.Event = attrs.field(factory=trio.Event)
     closed: bool = False
     dropped: int = 0
@@ -255,20 +260,28 @@ class EventBus:
     ``seq`` and is not counted in :attr:`EventBusStatistics.emitted`. A plain attribute, not
     a property: a call reads it up to four times, and a property is a function call each.
     """
+    watches_calls: bool = attrs.field(default=False, init=False)
+    """Whether a subscription takes the events of every tool call (``tool:called``, ``tool:progress``).
+
+    What the call path tests (a plain attribute, as :attr:`has_subscribers`): a host that
+    subscribed to list changes only (a gateway) costs its calls nothing.
+    """
     _seq: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.max_subscribers < 1:
             raise ValueError(f"max_subscribers must be >= 1, got {self.max_subscribers}")
 
-    def subscribe(self, *, buffer: int = 1024) -> Subscription:
+    def subscribe(self, *, buffer: int = 1024, types: Iterable[EventType | str] | None = None) -> Subscription:
         """A new subscription that sees every event emitted from now on, while it is held.
 
         Args:
             buffer: How many unread events it keeps before dropping the oldest.
+            types: Only these kinds of event (default: every kind). A subscription that
+                leaves out ``tool:called`` and ``tool:progress`` costs tool calls nothing.
 
         Raises:
-            ValueError: ``buffer`` < 1.
+            ValueError: ``buffer`` < 1, or a type that is no :class:`EventType`.
             RuntimeError: ``max_subscribers`` subscriptions are live already; close some.
         """
         if buffer < 1:
@@ -278,12 +291,19 @@ class EventBus:
                 f"{len(self._refs)} live event subscriptions already (max_subscribers={self.max_subscribers}); "
                 "close subscriptions you no longer read (close() or a with block)"
             )
-        sub = Subscription(self, collections.deque(maxlen=buffer))
+        kinds = None if types is None else frozenset(_to_event_type(t) for t in types)
+        sub = Subscription(self, collections.deque(maxlen=buffer), kinds)
         key = id(sub)
         self._refs[key] = weakref.ref(sub, lambda _ref: self._forget(key))
-        self._fanout = tuple(self._refs.values())
-        self.has_subscribers = True
+        self._changed()
         return sub
+
+    def _changed(self) -> None:
+        """Recompute what emitters test, after a subscription came or went."""
+        self._fanout = tuple(self._refs.values())
+        self.has_subscribers = bool(self._fanout)
+        subs = [sub for sub in (ref() for ref in self._fanout) if sub is not None]
+        self.watches_calls = any(sub.types is None or not sub.types.isdisjoint(_CALL_EVENTS) for sub in subs)
 
     def emit(self, type: EventType | str, **data: Any) -> Event:
         """Deliver an event to every live subscriber without blocking.
@@ -293,9 +313,10 @@ class EventBus:
         """
         event = Event(type=type, data=data, seq=self._seq + 1, timestamp=time.time())
         self._seq += 1
+        kind = event.type
         for ref in self._fanout:
             sub = ref()
-            if sub is not None:
+            if sub is not None and (sub.types is None or kind in sub.types):
                 sub._push(event)
         return event
 
@@ -315,5 +336,4 @@ class EventBus:
 
     def _forget(self, key: int) -> None:
         if self._refs.pop(key, None) is not None:
-            self._fanout = tuple(self._refs.values())
-            self.has_subscribers = bool(self._fanout)
+            self._changed()

@@ -17,7 +17,7 @@ import difflib
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from logging import DEBUG
 from typing import Any, Final
 
@@ -588,7 +588,7 @@ class McpService:
         if tool_name in record.disabled_tools:
             check_tool_enabled(record, tool_name)
         bus = self._registry.bus
-        if call_id is None and (self._approver is not None or bus.has_subscribers or _CALL_LOG.isEnabledFor(DEBUG)):
+        if call_id is None and (self._approver is not None or bus.watches_calls or _CALL_LOG.isEnabledFor(DEBUG)):
             call_id = new_call_id()  # an id only when something can see it (an approver, events, the call log)
         args = checked_arguments(arguments, server=record.name, tool=tool_name)
         check_timeout(timeout, server=record.name, tool=tool_name)
@@ -618,7 +618,7 @@ class McpService:
             return result
         finally:
             # Built only for a listener: nobody can ever see an event emitted to no one.
-            if bus.has_subscribers:
+            if bus.watches_calls:
                 bus.emit(
                     events.TOOL_CALLED,
                     serverId=record.id,
@@ -927,9 +927,11 @@ class McpService:
             raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
         await (await self._active(server))[1].set_log_level(level)
 
-    def subscribe(self, *, buffer: int = 1024) -> events.Subscription:
-        """Events from now on (bounded; a slow reader loses its oldest events, counted)."""
-        return self._registry.bus.subscribe(buffer=buffer)
+    def subscribe(
+        self, *, buffer: int = 1024, types: Iterable[events.EventType | str] | None = None
+    ) -> events.Subscription:
+        """Events from now on (bounded; a slow reader loses its oldest events, counted); only ``types`` if given."""
+        return self._registry.bus.subscribe(buffer=buffer, types=types)
 
 
 def _text_arg(what: str, value: str) -> str:

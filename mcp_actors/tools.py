@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
+
+if TYPE_CHECKING:
+    import mcp.types as mcp_types
 
 __all__ = ["McpTool"]
 
@@ -27,6 +30,10 @@ class McpTool:
         input_schema: The server's JSON schema for the arguments, as sent (a dict).
         server_id: The id of the server record that offers the tool.
         server_name: That server's name.
+        definition: The whole definition the server listed (title, annotations,
+            ``outputSchema``, icons, ``_meta``), for a host that serves the tool again as MCP
+            (``mcp_actors.serve``); ``None`` for a tool built by hand. It takes no part in
+            equality or the hash: the fields above say what a tool is.
     """
 
     id: str
@@ -35,3 +42,4 @@ class McpTool:
     input_schema: dict[str, Any] = attrs.field(factory=dict, hash=False)
     server_id: str
     server_name: str
+    definition: mcp_types.Tool | None = attrs.field(default=None, eq=False, repr=False)

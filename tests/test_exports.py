@@ -33,6 +33,7 @@ PACKAGES = [
     "mcp_actors.process_tracker",
     "mcp_actors.records",
     "mcp_actors.runtime",
+    "mcp_actors.serve",
     "mcp_actors.service",
     "mcp_actors.store",
     "mcp_actors.stress",

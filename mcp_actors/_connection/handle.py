@@ -594,7 +594,7 @@ class ConnectionHandle:
         bound = timeout if timeout is not None else settings.call_timeout
         # Progress is asked for (a progressToken) only when something can see it: the caller's
         # callback, a deadline that progress pushes back, or a subscriber to tool:progress.
-        if on_progress is not None or deadline is not None or bus.has_subscribers or as_task:
+        if on_progress is not None or deadline is not None or bus.watches_calls or as_task:
             # The event fields: built only when an event can be emitted (not per plain call).
             ids: dict[str, Any] = {
                 "serverId": settings.server_id,
@@ -602,7 +602,7 @@ class ConnectionHandle:
                 "toolName": name,
                 "callId": call_id,
             }
-        if on_progress is not None or deadline is not None or bus.has_subscribers:
+        if on_progress is not None or deadline is not None or bus.watches_calls:
 
             async def progressed(progress: float, total: float | None, message: str | None) -> None:
                 if deadline is not None:

@@ -936,6 +936,7 @@ class _RegistryActor:
                         input_schema=dict(tool.input_schema or {}),
                         server_id=record.id,
                         server_name=record.name,
+                        definition=tool,
                     )
                     for tool in tools
                 ),

@@ -283,3 +283,21 @@ async def test_a_receive_cancelled_by_its_deadline_takes_no_event() -> None:
         assert scope.cancelled_caught
     assert [sub.receive_nowait().seq for _ in range(3)] == [1, 2, 3]
     assert sub.dropped == 0
+
+
+def test_a_typed_subscription_gets_only_its_kinds_and_leaves_tool_calls_unwatched() -> None:
+    """``subscribe(types=...)`` receives those kinds only; without tool:called/tool:progress calls are not watched."""
+    bus = EventBus()
+    changes = bus.subscribe(types=["tools:changed", EventType.SERVERS_CHANGED])
+    assert bus.has_subscribers and not bus.watches_calls
+    bus.emit(EventType.TOOL_CALLED, toolName="echo")
+    bus.emit(EventType.TOOLS_CHANGED, serverId="s")
+    assert [event.type for event in (changes.receive_nowait(),)] == [EventType.TOOLS_CHANGED]
+    with pytest.raises(trio.WouldBlock):
+        changes.receive_nowait()
+    everything = bus.subscribe()
+    assert bus.watches_calls
+    everything.close()
+    assert not bus.watches_calls
+    with pytest.raises(ValueError, match="event type must be one of"):
+        bus.subscribe(types=["nope"])

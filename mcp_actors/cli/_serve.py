@@ -1,0 +1,139 @@
+"""``mcp-actors serve``: every enabled server as one MCP server (a gateway), over HTTP or stdio.
+
+Kept apart from :mod:`mcp_actors.cli._app`, which registers the command::
+
+    mcp-actors serve [--host 127.0.0.1] [--port N] [--path /mcp] [--separator __] [--grace S]
+    mcp-actors serve --stdio
+
+Over HTTP the endpoint's URL is the first line on stdout (a script reads it; ``--port 0``
+picks a free port), and SIGINT or SIGTERM stop it gracefully: no new connections, event
+streams ended, requests in flight given ``--grace`` seconds; then every server is closed
+and its process reaped (the runtime's kill ladder). A second signal stops at once. Over
+stdio the protocol owns stdout: the command points file descriptor 1 at stderr, so nothing
+but the protocol can reach the client, and the end of stdin stops it.
+
+Imports nothing of the SDK, trio or the gateway until the command runs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from mcp_actors.cli._run import _Options, _run_async
+from mcp_actors.cli._support import CliError, ExitCode
+
+__all__ = ["serve"]
+
+
+def serve(
+    ctx: typer.Context,
+    host: Annotated[
+        str, typer.Option("--host", help="The address to listen on. Loopback by default: there is no inbound auth yet.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="The port (0: a free one).")] = 8000,
+    path: Annotated[str, typer.Option("--path", help="The endpoint's path.")] = "/mcp",
+    stdio: Annotated[bool, typer.Option("--stdio", help="Serve one client on stdin/stdout instead of HTTP.")] = False,
+    separator: Annotated[
+        str, typer.Option("--separator", help="What joins server and tool (or prompt) names: <server><sep><name>.")
+    ] = "__",
+    grace: Annotated[
+        float, typer.Option("--grace", min=0.0, help="Seconds requests in flight may finish after a stop signal.")
+    ] = 10.0,
+    config: Annotated[
+        Path | None, typer.Option("--config", help="The config file (overrides the global --config).")
+    ] = None,
+) -> None:
+    """Serve every enabled server's tools, prompts and resources as one MCP server (a gateway).
+
+    Tools and prompts are named <server>__<name>; resources keep their URIs. Over HTTP the
+    endpoint's URL is printed first on stdout; Ctrl-C (or SIGTERM) stops gracefully.
+    """
+
+    async def body(opts: _Options) -> ExitCode:
+        if config is not None:
+            from mcp_actors._config.paths import STATE_DIR_ENV, state_dir
+
+            opts = _Options(config=config, debug=opts.debug, no_input=opts.no_input)
+            os.environ.setdefault(STATE_DIR_ENV, str(state_dir(config)))
+        if not separator:
+            raise CliError("--separator must not be empty")
+        if not path.startswith("/"):
+            raise CliError(f"--path must start with '/', got {path!r}")
+        if stdio:
+            return await _serve_stdio(opts, separator)
+        return await _serve_http(opts, host, port, path, separator, grace)
+
+    _run_async(ctx, body)
+
+
+async def _serve_http(opts: _Options, host: str, port: int, path: str, separator: str, grace: float) -> ExitCode:
+    import functools
+
+    import trio
+
+    from mcp_actors.runtime import open_runtime
+    from mcp_actors.serve import serve_http
+
+    # No host callbacks: a gateway has no terminal to ask, so servers are offered no elicitation.
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_runtime(opts.config, connect_on_add=False) as runtime, trio.open_nursery() as nursery:
+            start = functools.partial(serve_http, runtime.service, host=host, port=port, path=path, naming=separator)
+            try:
+                gateway = await nursery.start(start)
+            except OSError as exc:
+                raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port") from None
+            sys.stdout.write(gateway.url + "\n")
+            sys.stdout.flush()
+            active = sum(1 for record in await runtime.service.list() if record.is_active)
+            noun = "server" if active == 1 else "servers"
+            print(
+                f"mcp-actors serve: {active} enabled {noun} at {gateway.url}; Ctrl-C stops", file=sys.stderr, flush=True
+            )
+            async for _ in signals:
+                break
+            print(f"mcp-actors serve: stopping (requests in flight get {grace:g}s)", file=sys.stderr, flush=True)
+            async with trio.open_nursery() as stopping:
+
+                async def at_second_signal() -> None:
+                    async for _ in signals:
+                        nursery.cancel_scope.cancel()  # at once: what still runs is cancelled
+                        return
+
+                stopping.start_soon(at_second_signal)
+                await gateway.stop(grace)
+                stopping.cancel_scope.cancel()
+            nursery.cancel_scope.cancel()
+    # Leaving open_runtime closed every server and reaped its process.
+    return ExitCode.OK
+
+
+async def _serve_stdio(opts: _Options, separator: str) -> ExitCode:
+    import trio
+
+    from mcp_actors.runtime import open_runtime
+    from mcp_actors.serve import serve_stdio
+
+    # The protocol owns stdout: keep a private copy of it, and point descriptor 1 (and
+    # sys.stdout) at stderr, so a stray print or a library's output never reaches the client.
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    stdout = trio.lowlevel.FdStream(protocol_fd)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with open_runtime(opts.config, connect_on_add=False) as runtime, trio.open_nursery() as nursery:
+
+            async def stop_on_signal() -> None:
+                async for _ in signals:
+                    nursery.cancel_scope.cancel()
+                    return
+
+            nursery.start_soon(stop_on_signal)
+            await serve_stdio(runtime.service, stdout=stdout, naming=separator)
+            nursery.cancel_scope.cancel()
+    return ExitCode.OK

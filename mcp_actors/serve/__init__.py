@@ -1,0 +1,43 @@
+"""``mcp-actors serve``: every enabled server of a runtime, served as one MCP server (a gateway).
+
+Clients connect to one endpoint and see the tools, prompts, resources and resource
+templates of every enabled server, named ``<server>__<name>`` (tools and prompts; resources
+keep their URIs). The runtime's :class:`~mcp_actors.service.McpService` is the one source:
+supervision, restarts, timeouts and kill-on-exit are the runtime's, and a server that is
+down costs only its own tools. See docs/gateway.md.
+
+::
+
+    async with open_runtime() as runtime, trio.open_nursery() as nursery:
+        gateway = await nursery.start(serve_http, runtime.service)
+        print(gateway.url)            # http://127.0.0.1:<port>/mcp
+
+Modules: ``_serve.py`` (running a gateway), ``_gateway.py`` (the transport-free core:
+requests answered from the service, names, list changes), ``_streamable.py`` (the
+streamable-HTTP front: 2025 sessions, 2026-07-28 single requests), ``_stdio.py`` (the stdio
+front), ``_http.py`` (HTTP/1.1 server side, bounded), ``_names.py`` (public names and URIs).
+"""
+
+from __future__ import annotations
+
+from mcp_actors.serve._gateway import DEFAULT_LIST_TIMEOUT as DEFAULT_LIST_TIMEOUT
+from mcp_actors.serve._gateway import Gateway as Gateway
+from mcp_actors.serve._http import HttpLimits as HttpLimits
+from mcp_actors.serve._names import Joined as Joined
+from mcp_actors.serve._names import Naming as Naming
+from mcp_actors.serve._serve import HttpGateway as HttpGateway
+from mcp_actors.serve._serve import serve_http as serve_http
+from mcp_actors.serve._serve import serve_stdio as serve_stdio
+from mcp_actors.serve._streamable import DEFAULT_GRACE as DEFAULT_GRACE
+
+__all__ = [
+    "DEFAULT_GRACE",
+    "DEFAULT_LIST_TIMEOUT",
+    "Gateway",
+    "HttpGateway",
+    "HttpLimits",
+    "Joined",
+    "Naming",
+    "serve_http",
+    "serve_stdio",
+]

@@ -1,0 +1,165 @@
+"""Running a gateway: over streamable HTTP on a port, or over stdio, for as long as the caller wants."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import os
+from collections.abc import Sequence
+
+import attrs
+import trio
+
+from mcp_actors.serve._gateway import DEFAULT_LIST_TIMEOUT, Gateway, connect_all, relay_changes
+from mcp_actors.serve._http import HttpLimits
+from mcp_actors.serve._names import Naming
+from mcp_actors.serve._stdio import DEFAULT_MAX_MESSAGE, StdioFront
+from mcp_actors.serve._streamable import DEFAULT_GRACE, LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpFront
+from mcp_actors.service import McpService
+
+__all__ = ["HttpGateway", "serve_http", "serve_stdio"]
+
+logger = logging.getLogger("mcp_actors.serve")
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@attrs.define(eq=False)
+class HttpGateway:
+    """A gateway serving over HTTP (what :func:`serve_http` hands to ``nursery.start``).
+
+    Attributes:
+        url: The endpoint clients connect to (``http://127.0.0.1:8000/mcp``).
+        gateway: The core that answers (its name tables, its listeners).
+    """
+
+    url: str
+    gateway: Gateway
+    _front: HttpFront = attrs.field(repr=False)
+
+    async def stop(self, grace: float = DEFAULT_GRACE) -> None:
+        """Stop accepting and give the requests in flight ``grace`` seconds; then :func:`serve_http` returns.
+
+        Event streams (GET, ``subscriptions/listen``) end at once; a request still running
+        after ``grace`` is cancelled, and so is its upstream call.
+        """
+        await self._front.stop(grace)
+
+
+async def serve_http(
+    service: McpService,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    path: str = "/mcp",
+    naming: str | Naming | None = None,
+    list_timeout: float = DEFAULT_LIST_TIMEOUT,
+    allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] | None = None,
+    limits: HttpLimits | None = None,
+    connect: bool = True,
+    task_status: trio.TaskStatus[HttpGateway] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve every enabled server of ``service`` as one MCP server over streamable HTTP, until stopped.
+
+    Run it with ``await nursery.start(serve_http, service)``: the value started is an
+    :class:`HttpGateway` with the URL; :meth:`HttpGateway.stop` ends it gracefully, and
+    cancelling the task ends it at once.
+
+    Args:
+        service: The runtime's service.
+        host: The address to listen on (loopback by default: the gateway has no inbound
+            authentication yet, so anything else exposes every server to the network).
+        port: The port (0: a free one, see :attr:`HttpGateway.url`).
+        path: The endpoint's path.
+        naming: ``"__"`` (default) or another separator between server and tool or prompt
+            names, or a function ``(server name, name) -> public name``.
+        list_timeout: Seconds each server may take to answer a listing before the listing
+            goes on without it.
+        allowed_hosts: ``Host`` header values accepted (``"name:*"``: any port). Default:
+            loopback names when ``host`` is loopback, else any.
+        allowed_origins: ``Origin`` values accepted; a request without ``Origin`` is
+            always accepted (browsers send one). Default: loopback origins.
+        limits: Request size and time bounds (:class:`~mcp_actors.serve.HttpLimits`).
+        connect: Connect every enabled server at start, in the background, so the first
+            listing finds them up (they connect on first use otherwise).
+    """
+    gateway = Gateway(service, naming=naming, list_timeout=list_timeout)
+    if allowed_hosts is None:
+        hosts: tuple[str, ...] | None = LOOPBACK_HOSTS if _is_loopback(host) else None
+    else:
+        hosts = tuple(allowed_hosts)
+    front = HttpFront(
+        gateway,
+        path=path,
+        allowed_hosts=hosts,
+        allowed_origins=tuple(allowed_origins) if allowed_origins is not None else LOOPBACK_ORIGINS,
+        limits=limits or HttpLimits(),
+    )
+    listeners = await trio.open_tcp_listeners(port, host=host)
+    bound = listeners[0].socket.getsockname()
+    shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    async with trio.open_nursery() as nursery:
+        await nursery.start(relay_changes, gateway)
+        if connect:
+            nursery.start_soon(connect_all, service)
+        await nursery.start(front.serve, listeners)
+        task_status.started(HttpGateway(url=f"http://{shown}:{bound[1]}{path}", gateway=gateway, front=front))
+        await front.stopped()
+        nursery.cancel_scope.cancel()
+
+
+async def serve_stdio(
+    service: McpService,
+    *,
+    stdin: trio.abc.ReceiveStream | None = None,
+    stdout: trio.abc.SendStream | None = None,
+    naming: str | Naming | None = None,
+    list_timeout: float = DEFAULT_LIST_TIMEOUT,
+    max_message: int = DEFAULT_MAX_MESSAGE,
+    grace: float = DEFAULT_GRACE,
+    connect: bool = True,
+) -> None:
+    """Serve every enabled server of ``service`` as one MCP server to one client on stdin and stdout.
+
+    Returns when stdin ends (requests in flight get ``grace`` seconds first) or when
+    cancelled. Nothing else may write to stdout meanwhile: ``mcp-actors serve --stdio``
+    points file descriptor 1 at stderr and keeps a private copy for the protocol.
+
+    Args:
+        service: The runtime's service.
+        stdin: Where the client's messages come from (default: file descriptor 0).
+        stdout: Where answers go (default: file descriptor 1).
+        naming: As for :func:`serve_http`.
+        list_timeout: As for :func:`serve_http`.
+        max_message: The largest message accepted from the client, in bytes.
+        grace: Seconds requests in flight may run after stdin ends.
+        connect: As for :func:`serve_http`.
+    """
+    owned: list[trio.lowlevel.FdStream] = []
+    if stdin is None:
+        stdin = trio.lowlevel.FdStream(os.dup(0))
+        owned.append(stdin)
+    if stdout is None:
+        stdout = trio.lowlevel.FdStream(os.dup(1))
+        owned.append(stdout)
+    gateway = Gateway(service, naming=naming, list_timeout=list_timeout)
+    front = StdioFront(gateway, stdin, stdout, max_message=max_message)
+    try:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(relay_changes, gateway)
+            if connect:
+                nursery.start_soon(connect_all, service)
+            await front.serve(grace)
+            nursery.cancel_scope.cancel()
+    finally:
+        for stream in owned:
+            with trio.CancelScope(shield=True):
+                await stream.aclose()

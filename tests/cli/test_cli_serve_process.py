@@ -1,0 +1,134 @@
+"""``mcp-actors serve`` as a real process: the entry point, the URL it prints, and how signals stop it.
+
+What only a process shows: the installed script serving HTTP, SIGTERM and SIGINT ending it
+gracefully (a call in flight finishes first) and every server process it started gone
+after it exits. Its requests and answers are tested in process (``tests/serve``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import trio
+from clikit import invoke, stdio, write_config
+from mcp import Client
+from testkit import cli_env
+
+from mcp_actors.testing import fault_server_command
+
+_SCRIPT = Path(sys.executable).with_name("mcp-actors")
+CLI = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "mcp_actors"]
+BOUND = 120.0
+"""Start-up, a call and the stop, on a loaded two-core machine."""
+
+
+def _text(result: object) -> str:
+    return "".join(getattr(block, "text", "") for block in getattr(result, "content", []))
+
+
+async def _started(config: Path) -> tuple[trio.Process, str]:
+    process = await trio.lowlevel.open_process(
+        [*CLI, "serve", "--port", "0", "--grace", "30", "--config", str(config)],
+        stdout=subprocess.PIPE,
+        env=cli_env(config),
+    )
+    assert process.stdout is not None
+    line = b""
+    with trio.fail_after(BOUND):
+        while not line.endswith(b"\n"):
+            chunk = await process.stdout.receive_some(1)
+            assert chunk, "mcp-actors serve ended before printing its URL"
+            line += chunk
+    return process, line.decode().strip()
+
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+async def test_serve_prints_its_url_serves_and_stops_on_sigterm_reaping_its_servers(tmp_path: Path) -> None:
+    """SIGTERM mid-call: the call finishes, the process exits 0, the server it spawned is gone."""
+    config = write_config(tmp_path / "cfg.json", stdio("alpha", fault_server_command()))
+    process, url = await _started(config)
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+    answers: list[str] = []
+    servers: list[psutil.Process] = []
+    try:
+        # No assertion in this block: the client's own close (its DELETE) may meet the stopped
+        # gateway and fail, which says nothing about the gateway; what matters is checked after.
+        with contextlib.suppress(Exception):
+            async with Client(url, mode="legacy") as client:
+                with trio.fail_after(BOUND):
+                    answers.append(_text(await client.call_tool("alpha__echo", {"text": "through"})))
+                    servers += [p for p in _descendants(process.pid) if "fault_server" in " ".join(p.cmdline())]
+
+                    async def slow_call() -> None:
+                        answers.append(_text(await client.call_tool("alpha__sleep", {"seconds": 1.0})))
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(slow_call)
+                        await trio.sleep(0.3)  # the call is in flight
+                        process.send_signal(signal.SIGTERM)
+        assert answers == ["through", "slept 1 s"]  # the call in flight finished within the grace
+        assert servers, "the upstream server should be a child of the gateway"
+        with trio.fail_after(BOUND):
+            assert await process.wait() == 0
+        _, alive = psutil.wait_procs(servers, timeout=10)
+        assert not alive, f"left running: {alive}"
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+async def test_sigint_stops_serve_too(tmp_path: Path) -> None:
+    """Ctrl-C (SIGINT) is a graceful stop as well: exit 0, nothing left running."""
+    config = write_config(tmp_path / "cfg.json", stdio("alpha", fault_server_command()))
+    process, url = await _started(config)
+    try:
+        with contextlib.suppress(Exception):  # only the listing matters, not the client's close
+            async with Client(url, mode="legacy") as client:
+                with trio.fail_after(BOUND):
+                    await client.list_tools()
+        children = _descendants(process.pid)
+        process.send_signal(signal.SIGINT)
+        with trio.fail_after(BOUND):
+            assert await process.wait() == 0
+        _, alive = psutil.wait_procs(children, timeout=10)
+        assert not [p for p in alive if "fault_server" in " ".join(p.cmdline())]
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+
+
+def test_serve_refuses_bad_options_before_starting(tmp_path: Path) -> None:
+    """A path without a leading slash or an empty separator is a usage error (exit 2), nothing started."""
+    config = write_config(tmp_path / "cfg.json")
+    bad_path = invoke(config, "serve", "--path", "mcp")
+    assert bad_path.rc == 2 and "--path must start with '/'" in bad_path.stderr
+    bad_separator = invoke(config, "serve", "--separator", "")
+    assert bad_separator.rc == 2 and "--separator must not be empty" in bad_separator.stderr
+
+
+async def test_serve_stdio_is_a_desktop_apps_only_server(tmp_path: Path) -> None:
+    """``serve --stdio`` under the SDK's stdio client: tools listed and called; closing stdin ends it all."""
+    from mcp import StdioServerParameters
+
+    config = write_config(tmp_path / "cfg.json", stdio("alpha", fault_server_command()))
+    params = StdioServerParameters(
+        command=CLI[0], args=[*CLI[1:], "serve", "--stdio", "--config", str(config)], env=cli_env(config)
+    )
+    async with Client(params, mode="legacy") as client:
+        with trio.fail_after(BOUND):
+            assert "alpha__echo" in {tool.name for tool in (await client.list_tools()).tools}
+            assert _text(await client.call_tool("alpha__echo", {"text": "piped"})) == "piped"
+    # The autouse no_leaked_processes fixture fails the test if the gateway or its server is left.
