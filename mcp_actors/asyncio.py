@@ -117,9 +117,9 @@ async def open_runtime(
             trio (another guest runtime), which allows one trio run per thread.
         **runtime_options: The other options of :func:`mcp_actors.runtime.open_runtime`
             (``tool_cache_ttl``, ``connect_on_add``, ...). The host callbacks
-            (``sampling_handler``, ``elicitation_handler``, ``assertion_handler``, a ``roots``
-            callable) may be coroutine functions, run on this loop, or plain functions, run in
-            a worker thread (they may block).
+            (``sampling_handler``, ``elicitation_handler``, ``assertion_handler``,
+            ``authorization_handler``, a ``roots`` callable) may be coroutine functions, run
+            on this loop, or plain functions, run in a worker thread (they may block).
 
     Raises:
         ValueError: ``mode`` is not ``"guest"`` or ``"thread"``.

@@ -504,9 +504,10 @@ def start_portal(config_path: str | None = None, **runtime_options: Any) -> Runt
     Args:
         config_path: The config file, as for :func:`~mcp_actors.runtime.open_runtime`.
         **runtime_options: Other ``open_runtime`` options (``tool_cache_ttl``, ...). The host
-            callbacks (``sampling_handler``, ``elicitation_handler``, ``assertion_handler``, a
-            ``roots`` callable) may be plain functions, run in a worker thread (they may block), or coroutine
-            functions, run on the asyncio loop that called ``start_portal``.
+            callbacks (``sampling_handler``, ``elicitation_handler``, ``assertion_handler``,
+            ``authorization_handler``, a ``roots`` callable) may be plain functions, run in a
+            worker thread (they may block), or coroutine functions, run on the asyncio loop
+            that called ``start_portal``.
 
     Returns:
         The running portal; close it (or use it as a context manager) to stop the runtime.

@@ -55,7 +55,7 @@ AsyncioProgressCallback = Callable[[float, float | None, str | None], Awaitable[
 AsyncioApprover = Callable[[ApprovalRequest], Awaitable[bool] | bool]
 """An approver for asyncio hosts: a function or coroutine function, run on the host's loop."""
 
-_CALLBACK_OPTIONS = ("sampling_handler", "elicitation_handler", "assertion_handler")
+_CALLBACK_OPTIONS = ("sampling_handler", "elicitation_handler", "assertion_handler", "authorization_handler")
 
 
 class Hop(Protocol):
