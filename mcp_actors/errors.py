@@ -37,10 +37,12 @@ __all__ = [
     "DuplicateServerName",
     "IdentityProviderRefused",
     "InvalidCallInput",
+    "InvalidProfile",
     "InvalidServerConfig",
     "InvalidToolName",
     "LookupFailed",
     "McpActorsError",
+    "ProfileNotFound",
     "ServerCircuitOpen",
     "ServerConnectionLost",
     "ServerInactive",
@@ -110,6 +112,23 @@ class ConfigError(McpActorsError, ValueError):
         self.field = field
 
 
+class InvalidProfile(ConfigError):
+    """A gateway profile (the config file's ``profiles`` section) is malformed.
+
+    The message names the profile and the field (``profiles.<name>.<path>``) and says what
+    is expected; a gateway keeps serving the profiles it had until the section is fixed.
+
+    Attributes:
+        profile: The profile's name, or ``None`` when the section itself is wrong.
+    """
+
+    profile: str | None
+
+    def __init__(self, message: str, *, profile: str | None = None, field: str | None = None) -> None:
+        super().__init__(message, field=field)
+        self.profile = profile
+
+
 class InvalidServerConfig(ConfigError):
     """A server entry has a missing, mistyped or contradictory field."""
 
@@ -165,6 +184,20 @@ class LookupFailed(McpActorsError, LookupError):
 
 class ServerNotFound(LookupFailed):
     """No server with that id or name is configured."""
+
+
+class ProfileNotFound(LookupFailed):
+    """No gateway profile of that name is configured.
+
+    Attributes:
+        profile: The name asked for.
+    """
+
+    profile: str
+
+    def __init__(self, message: str, *, profile: str) -> None:
+        super().__init__(message)
+        self.profile = profile
 
 
 class ToolNotFound(LookupFailed):

@@ -31,6 +31,7 @@ import attrs
 import trio
 
 __all__ = [
+    "CONFIG_INVALID",
     "CONNECTION_STATE",
     "DEFAULT_MAX_SUBSCRIBERS",
     "ELICITATION_COMPLETE",
@@ -38,6 +39,7 @@ __all__ = [
     "EventBus",
     "EventBusStatistics",
     "EventType",
+    "PROFILES_CHANGED",
     "RESOURCES_CHANGED",
     "RESOURCE_UPDATED",
     "SERVERS_CHANGED",
@@ -76,6 +78,10 @@ class EventType(enum.StrEnum):
     """A server sent a log message (``level``, ``logger``, ``data``)."""
     ELICITATION_COMPLETE = "elicitation:complete"
     """A URL-mode elicitation finished out of band (``elicitationId``; ``notifications/elicitation/complete``)."""
+    CONFIG_INVALID = "config:invalid"
+    """A changed config file was not applied: it cannot be read (``path``, ``error``, ``field``, ``profile``)."""
+    PROFILES_CHANGED = "profiles:changed"
+    """The gateway serves changed profiles (``profiles``: the names added, changed or removed)."""
 
 
 # Aliases of the members, so that emitters and readers written against the constants keep working.
@@ -90,6 +96,8 @@ RESOURCES_CHANGED: Final = EventType.RESOURCES_CHANGED
 RESOURCE_UPDATED: Final = EventType.RESOURCE_UPDATED
 SERVER_LOG: Final = EventType.SERVER_LOG
 ELICITATION_COMPLETE: Final = EventType.ELICITATION_COMPLETE
+CONFIG_INVALID: Final = EventType.CONFIG_INVALID
+PROFILES_CHANGED: Final = EventType.PROFILES_CHANGED
 
 _CALL_EVENTS: Final = frozenset({EventType.TOOL_CALLED, EventType.TOOL_PROGRESS})
 """The kinds emitted on every tool call (see :attr:`EventBus.watches_calls`)."""

@@ -29,6 +29,7 @@ import trio.lowlevel
 from mcp_actors import events
 from mcp_actors._config.host_import import AddJsonEntryResult, parse_server_configs
 from mcp_actors._config.record import LOG_LEVELS, InstallSource, McpServerRecord
+from mcp_actors._config.store import ConfigStore
 from mcp_actors._connection.call_ids import new_call_id
 from mcp_actors._connection.call_input import check_timeout, checked_arguments
 from mcp_actors._connection.callbacks import DEFAULT_CALLBACK_TIMEOUT, RootsSource
@@ -926,6 +927,16 @@ class McpService:
         if level not in LOG_LEVELS:
             raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
         await (await self._active(server))[1].set_log_level(level)
+
+    @property
+    def config_store(self) -> ConfigStore:
+        """The config file this service reads (a gateway watches it for its profiles)."""
+        return self._registry.store
+
+    @property
+    def bus(self) -> events.EventBus:
+        """The runtime's event bus (for parts of the host that report events, as the gateway does)."""
+        return self._registry.bus
 
     def subscribe(
         self, *, buffer: int = 1024, types: Iterable[events.EventType | str] | None = None

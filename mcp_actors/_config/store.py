@@ -65,6 +65,7 @@ __all__ = [
     "CONFIG_FILE_NAME",
     "ConfigFileLocked",
     "ConfigStore",
+    "SectionChange",
     "default_config_path",
     "resolve_config_path",
 ]
@@ -97,6 +98,19 @@ def _position(data: bytes, offset: int) -> tuple[int, int]:
     line = data.count(b"\n", 0, offset) + 1
     column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
     return line, column
+
+
+@attrs.frozen
+class SectionChange:
+    """What a :meth:`ConfigStore.modify_section` change returns: the section's new value and a result.
+
+    Attributes:
+        value: The section's new JSON value (``None`` removes the key).
+        result: What :meth:`ConfigStore.modify_section` returns to its caller.
+    """
+
+    value: Any
+    result: Any = None
 
 
 @attrs.define(eq=False)
@@ -217,6 +231,65 @@ class ConfigStore:
             if self.fingerprint() == before:
                 return records, before
         return records, self.fingerprint()
+
+    def load_section(self, key: str) -> tuple[Any, tuple[int, int, int, int] | None]:
+        """One top-level section other than the records (``profiles``), as JSON, with its fingerprint.
+
+        The store keeps such sections as they are; their owner (:mod:`mcp_actors._config.profiles`
+        for ``profiles``) validates them.
+
+        Returns:
+            The section's JSON value (``None`` when absent) and the :meth:`fingerprint` of the
+            version read.
+
+        Raises:
+            ConfigFileCorrupt, OSError: As :meth:`load`.
+        """
+        for _ in range(8):
+            before = self.fingerprint()
+            _records, extras, _exists = self._read()
+            if self.fingerprint() == before:
+                break
+        return extras.get(key), before
+
+    def modify_section(self, key: str, fn: Callable[[Any], SectionChange]) -> Any:
+        """Read-modify-write one top-level section under the same lock as :meth:`modify`.
+
+        ``fn`` gets the section's current JSON value (``None`` when absent) and returns a
+        :class:`SectionChange`: the section is written back only when its new value differs
+        (``None`` removes the key); the records and every other section are written back
+        unchanged. If ``fn`` raises, nothing is written.
+
+        Args:
+            key: The top-level key (never ``version`` or ``mcpServers``).
+            fn: The change; called exactly once with the current value.
+
+        Returns:
+            ``fn``'s :attr:`SectionChange.result`.
+
+        Raises:
+            ValueError: ``key`` names the records or the version.
+            ConfigFileCorrupt, ConfigFileLocked, ConfigWriteFailed: As :meth:`modify`.
+        """
+        if key in ("version", "mcpServers"):
+            raise ValueError(f"modify_section is for sections other than the records, got {key!r}")
+        try:
+            target = self.target_path
+            with atomic.locked(target, timeout=self.lock_timeout, what="config file", shown=self.path):
+                records, extras, _exists = self._read()
+                change = fn(extras.get(key))
+                if not isinstance(change, SectionChange):
+                    raise TypeError(f"fn must return a SectionChange, got {type(change).__name__}")
+                if change.value != extras.get(key):
+                    updated = {k: v for k, v in extras.items() if k != key}
+                    if change.value is not None:
+                        updated[key] = change.value
+                    self._write(records, updated, target)
+                return change.result
+        except McpActorsError:
+            raise
+        except OSError as exc:
+            raise self._write_failed(exc) from exc
 
     def save(self, records: Iterable[McpServerRecord]) -> None:
         """Replace all records with ``records`` (under the lock, atomically).

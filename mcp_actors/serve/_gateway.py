@@ -26,7 +26,7 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 import mcp_types
@@ -41,6 +41,9 @@ from mcp_actors.errors import McpActorsError, ServerRequestFailed
 from mcp_actors.records import McpServerRecord
 from mcp_actors.serve._names import Joined, NameTable, Naming, UriTable, uri_prefix
 from mcp_actors.service import McpService
+
+if TYPE_CHECKING:
+    from mcp_actors.serve._profiles import Profiles
 
 __all__ = [
     "DEFAULT_LIST_TIMEOUT",
@@ -99,12 +102,15 @@ class Request:
         params: Its params (``{}`` when absent).
         version: The protocol revision it is served at.
         notify: Where its notifications (progress) go, or ``None`` when nowhere.
+        profile: The profile it is served as (the front's path selects it; ``None``:
+            everything, no profile applies).
     """
 
     method: str
     params: dict[str, Any]
     version: str
     notify: Notify | None = None
+    profile: str | None = None
 
 
 class Listener:
@@ -155,11 +161,14 @@ class Gateway:
             or a function ``(server name, item name) -> public name``.
         list_timeout: Seconds each server may take to answer a listing before the listing
             goes on without it.
+        profiles: The profiles served (:mod:`mcp_actors.serve._profiles`); a request with a
+            :attr:`Request.profile` is answered as that profile sees the gateway.
     """
 
     service: McpService
     naming: str | Naming | None = None
     list_timeout: float = DEFAULT_LIST_TIMEOUT
+    profiles: Profiles | None = None
     tools: NameTable = attrs.field(init=False)
     prompts: NameTable = attrs.field(init=False)
     resources: UriTable = attrs.field(factory=UriTable, init=False)
@@ -242,6 +251,8 @@ class Gateway:
         Raises:
             RpcError: The JSON-RPC error to answer with.
         """
+        if request.profile is not None and self.profiles is not None:
+            return await self.profiles.handle(self, request)
         method, version = request.method, request.version
         try:
             _methods.validate_client_request(method, version, request.params)
@@ -462,6 +473,16 @@ class Gateway:
         if len(self._server_names) == 1:
             return next(iter(self._server_names)), uri
         raise RpcError(_RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+
+    async def resource_target(self, uri: str) -> tuple[str, str]:
+        """``(server id, original URI)`` that a read of ``uri`` goes to (what a profile checks).
+
+        Raises:
+            RpcError: No server owns ``uri`` (resource not found).
+        """
+        if not self._server_names:
+            await self._records()
+        return self._resource_target(uri)
 
     async def _read_resource(self, request: Request) -> Any:
         uri = request.params["uri"]

@@ -117,9 +117,11 @@ class HttpRequest:
         raw_headers: Every header line as ``(lower-case name, value)``, in order.
         body: The body (empty when there is none).
         keep_alive: Whether the connection may carry another request after this one.
+        profile: The gateway profile its path selects (set by the front once the path is
+            known; ``None`` before), for the checks that depend on it (inbound keys).
     """
 
-    __slots__ = ("body", "headers", "keep_alive", "method", "path", "raw_headers")
+    __slots__ = ("body", "headers", "keep_alive", "method", "path", "profile", "raw_headers")
 
     def __init__(
         self,
@@ -136,6 +138,7 @@ class HttpRequest:
         self.raw_headers = raw_headers
         self.body = body
         self.keep_alive = keep_alive
+        self.profile: str | None = None
 
 
 def _encode_headers(headers: Iterable[tuple[str, str]]) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
@@ -13,6 +14,7 @@ import trio
 from mcp_actors.serve._gateway import DEFAULT_LIST_TIMEOUT, Gateway, connect_all, relay_changes
 from mcp_actors.serve._http import HttpLimits
 from mcp_actors.serve._names import Naming
+from mcp_actors.serve._reload import DEFAULT_RELOAD_INTERVAL, start_profiles, watch_config
 from mcp_actors.serve._stdio import DEFAULT_MAX_MESSAGE, StdioFront
 from mcp_actors.serve._streamable import DEFAULT_GRACE, LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpFront
 from mcp_actors.service import McpService
@@ -65,6 +67,7 @@ async def serve_http(
     allowed_origins: Sequence[str] | None = None,
     limits: HttpLimits | None = None,
     connect: bool = True,
+    reload_interval: float | None = DEFAULT_RELOAD_INTERVAL,
     task_status: trio.TaskStatus[HttpGateway] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve every enabled server of ``service`` as one MCP server over streamable HTTP, until stopped.
@@ -90,8 +93,15 @@ async def serve_http(
         limits: Request size and time bounds (:class:`~mcp_actors.serve.HttpLimits`).
         connect: Connect every enabled server at start, in the background, so the first
             listing finds them up (they connect on first use otherwise).
+        reload_interval: Seconds between looks at the config file: a change (servers,
+            profiles) is applied while serving (:mod:`~mcp_actors.serve._reload`); ``None``:
+            the profiles read at start stay.
+
+    Raises:
+        InvalidProfile: The config file's profiles section is malformed (at start).
     """
     gateway = Gateway(service, naming=naming, list_timeout=list_timeout)
+    seen = await start_profiles(gateway)
     if allowed_hosts is None:
         hosts: tuple[str, ...] | None = LOOPBACK_HOSTS if _is_loopback(host) else None
     else:
@@ -108,6 +118,10 @@ async def serve_http(
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
     async with trio.open_nursery() as nursery:
         await nursery.start(relay_changes, gateway)
+        if reload_interval is not None:
+            nursery.start_soon(
+                functools.partial(watch_config, gateway, service.config_store, interval=reload_interval, seen=seen)
+            )
         if connect:
             nursery.start_soon(connect_all, service)
         await nursery.start(front.serve, listeners)
@@ -126,6 +140,8 @@ async def serve_stdio(
     max_message: int = DEFAULT_MAX_MESSAGE,
     grace: float = DEFAULT_GRACE,
     connect: bool = True,
+    profile: str | None = None,
+    reload_interval: float | None = DEFAULT_RELOAD_INTERVAL,
 ) -> None:
     """Serve every enabled server of ``service`` as one MCP server to one client on stdin and stdout.
 
@@ -142,6 +158,13 @@ async def serve_stdio(
         max_message: The largest message accepted from the client, in bytes.
         grace: Seconds requests in flight may run after stdin ends.
         connect: As for :func:`serve_http`.
+        profile: The profile served (``None``: the default one, every server unless the
+            config defines a ``default`` profile).
+        reload_interval: As for :func:`serve_http`.
+
+    Raises:
+        InvalidProfile: The config file's profiles section is malformed (at start).
+        ProfileNotFound: ``profile`` is not configured.
     """
     owned: list[trio.lowlevel.FdStream] = []
     if stdin is None:
@@ -151,10 +174,15 @@ async def serve_stdio(
         stdout = trio.lowlevel.FdStream(os.dup(1))
         owned.append(stdout)
     gateway = Gateway(service, naming=naming, list_timeout=list_timeout)
-    front = StdioFront(gateway, stdin, stdout, max_message=max_message)
     try:
+        seen = await start_profiles(gateway, profile=profile)
+        front = StdioFront(gateway, stdin, stdout, max_message=max_message, profile=profile)
         async with trio.open_nursery() as nursery:
             await nursery.start(relay_changes, gateway)
+            if reload_interval is not None:
+                nursery.start_soon(
+                    functools.partial(watch_config, gateway, service.config_store, interval=reload_interval, seen=seen)
+                )
             if connect:
                 nursery.start_soon(connect_all, service)
             await front.serve(grace)

@@ -79,12 +79,14 @@ class StdioFront:
         receive: The client's messages (stdin).
         send: Where answers and notifications go (stdout).
         max_message: The largest message accepted, in bytes.
+        profile: The profile served (``None``: the default one).
     """
 
     gateway: Gateway
     receive: trio.abc.ReceiveStream
     send: trio.abc.SendStream
     max_message: int = DEFAULT_MAX_MESSAGE
+    profile: str | None = None
     version: str | None = None
     """The handshake revision, once ``initialize`` was answered."""
     in_flight: dict[Any, trio.CancelScope] = attrs.field(factory=dict)
@@ -225,7 +227,7 @@ class StdioFront:
             version = LATEST_HANDSHAKE_VERSION
         else:
             version = self.version
-        request = Request(method, params, version, notify=self.notify)
+        request = Request(method, params, version, notify=self.notify, profile=self.profile)
         try:
             result = await self.gateway.handle(request)
         except RpcError as exc:

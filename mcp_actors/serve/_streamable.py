@@ -55,6 +55,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from mcp_actors._wire.codec import decode, encode
 from mcp_actors.serve._gateway import Gateway, Listener, Request, RpcError
 from mcp_actors.serve._http import ConnectionWatch, HttpConnection, HttpLimits, HttpRequest
+from mcp_actors.serve._profiles import profile_of_path
 
 __all__ = ["DEFAULT_GRACE", "HttpFront", "LOOPBACK_HOSTS", "LOOPBACK_ORIGINS"]
 
@@ -165,6 +166,8 @@ class _Session:
     version: str
     last_seen: float
     """``time.monotonic()`` of its last request (the idle timeout counts from it)."""
+    profile: str | None = None
+    """The profile whose path opened it; a session is named only on that path."""
     in_flight: dict[Any, trio.CancelScope] = attrs.field(factory=dict)
     stream: _EventQueue | None = None
     ended: trio.Event = attrs.field(factory=trio.Event)
@@ -313,8 +316,9 @@ class HttpFront:
 
     async def _exchange(self, conn: HttpConnection, request: HttpRequest) -> None:
         headers = request.headers
-        if request.path != self.path:
-            await self._refuse(conn, 404, f"not found; the MCP endpoint is {self.path}")
+        request.profile = profile_of_path(request.path, self.path, self.gateway.profiles)
+        if request.profile is None:
+            await self._refuse(conn, 404, f"not found; the MCP endpoint is {self.path} (or {self.path}/<profile>)")
             return
         if self.allowed_hosts is not None and not self._host_ok(headers.get("host", "")):
             await self._refuse(conn, 421, "Invalid Host header")
@@ -372,7 +376,7 @@ class HttpFront:
             await self._refuse(conn, 400, "Bad Request: Missing session ID")
             return None
         session = self.sessions.get(sid)
-        if session is None:
+        if session is None or session.profile != request.profile:
             await self._refuse(conn, 404, "Session not found")
             return None
         session.last_seen = time.monotonic()
@@ -384,7 +388,7 @@ class HttpFront:
             return
         method = message.get("method")
         if method == "initialize" and "id" in message:
-            await self._initialize(conn, message)
+            await self._initialize(conn, message, request.profile)
             return
         session = await self._session(conn, request)
         if session is None:
@@ -425,7 +429,7 @@ class HttpFront:
         try:
             await self._answer(
                 conn,
-                Request(method, params or {}, session.version),
+                Request(method, params or {}, session.version, profile=session.profile),
                 rid,
                 scope,
                 sid_header,
@@ -436,7 +440,7 @@ class HttpFront:
             if session.in_flight.get(rid) is scope:
                 del session.in_flight[rid]
 
-    async def _initialize(self, conn: HttpConnection, message: dict[str, Any]) -> None:
+    async def _initialize(self, conn: HttpConnection, message: dict[str, Any], profile: str | None = None) -> None:
         rid = message["id"]
         if not _request_id_ok(rid):
             await self._refuse(conn, 400, "the id must be a string or an integer")
@@ -451,7 +455,7 @@ class HttpFront:
             await self._reply(conn, 200, {"jsonrpc": "2.0", "id": rid, "error": exc.to_json()})
             return
         sid = secrets.token_hex(16)
-        self.sessions[sid] = _Session(id=sid, version=version, last_seen=time.monotonic())
+        self.sessions[sid] = _Session(id=sid, version=version, last_seen=time.monotonic(), profile=profile)
         await self._reply(conn, 200, {"jsonrpc": "2.0", "id": rid, "result": result}, ((SESSION_HEADER, sid),))
 
     async def _get(self, conn: HttpConnection, request: HttpRequest) -> None:
@@ -644,11 +648,11 @@ class HttpFront:
                     await self._rejected(conn, rejection, rid)
                     return
         if method == "subscriptions/listen":
-            await self._listen(conn, Request(method, params, verdict.protocol_version), rid)
+            await self._listen(conn, Request(method, params, verdict.protocol_version, profile=request.profile), rid)
             return
         await self._answer(
             conn,
-            Request(method, params, verdict.protocol_version),
+            Request(method, params, verdict.protocol_version, profile=request.profile),
             rid,
             trio.CancelScope(),
             (),
