@@ -36,7 +36,7 @@ from mcp_actors.serve._names import Joined, NameTable, Naming
 if TYPE_CHECKING:
     from mcp_actors.serve._gateway import Gateway
 
-__all__ = ["ProfileView", "Profiles", "profile_of_path"]
+__all__ = ["ProfileView", "Profiles", "not_served", "profile_of_path"]
 
 logger = logging.getLogger("mcp_actors.serve")
 
@@ -332,3 +332,12 @@ def profile_of_path(path: str, endpoint: str, profiles: Profiles | None) -> str 
     if slash and head == endpoint.rstrip("/") and profiles is not None and profiles.serves(name):
         return name
     return None
+
+
+def not_served(path: str, endpoint: str, profiles: Profiles | None) -> str:
+    """Why ``path`` is not found (the 404's message): a profile not configured is named, with those that are."""
+    head, slash, name = path.rpartition("/")
+    if slash and head == endpoint.rstrip("/") and name:
+        known = ", ".join([DEFAULT_PROFILE, *(profiles.names() if profiles is not None else ())])
+        return f"no profile {name!r} is configured (the profiles are: {known}); connect to {endpoint}/<profile>"
+    return f"not found; the MCP endpoint is {endpoint} (or {endpoint}/<profile>)"

@@ -55,7 +55,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from mcp_actors._wire.codec import decode, encode
 from mcp_actors.serve._gateway import Gateway, Listener, Request, RpcError
 from mcp_actors.serve._http import ConnectionWatch, HttpConnection, HttpLimits, HttpRequest
-from mcp_actors.serve._profiles import profile_of_path
+from mcp_actors.serve._profiles import not_served, profile_of_path
 
 __all__ = ["DEFAULT_GRACE", "HttpFront", "LOOPBACK_HOSTS", "LOOPBACK_ORIGINS"]
 
@@ -318,7 +318,7 @@ class HttpFront:
         headers = request.headers
         request.profile = profile_of_path(request.path, self.path, self.gateway.profiles)
         if request.profile is None:
-            await self._refuse(conn, 404, f"not found; the MCP endpoint is {self.path} (or {self.path}/<profile>)")
+            await self._refuse(conn, 404, not_served(request.path, self.path, self.gateway.profiles))
             return
         if self.allowed_hosts is not None and not self._host_ok(headers.get("host", "")):
             await self._refuse(conn, 421, "Invalid Host header")
