@@ -44,6 +44,7 @@ import typer
 from mcp_actors._config.paths import CONFIG_ENV_VAR, STATE_DIR_ENV, state_dir
 from mcp_actors.cli import _console
 from mcp_actors.cli._auth import auth_app
+from mcp_actors.cli._profiles import profile_app
 from mcp_actors.cli._protocol import prompts_app, resources_app, tasks_app
 from mcp_actors.cli._run import _execute, _Options, _run_async, _silence_stdout, _with_service
 from mcp_actors.cli._serve import serve
@@ -149,6 +150,7 @@ app.add_typer(resources_app, name="resources")  # resources, prompts, tasks: cli
 app.add_typer(prompts_app, name="prompts")
 app.add_typer(tasks_app, name="tasks")
 app.command("serve")(serve)  # the gateway: cli/_serve.py
+app.add_typer(profile_app, name="profile")  # the gateway's profiles: cli/_profiles.py
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]
 ServerArg = Annotated[str, typer.Argument(metavar="NAME", help="The server's name (or id).")]

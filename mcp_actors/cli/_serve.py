@@ -3,7 +3,7 @@
 Kept apart from :mod:`mcp_actors.cli._app`, which registers the command::
 
     mcp-actors serve [--host 127.0.0.1] [--port N] [--path /mcp] [--separator __] [--grace S]
-    mcp-actors serve --stdio
+    mcp-actors serve --stdio [--profile NAME]
 
 Over HTTP the endpoint's URL is the first line on stdout (a script reads it; ``--port 0``
 picks a free port), and SIGINT or SIGTERM stop it gracefully: no new connections, event
@@ -39,6 +39,10 @@ def serve(
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="The port (0: a free one).")] = 8000,
     path: Annotated[str, typer.Option("--path", help="The endpoint's path.")] = "/mcp",
     stdio: Annotated[bool, typer.Option("--stdio", help="Serve one client on stdin/stdout instead of HTTP.")] = False,
+    profile: Annotated[
+        str | None,
+        typer.Option("--profile", help="With --stdio: serve this profile (over HTTP each is at <path>/<profile>)."),
+    ] = None,
     separator: Annotated[
         str, typer.Option("--separator", help="What joins server and tool (or prompt) names: <server><sep><name>.")
     ] = "__",
@@ -65,8 +69,10 @@ def serve(
             raise CliError("--separator must not be empty")
         if not path.startswith("/"):
             raise CliError(f"--path must start with '/', got {path!r}")
+        if profile is not None and not stdio:
+            raise CliError(f"--profile is for --stdio; over HTTP every profile is served at {path}/<profile>")
         if stdio:
-            return await _serve_stdio(opts, separator)
+            return await _serve_stdio(opts, separator, profile)
         return await _serve_http(opts, host, port, path, separator, grace)
 
     _run_async(ctx, body)
@@ -95,6 +101,10 @@ async def _serve_http(opts: _Options, host: str, port: int, path: str, separator
             print(
                 f"mcp-actors serve: {active} enabled {noun} at {gateway.url}; Ctrl-C stops", file=sys.stderr, flush=True
             )
+            profiles = gateway.gateway.profiles.names() if gateway.gateway.profiles is not None else []
+            if profiles:
+                shown = ", ".join(f"{gateway.url}/{name}" for name in profiles)
+                print(f"mcp-actors serve: profiles at {shown}", file=sys.stderr, flush=True)
             async for _ in signals:
                 break
             print(f"mcp-actors serve: stopping (requests in flight get {grace:g}s)", file=sys.stderr, flush=True)
@@ -113,7 +123,7 @@ async def _serve_http(opts: _Options, host: str, port: int, path: str, separator
     return ExitCode.OK
 
 
-async def _serve_stdio(opts: _Options, separator: str) -> ExitCode:
+async def _serve_stdio(opts: _Options, separator: str, profile: str | None = None) -> ExitCode:
     import trio
 
     from mcp_actors.runtime import open_runtime
@@ -134,6 +144,6 @@ async def _serve_stdio(opts: _Options, separator: str) -> ExitCode:
                     return
 
             nursery.start_soon(stop_on_signal)
-            await serve_stdio(runtime.service, stdout=stdout, naming=separator)
+            await serve_stdio(runtime.service, stdout=stdout, naming=separator, profile=profile)
             nursery.cancel_scope.cancel()
     return ExitCode.OK
