@@ -22,6 +22,7 @@ _VALUES = {
     "method": "resources/read",
     "code": -32602,
     "limit": 1024,
+    "profile": "coder",
 }
 
 
