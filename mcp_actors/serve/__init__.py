@@ -15,7 +15,9 @@ down costs only its own tools. See docs/gateway.md.
 Modules: ``_serve.py`` (running a gateway), ``_gateway.py`` (the transport-free core:
 requests answered from the service, names, list changes), ``_streamable.py`` (the
 streamable-HTTP front: 2025 sessions, 2026-07-28 single requests), ``_stdio.py`` (the stdio
-front), ``_http.py`` (HTTP/1.1 server side, bounded), ``_names.py`` (public names and URIs).
+front), ``_http.py`` (HTTP/1.1 server side, bounded), ``_names.py`` (public names and URIs),
+``_profiles.py`` (profiles: a view of the core at ``/mcp/<profile>``), ``_reload.py`` (the config
+file followed while serving).
 """
 
 from __future__ import annotations
