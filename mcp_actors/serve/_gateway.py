@@ -251,7 +251,7 @@ class Gateway:
         Raises:
             RpcError: The JSON-RPC error to answer with.
         """
-        if request.profile is not None and self.profiles is not None:
+        if request.profile is not None and self.profiles is not None and self.profiles.applies(request.profile):
             return await self.profiles.handle(self, request)
         method, version = request.method, request.version
         try:

@@ -111,6 +111,10 @@ class Profiles:
         """Whether ``name`` is a profile served now (the default one always is)."""
         return name == DEFAULT_PROFILE or name in self.views
 
+    def applies(self, name: str) -> bool:
+        """Whether a request of profile ``name`` needs a view (the default one without a profile needs none)."""
+        return name != DEFAULT_PROFILE or name in self.views
+
     def names(self) -> list[str]:
         """The configured profiles' names, sorted."""
         return sorted(self.views)
