@@ -143,3 +143,15 @@ def test_serve_profile_is_for_stdio(config: Path) -> None:
     result = invoke(config, "serve", "--profile", "coder")
     assert result.rc == 2
     assert "/mcp/<profile>" in result.error_line()
+
+
+def test_serve_does_not_start_on_a_malformed_profiles_section(tmp_path: Path) -> None:
+    """``serve`` with a hand-broken profile exits 2 naming the profile's field, before listening."""
+    path = write_config(tmp_path / "cfg.json")
+    document = json.loads(path.read_text())
+    document["profiles"] = {"default": {"servers": {"x": {"tools": "all"}}}}
+    path.write_text(json.dumps(document))
+    result = invoke(path, "serve", "--port", "0")
+    assert result.rc == 2
+    assert "profiles.default.servers.x.tools" in result.error_line()
+    assert result.stdout == ""  # no URL: nothing was served
