@@ -19,6 +19,7 @@ error naming the profiles there are.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Final
 
 import trio
@@ -29,7 +30,14 @@ from mcp_actors._config.store import ConfigStore
 from mcp_actors.errors import ConfigError, InvalidProfile, McpActorsError
 from mcp_actors.serve._gateway import Gateway
 
-__all__ = ["DEFAULT_RELOAD_INTERVAL", "read_profiles", "watch_config"]
+__all__ = [
+    "DEFAULT_RELOAD_INTERVAL",
+    "apply_config",
+    "read_profiles",
+    "start_profiles",
+    "warn_unknown_servers",
+    "watch_config",
+]
 
 logger = logging.getLogger("mcp_actors.serve")
 
@@ -60,6 +68,15 @@ def _report(gateway: Gateway, store: ConfigStore, exc: Exception) -> None:
     )
 
 
+async def warn_unknown_servers(gateway: Gateway, profiles: Mapping[str, Profile]) -> None:
+    """Log each server a profile names that is not configured (renamed or removed): it is left out."""
+    configured = {record.name for record in await gateway.service.list()}
+    for name, profile in profiles.items():
+        for server in profile.servers:
+            if server not in configured and not any(mark in server for mark in "*?["):
+                logger.warning("profile %r names server %r, which is not configured: it is left out", name, server)
+
+
 async def apply_config(gateway: Gateway, store: ConfigStore) -> _Fingerprint:
     """Apply the file as it is now: servers through the runtime, profiles to the gateway.
 
@@ -79,6 +96,7 @@ async def apply_config(gateway: Gateway, store: ConfigStore) -> _Fingerprint:
     if served is None:
         return fingerprint
     changed = served.update(profiles)
+    await warn_unknown_servers(gateway, {name: profiles[name] for name in changed if name in profiles})
     if changed:
         logger.info("profiles changed: %s", ", ".join(sorted(changed)))
         gateway.service.bus.emit(events.PROFILES_CHANGED, profiles=sorted(changed))
@@ -143,6 +161,7 @@ async def start_profiles(gateway: Gateway, *, profile: str | None = None) -> _Fi
     profiles, fingerprint = await read_profiles(store)
     served = gateway.profiles = Profiles(naming=gateway.tools.naming)
     served.update(profiles)
+    await warn_unknown_servers(gateway, profiles)
     if profile is not None and not served.serves(profile):
         known = ", ".join([DEFAULT_PROFILE, *served.names()])
         raise ProfileNotFound(

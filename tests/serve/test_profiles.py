@@ -333,3 +333,16 @@ class _Lines:
         line, _, self.buffer = self.buffer.partition(b"\n")
         decoded: dict[str, Any] = json.loads(line)
         return decoded
+
+
+async def test_a_profile_naming_a_server_not_configured_is_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server a profile names that the config lacks (renamed, removed) is logged once at start, and left out."""
+    profiles = {"x": {"servers": {"gone": {}, "alpha": {"tools": ["echo"]}, "b*": {"tools": []}}}}
+    with caplog.at_level("WARNING", logger="mcp_actors.serve"):
+        async with profiled_gateway(tmp_path, profiles) as rig, Client(rig.url("x")) as client:
+            with trio.fail_after(BOUND):
+                assert [tool.name for tool in (await client.list_tools()).tools] == ["alpha__echo"]
+    warned = [record.getMessage() for record in caplog.records if "not configured" in record.getMessage()]
+    assert warned == ["profile 'x' names server 'gone', which is not configured: it is left out"]
