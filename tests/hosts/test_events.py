@@ -38,8 +38,12 @@ def test_event_types_are_an_enum_with_the_wire_strings() -> None:
         "resource:updated",
         "server:log",
         "elicitation:complete",
+        "config:invalid",
+        "profiles:changed",
     }
     assert events.ELICITATION_COMPLETE is EventType.ELICITATION_COMPLETE
+    assert events.CONFIG_INVALID is EventType.CONFIG_INVALID
+    assert events.PROFILES_CHANGED is EventType.PROFILES_CHANGED
     assert events.SERVER_CONNECTED is EventType.SERVER_CONNECTED
     assert events.CONNECTION_STATE is EventType.CONNECTION_STATE
     assert events.SERVERS_CHANGED is EventType.SERVERS_CHANGED
