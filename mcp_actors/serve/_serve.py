@@ -74,7 +74,9 @@ async def serve_http(
 
     Run it with ``await nursery.start(serve_http, service)``: the value started is an
     :class:`HttpGateway` with the URL; :meth:`HttpGateway.stop` ends it gracefully, and
-    cancelling the task ends it at once.
+    cancelling the task ends it at once. Each profile of the config file is served at
+    ``<path>/<profile>`` (docs/gateway.md, Profiles), and changes of the file apply while it
+    serves.
 
     Args:
         service: The runtime's service.

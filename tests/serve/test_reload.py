@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 import trio
 from mcp import Client
@@ -74,9 +75,12 @@ async def test_a_profile_added_is_served_and_a_removed_one_refused(tmp_path: Pat
                     MCPError, match=r"no profile 'ops' is configured \(the profiles are: default, coder\)"
                 ):
                     await ops.list_tools()
-            with pytest.raises(Exception):  # noqa: B017 - the SDK reports a 404 at connect in its own way
-                async with Client(rig.url("ops"), mode="legacy") as gone:
-                    await gone.list_tools()
+            async with httpx2.AsyncClient() as http:
+                ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+                headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+                refused = await http.post(rig.url("ops"), headers=headers, json=ping)
+                assert refused.status_code == 404
+                assert "no profile 'ops' is configured" in refused.text
 
 
 async def test_a_server_added_elsewhere_is_served_without_a_restart(tmp_path: Path) -> None:
