@@ -136,6 +136,21 @@ class Profiles:
         self.views = views
         return frozenset(changed)
 
+    def header_schema(self, gateway: Gateway, profile: str | None, name: str) -> Any | None:
+        """The input schema that marks ``Mcp-Param-*`` headers for tool ``name`` of ``profile``, if it marks any.
+
+        A profile names its tools its own way; the schema is the one the gateway listed for
+        the same tool, so a header is checked whatever path the call came by.
+        """
+        view = self.views.get(profile or DEFAULT_PROFILE)
+        if view is None:
+            return gateway.header_schemas.get(name)
+        target = view.tools.resolve(name)
+        server = _server_name(gateway, target[0]) if target is not None else None
+        if target is None or server is None:
+            return None
+        return gateway.header_schemas.get(gateway.tools.claim(target[0], server, target[1]))
+
     # ------------------------------------------------------------------ requests
 
     async def handle(self, gateway: Gateway, request: Request) -> dict[str, Any]:

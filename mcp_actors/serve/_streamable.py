@@ -641,7 +641,14 @@ class HttpFront:
         if method == "tools/call":
             # The SDK's rung for Mcp-Param-* headers: checked against the tool's own schema, as listed.
             name, arguments = params.get("name"), params.get("arguments")
-            schema = self.gateway.header_schemas.get(name) if isinstance(name, str) else None
+            schema = None
+            if isinstance(name, str):
+                profiles = self.gateway.profiles
+                schema = (
+                    profiles.header_schema(self.gateway, request.profile, name)
+                    if profiles is not None and request.profile is not None
+                    else self.gateway.header_schemas.get(name)
+                )
             if schema is not None and isinstance(arguments, dict):
                 rejection = validate_mcp_param_headers(schema, arguments, _Lines(request.raw_headers))
                 if rejection is not None:

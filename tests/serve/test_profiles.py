@@ -346,3 +346,38 @@ async def test_a_profile_naming_a_server_not_configured_is_warned_about(
                 assert [tool.name for tool in (await client.list_tools()).tools] == ["alpha__echo"]
     warned = [record.getMessage() for record in caplog.records if "not configured" in record.getMessage()]
     assert warned == ["profile 'x' names server 'gone', which is not configured: it is left out"]
+
+
+async def test_mcp_param_headers_are_checked_under_a_profiles_names(tmp_path: Path) -> None:
+    """At 2026-07-28 a header that disagrees with its argument is -32020 on a profile's path too."""
+    profiles = {"own": {"naming": "tool", "servers": {"fixture": {}}}}
+    async with profiled_gateway(tmp_path, profiles, ("fixture",)) as rig:
+        url = rig.url("own")
+        async with Client(url, mode="2026-07-28") as client:
+            with trio.fail_after(BOUND):
+                listed = {tool.name for tool in (await client.list_tools()).tools}
+                assert "test_x_mcp_header" in listed
+                answer = await client.call_tool("test_x_mcp_header", {"region": "eu"})
+                assert not answer.is_error
+        envelope = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": "tools/call",
+            "params": {"name": "test_x_mcp_header", "arguments": {"region": "eu"}, "_meta": envelope},
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": "test_x_mcp_header",
+            "mcp-param-region": "us",
+        }
+        with trio.fail_after(BOUND):
+            async with httpx2.AsyncClient() as http:
+                refused = await http.post(url, json=body, headers=headers)
+        assert refused.status_code == 400, refused.text
+        assert refused.json()["error"]["code"] == -32020
