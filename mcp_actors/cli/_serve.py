@@ -2,7 +2,7 @@
 
 Kept apart from :mod:`mcp_actors.cli._app`, which registers the command::
 
-    mcp-actors serve [--host 127.0.0.1] [--port N] [--path /mcp] [--separator __] [--grace S]
+    mcp-actors serve [--host 127.0.0.1] [--port N] [--path /mcp] [--separator __] [--naming tool] [--grace S]
     mcp-actors serve --stdio [--profile NAME]
 
 Over HTTP the endpoint's URL is the first line on stdout (a script reads it; ``--port 0``
@@ -20,8 +20,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Final
 
 import typer
 
@@ -29,6 +30,14 @@ from mcp_actors.cli._run import _Options, _run_async
 from mcp_actors.cli._support import CliError, ExitCode
 
 __all__ = ["serve"]
+
+NAMINGS: Final = ("prefixed", "tool")
+"""``--naming``: ``prefixed`` joins server and name with ``--separator``; ``tool`` keeps the item's own name."""
+
+
+def _own_name(server: str, name: str) -> str:
+    """``--naming tool``: a gateway in front of one server serves its tools under their own names."""
+    return name
 
 
 def serve(
@@ -46,6 +55,14 @@ def serve(
     separator: Annotated[
         str, typer.Option("--separator", help="What joins server and tool (or prompt) names: <server><sep><name>.")
     ] = "__",
+    naming: Annotated[
+        str,
+        typer.Option(
+            "--naming",
+            help="prefixed: <server><sep><name> (the default); tool: each tool's and prompt's own name"
+            " (for one server behind the gateway; a collision gets a short hash).",
+        ),
+    ] = "prefixed",
     grace: Annotated[
         float, typer.Option("--grace", min=0.0, help="Seconds requests in flight may finish after a stop signal.")
     ] = 10.0,
@@ -71,14 +88,19 @@ def serve(
             raise CliError(f"--path must start with '/', got {path!r}")
         if profile is not None and not stdio:
             raise CliError(f"--profile is for --stdio; over HTTP every profile is served at {path}/<profile>")
+        if naming not in NAMINGS:
+            raise CliError(f"--naming must be one of {', '.join(NAMINGS)}, got {naming!r}")
+        rule: str | Callable[[str, str], str] = separator if naming == "prefixed" else _own_name
         if stdio:
-            return await _serve_stdio(opts, separator, profile)
-        return await _serve_http(opts, host, port, path, separator, grace)
+            return await _serve_stdio(opts, rule, profile)
+        return await _serve_http(opts, host, port, path, rule, grace)
 
     _run_async(ctx, body)
 
 
-async def _serve_http(opts: _Options, host: str, port: int, path: str, separator: str, grace: float) -> ExitCode:
+async def _serve_http(
+    opts: _Options, host: str, port: int, path: str, naming: str | Callable[[str, str], str], grace: float
+) -> ExitCode:
     import functools
 
     import trio
@@ -89,7 +111,7 @@ async def _serve_http(opts: _Options, host: str, port: int, path: str, separator
     # No host callbacks: a gateway has no terminal to ask, so servers are offered no elicitation.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_runtime(opts.config, connect_on_add=False) as runtime, trio.open_nursery() as nursery:
-            start = functools.partial(serve_http, runtime.service, host=host, port=port, path=path, naming=separator)
+            start = functools.partial(serve_http, runtime.service, host=host, port=port, path=path, naming=naming)
             try:
                 gateway = await nursery.start(start)
             except OSError as exc:
@@ -123,7 +145,7 @@ async def _serve_http(opts: _Options, host: str, port: int, path: str, separator
     return ExitCode.OK
 
 
-async def _serve_stdio(opts: _Options, separator: str, profile: str | None = None) -> ExitCode:
+async def _serve_stdio(opts: _Options, naming: str | Callable[[str, str], str], profile: str | None = None) -> ExitCode:
     import trio
 
     from mcp_actors.runtime import open_runtime
@@ -144,6 +166,6 @@ async def _serve_stdio(opts: _Options, separator: str, profile: str | None = Non
                     return
 
             nursery.start_soon(stop_on_signal)
-            await serve_stdio(runtime.service, stdout=stdout, naming=separator, profile=profile)
+            await serve_stdio(runtime.service, stdout=stdout, naming=naming, profile=profile)
             nursery.cancel_scope.cancel()
     return ExitCode.OK

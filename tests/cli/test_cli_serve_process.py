@@ -111,12 +111,14 @@ async def test_sigint_stops_serve_too(tmp_path: Path) -> None:
 
 
 def test_serve_refuses_bad_options_before_starting(tmp_path: Path) -> None:
-    """A path without a leading slash or an empty separator is a usage error (exit 2), nothing started."""
+    """A path without a leading slash, an empty separator or an unknown naming is a usage error (exit 2)."""
     config = write_config(tmp_path / "cfg.json")
     bad_path = invoke(config, "serve", "--path", "mcp")
     assert bad_path.rc == 2 and "--path must start with '/'" in bad_path.stderr
     bad_separator = invoke(config, "serve", "--separator", "")
     assert bad_separator.rc == 2 and "--separator must not be empty" in bad_separator.stderr
+    bad_naming = invoke(config, "serve", "--naming", "server")
+    assert bad_naming.rc == 2 and "--naming must be one of prefixed, tool" in bad_naming.stderr
 
 
 async def test_serve_stdio_is_a_desktop_apps_only_server(tmp_path: Path) -> None:
@@ -132,3 +134,20 @@ async def test_serve_stdio_is_a_desktop_apps_only_server(tmp_path: Path) -> None
             assert "alpha__echo" in {tool.name for tool in (await client.list_tools()).tools}
             assert _text(await client.call_tool("alpha__echo", {"text": "piped"})) == "piped"
     # The autouse no_leaked_processes fixture fails the test if the gateway or its server is left.
+
+
+async def test_serve_naming_tool_keeps_the_tools_own_names(tmp_path: Path) -> None:
+    """``--naming tool``: a gateway in front of one server serves its tools as that server names them."""
+    from mcp import StdioServerParameters
+
+    config = write_config(tmp_path / "cfg.json", stdio("alpha", fault_server_command()))
+    params = StdioServerParameters(
+        command=CLI[0],
+        args=[*CLI[1:], "serve", "--stdio", "--naming", "tool", "--config", str(config)],
+        env=cli_env(config),
+    )
+    async with Client(params, mode="legacy") as client:
+        with trio.fail_after(BOUND):
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"echo", "sleep"} <= names and not any("__" in name for name in names)
+            assert _text(await client.call_tool("echo", {"text": "own name"})) == "own name"
