@@ -18,7 +18,11 @@ judges what the client sent. This runner:
 ``server`` runs the suite's server scenarios against a server: one at ``--url``, or, with
 ``--fixture``, ``mcp_actors.testing.conformance_server`` started here on a free port (every
 scenario by default, extensions included) and stopped after; its output is kept beside the
-results as ``fixture-server.log``.
+results as ``fixture-server.log``. With ``--gateway``, the fixture server is started, then
+``mcp-actors serve --naming tool`` in front of it (its one upstream, over HTTP, its tools under
+their own names); every scenario runs against the fixture directly and then through the
+gateway, and the run fails when a scenario passes directly but not through the gateway, unless
+``expected_failures_gateway.toml`` lists it with a reason (and when one it lists passes).
 
 The suite's timing checks (``sse-retry`` measures a reconnection delay to 50 ms) can fail on a
 loaded machine for no fault of the client: a failure of ours that is not expected is run once
@@ -32,6 +36,7 @@ Usage::
     python tests/conformance/run.py --scenario sse-retry --scenario auth/basic-cimd
     python tests/conformance/run.py server --url http://127.0.0.1:8000/mcp
     python tests/conformance/run.py server --fixture    # every server scenario, our fixture server
+    python tests/conformance/run.py server --gateway    # ... directly and through mcp-actors serve, compared
     python tests/conformance/run.py list
 
 Environment: ``MCP_ACTORS_CONFORMANCE_CACHE`` moves the install (default
@@ -55,7 +60,7 @@ import sys
 import tempfile
 import time
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -67,6 +72,9 @@ SUITE_PACKAGE: Final = "@modelcontextprotocol/conformance"
 SUITE_VERSION: Final = "0.2.0-alpha.12"
 NODE_MAJOR: Final = 22
 EXPECTED_FAILURES: Final = HERE / "expected_failures.toml"
+GATEWAY_EXPECTED_FAILURES: Final = HERE / "expected_failures_gateway.toml"
+DIRECT: Final = "direct"
+GATEWAY: Final = "gateway"
 OURS: Final = "mcp-actors"
 SDK: Final = "sdk"
 CLIENT_PROGRAMS: Final = {OURS: HERE / "client.py", SDK: HERE / "sdk_client.py"}
@@ -272,6 +280,38 @@ def verdict(outcomes: Iterable[Outcome], expected: Mapping[str, str], known: Ite
     unexpected = sorted(name for name, o in by_name.items() if not o.passed and name not in expected)
     stale = sorted(name for name, o in by_name.items() if o.passed and name in expected)
     excused = sorted(name for name, o in by_name.items() if not o.passed and name in expected)
+    unknown = sorted(name for name in expected if name not in known_names)
+    return Verdict(unexpected=tuple(unexpected), stale=tuple(stale), unknown=tuple(unknown), excused=tuple(excused))
+
+
+def compare_through_gateway(
+    direct: Iterable[Outcome], through: Iterable[Outcome], expected: Mapping[str, str], known: Iterable[str]
+) -> Verdict:
+    """Judge the gateway's run against the direct run of the same scenarios, and its expected failures.
+
+    What the gateway must not lose: a scenario that passes directly and fails (or is missing)
+    through the gateway is unexpected unless ``expected`` lists it. A listed scenario that
+    passes through the gateway is stale (take it out), and so is one that now fails directly
+    as well (it says nothing about the gateway then); a listed name the suite does not have
+    is unknown. A scenario failing both ways is the fixture's (the direct run's own verdict
+    judges it), so it is excused here.
+    """
+    direct_by = {outcome.scenario: outcome for outcome in direct}
+    through_by = {outcome.scenario: outcome for outcome in through}
+    known_names = set(known)
+    unexpected, stale, excused = [], [], []
+    for name in sorted(set(direct_by) | set(through_by)):
+        passed_direct = name in direct_by and direct_by[name].passed
+        passed_through = name in through_by and through_by[name].passed
+        if passed_through:
+            if name in expected:
+                stale.append(name)
+        elif not passed_direct:
+            (stale if name in expected else excused).append(name)
+        elif name in expected:
+            excused.append(name)
+        else:
+            unexpected.append(name)
     unknown = sorted(name for name in expected if name not in known_names)
     return Verdict(unexpected=tuple(unexpected), stale=tuple(stale), unknown=tuple(unknown), excused=tuple(excused))
 
@@ -582,15 +622,15 @@ def summary_lines(
     return lines
 
 
-def verdict_lines(result: Verdict, expected: Mapping[str, str]) -> list[str]:
-    """What the verdict means, one line per scenario that matters."""
+def verdict_lines(result: Verdict, expected: Mapping[str, str], file: Path = EXPECTED_FAILURES) -> list[str]:
+    """What the verdict means, one line per scenario that matters (``file``: where the expectations live)."""
     lines = []
     for name in result.excused:
-        lines.append(f"expected failure: {name}: {expected[name]}")
+        lines.append(f"expected failure: {name}: {expected.get(name, 'fails directly too')}")
     for name in result.unexpected:
-        lines.append(f"UNEXPECTED FAILURE: {name} (fix it, or add it to {EXPECTED_FAILURES.name} with the reason)")
+        lines.append(f"UNEXPECTED FAILURE: {name} (fix it, or add it to {file.name} with the reason)")
     for name in result.stale:
-        lines.append(f"STALE ENTRY: {name} passes now: remove it from {EXPECTED_FAILURES.name}")
+        lines.append(f"STALE ENTRY: {name} passes now (or fails directly too): remove it from {file.name}")
     for name in result.unknown:
         lines.append(f"UNKNOWN ENTRY: {name} is not a scenario of the suite {SUITE_VERSION}")
     return lines
@@ -650,10 +690,12 @@ def command_client(args: argparse.Namespace) -> int:
 
 
 def command_server(args: argparse.Namespace) -> int:
-    """Run the server scenarios against ``--url``, or against the fixture server started here (``--fixture``)."""
+    """Run the server scenarios against ``--url``, the fixture (``--fixture``), or it and a gateway (``--gateway``)."""
     results = Path(args.results) if args.results else Path(tempfile.mkdtemp(prefix="mcp-actors-conformance-server-"))
     results.mkdir(parents=True, exist_ok=True)
-    if args.fixture:
+    if args.gateway:
+        code = run_gateway_comparison(args, results)
+    elif args.fixture:
         started = time.monotonic()
         with fixture_server(results / "fixture-server.log") as url:
             print(f"fixture server {url} ready in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
@@ -665,11 +707,15 @@ def command_server(args: argparse.Namespace) -> int:
     return code
 
 
-def run_server_scenarios(args: argparse.Namespace, url: str, results: Path, *, suite_name: str) -> int:
-    """Run the server scenarios against ``url``; judge them against the ``[server]`` expectations."""
-    expected = parse_expected_failures(EXPECTED_FAILURES.read_text()).server
-    suite = ensure_suite(args.cache)
-    listed = [s.name for s in list_scenarios(suite, "server")]
+def run_server_suite(
+    suite: Suite, args: argparse.Namespace, url: str, results: Path, *, suite_name: str, label: str = "server"
+) -> dict[tuple[str, str], Outcome]:
+    """Run the server scenarios against ``url`` into ``results``; the outcome of each, keyed ``(label, scenario)``.
+
+    Raises:
+        SystemExit: The suite wrote no result at all (its output is shown).
+    """
+    results.mkdir(parents=True, exist_ok=True)
     suite_args = ["server", "--url", url, "--output-dir", str(results), "--timeout", str(args.timeout_ms)]
     if args.scenario:
         if len(args.scenario) != 1:
@@ -679,7 +725,6 @@ def run_server_scenarios(args: argparse.Namespace, url: str, results: Path, *, s
         suite_args += ["--suite", suite_name]
     if args.spec_version:
         suite_args += ["--spec-version", args.spec_version]
-    started = time.monotonic()
     done = subprocess.run(suite.command(*suite_args), capture_output=True, text=True, cwd=results)
     (results / "suite-output.txt").write_text(done.stdout + done.stderr)
     outcomes: dict[tuple[str, str], Outcome] = {}
@@ -687,25 +732,80 @@ def run_server_scenarios(args: argparse.Namespace, url: str, results: Path, *, s
         relative = checks_file.parent.relative_to(results).as_posix()
         scenario = scenario_of_result_dir(relative, "server")
         passed, failed, vacuous = judge_server_checks(json.loads(checks_file.read_text()))
-        outcomes[("server", scenario)] = Outcome(
-            scenario=scenario, client="server", passed=passed, failed=failed, vacuous=vacuous
+        outcomes[(label, scenario)] = Outcome(
+            scenario=scenario, client=label, passed=passed, failed=failed, vacuous=vacuous
         )
     if not outcomes:
         print(done.stdout + done.stderr)
-        raise SystemExit(f"run.py server: the suite wrote no results (status {done.returncode})")
+        raise SystemExit(f"run.py server: the suite wrote no results against {url} (status {done.returncode})")
+    return outcomes
+
+
+def _passed_line(label: str, outcomes: Iterable[Outcome]) -> str:
+    ran = list(outcomes)
+    passing = sum(o.passed for o in ran)
+    nothing_checked = sum(o.passed and o.vacuous for o in ran)
+    extra = f" ({nothing_checked} of them with every check skipped)" if nothing_checked else ""
+    return f"{label}: {passing}/{len(ran)} passed{extra}"
+
+
+def run_server_scenarios(args: argparse.Namespace, url: str, results: Path, *, suite_name: str) -> int:
+    """Run the server scenarios against ``url``; judge them against the ``[server]`` expectations."""
+    expected = parse_expected_failures(EXPECTED_FAILURES.read_text()).server
+    suite = ensure_suite(args.cache)
+    listed = [s.name for s in list_scenarios(suite, "server")]
+    started = time.monotonic()
+    outcomes = run_server_suite(suite, args, url, results, suite_name=suite_name)
     scenarios = sorted(name for _, name in outcomes)
     considered = expected if args.spec_version is None else {}
     result = verdict(outcomes.values(), {k: v for k, v in considered.items() if k in scenarios}, listed)
     print(client_table(scenarios, ["server"], outcomes, considered))
     print()
-    passing = sum(o.passed for o in outcomes.values())
-    nothing_checked = sum(o.passed and o.vacuous for o in outcomes.values())
-    extra = f" ({nothing_checked} of them with every check skipped)" if nothing_checked else ""
-    print(f"server {url}: {passing}/{len(outcomes)} passed{extra}")
+    print(_passed_line(f"server {url}", outcomes.values()))
     for line in verdict_lines(result, considered):
         print(line)
     print(f"{len(outcomes)} scenarios in {time.monotonic() - started:.0f} s; results in {results}")
     return 0 if result.ok else 1
+
+
+def run_gateway_comparison(args: argparse.Namespace, results: Path) -> int:
+    """The fixture server directly, then ``mcp-actors serve`` in front of it: every scenario both ways, compared.
+
+    Exit 1 when a scenario passes directly but not through the gateway and
+    ``expected_failures_gateway.toml`` does not excuse it, when an entry there passes (or
+    fails directly too), or when the direct run fails its own expectations (``--fixture``'s).
+    """
+    expected_direct = parse_expected_failures(EXPECTED_FAILURES.read_text()).server
+    expected_gateway = parse_expected_failures(GATEWAY_EXPECTED_FAILURES.read_text()).server
+    suite = ensure_suite(args.cache)
+    listed = [s.name for s in list_scenarios(suite, "server")]
+    suite_name = args.suite or "all"
+    started = time.monotonic()
+    with fixture_server(results / "fixture-server.log") as url:
+        print(f"fixture server {url} ready in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+        outcomes = run_server_suite(suite, args, url, results / DIRECT, suite_name=suite_name, label=DIRECT)
+        with gateway_server(url, results) as gateway_url:
+            print(f"gateway {gateway_url} in front of it", file=sys.stderr, flush=True)
+            outcomes |= run_server_suite(
+                suite, args, gateway_url, results / GATEWAY, suite_name=suite_name, label=GATEWAY
+            )
+    scenarios = sorted({name for _, name in outcomes})
+    direct = [o for (label, _), o in outcomes.items() if label == DIRECT]
+    through = [o for (label, _), o in outcomes.items() if label == GATEWAY]
+    considered = expected_direct if args.spec_version is None else {}
+    direct_result = verdict(direct, {k: v for k, v in considered.items() if k in scenarios}, listed)
+    gateway_expected = {k: v for k, v in expected_gateway.items() if k in scenarios or k not in listed}
+    gateway_result = compare_through_gateway(direct, through, gateway_expected, listed)
+    print(client_table(scenarios, [DIRECT, GATEWAY], outcomes, {}))
+    print()
+    print(_passed_line(f"{DIRECT} (the fixture server)", direct))
+    print(_passed_line(f"{GATEWAY} (mcp-actors serve in front of it)", through))
+    for line in verdict_lines(direct_result, considered):
+        print(f"[{DIRECT}] {line}")
+    for line in verdict_lines(gateway_result, gateway_expected, GATEWAY_EXPECTED_FAILURES):
+        print(f"[{GATEWAY}] {line}")
+    print(f"{len(outcomes)} runs in {time.monotonic() - started:.0f} s; results in {results}")
+    return 0 if direct_result.ok and gateway_result.ok else 1
 
 
 FIXTURE_MODULE: Final = "mcp_actors.testing.conformance_server"
@@ -729,28 +829,70 @@ def fixture_server(log: Path) -> Iterator[str]:
     """
     from mcp_actors.testing import ANNOUNCE_PREFIX
 
-    with log.open("wb") as sink:
+    def announced(text: str) -> str:
+        urls = [line[len(ANNOUNCE_PREFIX) :].strip() for line in text.splitlines() if line.startswith(ANNOUNCE_PREFIX)]
+        return urls[-1] if urls else ""
+
+    argv = [sys.executable, "-m", FIXTURE_MODULE, "--port", "0"]
+    with _announcing(argv, log, log, announced, "the fixture server") as url:
+        yield url
+
+
+@contextlib.contextmanager
+def gateway_server(upstream: str, results: Path) -> Iterator[str]:
+    """Run ``mcp-actors serve --naming tool`` with one HTTP record, ``upstream``, for the block; yield its URL.
+
+    Its config and state live under ``results`` (never the user's); its URL is the first line
+    of its stdout (``gateway-server.out``), its log ``gateway-server.log``. Stopped as the
+    fixture server is: SIGTERM (the gateway's graceful stop), a bounded wait, SIGKILL.
+    """
+    config = results / "gateway-config.json"
+    record = {"id": "fixture", "name": "fixture", "type": "http", "config": {"url": upstream}}
+    config.write_text(json.dumps({"version": 1, "mcpServers": [record]}) + "\n")
+    argv = [sys.executable, "-m", "mcp_actors", "serve", "--config", str(config), "--port", "0", "--naming", "tool"]
+    env = {**os.environ, "MCP_ACTORS_STATE_DIR": str(results / "gateway-state")}
+
+    def first_url(text: str) -> str:
+        first = text.splitlines()[0].strip() if text.endswith("\n") else ""
+        return first if first.startswith("http") else ""
+
+    with _announcing(
+        argv, results / "gateway-server.out", results / "gateway-server.log", first_url, "the gateway", env
+    ):
+        yield first_url((results / "gateway-server.out").read_text(errors="replace"))
+
+
+@contextlib.contextmanager
+def _announcing(
+    argv: Sequence[str],
+    out: Path,
+    log: Path,
+    read_url: Callable[[str], str],
+    what: str,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[str]:
+    """Start ``argv`` (stdout to ``out``, stderr to ``log``); wait until ``read_url(stdout)`` gives a URL.
+
+    Stopped after the block. ``out`` and ``log`` may be one file (one handle then: no overwriting).
+    """
+    with out.open("wb") as stdout, contextlib.ExitStack() as files:
+        stderr = stdout if log == out else files.enter_context(log.open("wb"))
         process = subprocess.Popen(
-            [sys.executable, "-m", FIXTURE_MODULE, "--port", "0"],
+            list(argv),
             stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=sink,
+            stdout=stdout,
+            stderr=stderr,
             start_new_session=True,
+            env=dict(env) if env is not None else None,
         )
     try:
         deadline = time.monotonic() + FIXTURE_START_TIMEOUT
-        url = ""
-        while not url:
-            for line in log.read_text(errors="replace").splitlines():
-                if line.startswith(ANNOUNCE_PREFIX):
-                    url = line[len(ANNOUNCE_PREFIX) :].strip()
-            if url:
-                break
+        while not (url := read_url(out.read_text(errors="replace"))):
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
             if process.poll() is not None:
-                raise SystemExit(f"run.py: the fixture server exited with status {process.returncode}:\n{tail}")
+                raise SystemExit(f"run.py: {what} exited with status {process.returncode}:\n{tail}")
             if time.monotonic() > deadline:
-                raise SystemExit(f"run.py: the fixture server did not start in {FIXTURE_START_TIMEOUT:g} s:\n{tail}")
+                raise SystemExit(f"run.py: {what} did not start in {FIXTURE_START_TIMEOUT:g} s:\n{tail}")
             time.sleep(0.05)
         yield url
     finally:
@@ -803,9 +945,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     target.add_argument(
         "--fixture", action="store_true", help="start mcp_actors.testing.conformance_server here and run against it"
     )
+    target.add_argument(
+        "--gateway",
+        action="store_true",
+        help="run against the fixture server directly and through mcp-actors serve in front of it; compare",
+    )
     server.add_argument("--scenario", action="append", help="run only this scenario")
     server.add_argument(
-        "--suite", help="active, all, draft or pending (default: all with --fixture, active with --url)"
+        "--suite", help="active, all, draft or pending (default: all with --fixture or --gateway, active with --url)"
     )
     server.add_argument(
         "--timeout-ms", type=int, default=DEFAULT_TIMEOUT_MS, help="per scenario (default: %(default)s)"

@@ -71,6 +71,50 @@ def test_the_checked_in_expectations_parse_and_each_gives_a_reason() -> None:
     assert all(reason.strip() for reason in [*expected.client.values(), *expected.server.values()])
 
 
+def test_the_gateways_expectations_parse_and_each_gives_a_reason() -> None:
+    """tests/conformance/expected_failures_gateway.toml is valid, server entries only, each with a reason."""
+    expected = runner.parse_expected_failures(runner.GATEWAY_EXPECTED_FAILURES.read_text())
+    assert expected.client == {}
+    assert all(reason.strip() for reason in expected.server.values())
+
+
+def _ran(label: str, **passed: bool) -> list[runner.Outcome]:
+    return [runner.Outcome(scenario=name, client=label, passed=ok) for name, ok in passed.items()]
+
+
+def test_the_gateway_fails_the_run_when_it_loses_a_scenario_that_passes_directly() -> None:
+    """Passes directly, fails (or has no result) through the gateway, not excused: unexpected; both ways fine: ok."""
+    direct = _ran(runner.DIRECT, kept=True, lost=True, missing=True)
+    through = _ran(runner.GATEWAY, kept=True, lost=False)
+    verdict = runner.compare_through_gateway(direct, through, {}, ["kept", "lost", "missing"])
+    assert verdict.unexpected == ("lost", "missing")
+    assert not verdict.ok
+    assert runner.compare_through_gateway(direct[:1], through[:1], {}, ["kept"]).ok
+
+
+def test_the_gateways_expected_failures_excuse_only_what_still_fails_through_it_alone() -> None:
+    """An entry excuses a loss; an entry that passes through the gateway, or fails directly too, is stale."""
+    direct = _ran(runner.DIRECT, relayed=True, fixed=True, broken=False, both=False)
+    through = _ran(runner.GATEWAY, relayed=False, fixed=True, broken=False, both=False)
+    expected = {"relayed": "not relayed yet", "fixed": "was not relayed", "broken": "why", "gone": "why"}
+    verdict = runner.compare_through_gateway(direct, through, expected, ["relayed", "fixed", "broken", "both"])
+    assert verdict.excused == ("both", "relayed")  # "both": the fixture's own failure, judged by the direct run
+    assert verdict.stale == ("broken", "fixed")
+    assert verdict.unknown == ("gone",)
+    assert verdict.unexpected == ()
+    assert not verdict.ok
+
+
+def test_the_gateway_passes_when_its_only_losses_are_excused() -> None:
+    """The run a lead wants to see: every loss listed with its reason, nothing else."""
+    direct = _ran(runner.DIRECT, a=True, b=True)
+    through = _ran(runner.GATEWAY, a=True, b=False)
+    verdict = runner.compare_through_gateway(direct, through, {"b": "not relayed yet"}, ["a", "b"])
+    assert verdict.ok and verdict.excused == ("b",)
+    lines = runner.verdict_lines(verdict, {"b": "not relayed yet"}, runner.GATEWAY_EXPECTED_FAILURES)
+    assert lines == ["expected failure: b: not relayed yet"]
+
+
 def test_the_verdict_fails_on_an_unexpected_failure_a_stale_entry_and_an_unknown_name() -> None:
     """A failure not excused, an excused scenario that passes, an excuse for no scenario: each fails the run."""
     outcomes = [_outcome("a", False), _outcome("b", True), _outcome("c", False), _outcome("d", True)]
@@ -171,12 +215,19 @@ def test_the_command_line_defaults_to_the_client_command() -> None:
 
 
 def test_server_runs_against_a_url_or_the_fixture_never_both_nor_neither() -> None:
-    """`server --fixture` starts our fixture server (every scenario by default); `--url` points elsewhere."""
+    """`server --fixture` starts our fixture server (every scenario by default); `--url` points elsewhere;
+    `--gateway` runs the fixture directly and through `mcp-actors serve`, and is exclusive with both."""
     args = runner.parse_args(["server", "--fixture"])
     assert args.fixture and args.url is None and args.suite is None
-    for argv in (["server"], ["server", "--fixture", "--url", "http://127.0.0.1:1/mcp"]):
+    for argv in (
+        ["server"],
+        ["server", "--fixture", "--url", "http://127.0.0.1:1/mcp"],
+        ["server", "--gateway", "--fixture"],
+    ):
         with pytest.raises(SystemExit):
             runner.parse_args(argv)
+    gateway = runner.parse_args(["server", "--gateway", "--spec-version", "2026-07-28"])
+    assert gateway.gateway and not gateway.fixture and gateway.spec_version == "2026-07-28"
 
 
 def test_the_table_shows_each_client_and_the_failing_check() -> None:
