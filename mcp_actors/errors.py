@@ -334,13 +334,28 @@ class ToolCallFailed(McpActorsError):
 
     Attributes:
         tool: The tool's name on its server.
+        code: The JSON-RPC error code, when the server refused the call with one (``-32021``:
+            the call needs a client capability that was not declared), else ``None``.
+        data: That error's ``data`` (``{"requiredCapabilities": ...}`` for ``-32021``), else ``None``.
     """
 
     tool: str | None
+    code: int | None
+    data: Any
 
-    def __init__(self, message: str, *, server: str | None = None, tool: str | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        server: str | None = None,
+        tool: str | None = None,
+        code: int | None = None,
+        data: Any = None,
+    ) -> None:
         super().__init__(message, server=server)
         self.tool = tool
+        self.code = code
+        self.data = data
 
 
 class ToolCallTimeout(ToolCallFailed, TimeoutError):

@@ -575,6 +575,8 @@ class LiveSession:
                     f"server {self.label!r} rejected the call to {tool!r}: {exc.error.message} (code {exc.error.code})",
                     server=self.label,
                     tool=tool,
+                    code=exc.error.code,
+                    data=exc.error.data,
                 ) from None
             if isinstance(exc, MalformedReply) or exc.error.code == mcp_types.REQUEST_TIMEOUT:
                 # Not the server's answer to the request: a broken reply, or our own clock.

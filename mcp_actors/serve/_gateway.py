@@ -37,7 +37,7 @@ from mcp_types import methods as _methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 
 from mcp_actors.connection import ConnectionState
-from mcp_actors.errors import McpActorsError, ServerRequestFailed
+from mcp_actors.errors import McpActorsError, ServerRequestFailed, ToolCallFailed
 from mcp_actors.records import McpServerRecord
 from mcp_actors.serve._names import Joined, NameTable, Naming, UriTable, uri_prefix
 from mcp_actors.service import McpService
@@ -437,6 +437,12 @@ class Gateway:
             on_progress = _ProgressRelay(request.notify, meta["progressToken"])
         try:
             return await self.service.call_tool(server_id, tool, params.get("arguments") or {}, on_progress=on_progress)
+        except ToolCallFailed as exc:
+            if exc.code != mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY:
+                return _tool_error(_server_named(str(exc), self._server_name(server_id)))
+            # About the client, not the tool: the client handles it in protocol form (the same
+            # error, its requiredCapabilities, HTTP 400 at 2026-07-28), as from the server itself.
+            raise RpcError(exc.code, _server_named(str(exc), self._server_name(server_id)), exc.data) from None
         except McpActorsError as exc:
             # Every failure of the call is the tool's to report (MCP: tool errors are results the
             # model sees), naming the server: a server that is down costs only its own tools.
