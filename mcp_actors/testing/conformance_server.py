@@ -28,6 +28,7 @@ the SDKs (their "everything" servers):
 ``test_embedded_resource``               one embedded text resource
 ``test_multiple_content_types``          text, image and embedded resource together
 ``test_tool_with_logging``               three log notifications during the call
+``test_logging_tool``                    one log notification (server-stateless: none without a level)
 ``test_tool_with_progress``              three progress notifications during the call
 ``test_error_handling``                  a tool error result (``isError: true``)
 ``test_sampling(prompt)``                asks the client for a completion
@@ -39,6 +40,7 @@ the SDKs (their "everything" servers):
 ``test_x_mcp_header(region)``            an ``x-mcp-header`` parameter (``Mcp-Param-Region``)
 ``test_missing_capability``              a protocol error naming the missing client capability
 ``test_input_required_result_*``         2026-07-28 input-required answers (``inputRequests``)
+``test_streaming_elicitation``           the same, as server-stateless calls it (no request of its own)
 ``test://static-text``, ``-binary``      a text and a blob resource
 ``test://template/{id}/data``            a resource template
 ``test://watched-resource``              a resource to subscribe to
@@ -399,6 +401,11 @@ def _add_content_tools(server: MCPServer[Any], levels: _LogLevels) -> None:
             await levels.log(ctx, "info", text)
         return "Tool with logging executed successfully"
 
+    @server.tool(description="Logs once during the call (at 2026-07-28 only when the request asks for a level)")
+    async def test_logging_tool(ctx: Context) -> str:
+        await levels.log(ctx, "info", "Logging tool called")
+        return "Logging tool executed"
+
     @server.tool(description="Tests tool that reports progress notifications")
     async def test_tool_with_progress(ctx: Context) -> str:
         for step in (0, 50, 100):
@@ -512,6 +519,13 @@ def _add_input_required_tools(server: MCPServer[Any]) -> None:
 
     @server.tool(description="Tests InputRequiredResult with a single elicitation request")
     async def test_input_required_result_elicitation(ctx: Context) -> str | types.InputRequiredResult:
+        responses = ctx.input_responses or {}
+        if "user_name" in responses:
+            return f"Hello, {_elicited(responses['user_name'], 'name') or 'stranger'}!"
+        return types.InputRequiredResult(input_requests={"user_name": _elicit_name()})
+
+    @server.tool(description="Asks for input on the call's own answer, never as a request of its own (SEP-2575)")
+    async def test_streaming_elicitation(ctx: Context) -> str | types.InputRequiredResult:
         responses = ctx.input_responses or {}
         if "user_name" in responses:
             return f"Hello, {_elicited(responses['user_name'], 'name') or 'stranger'}!"

@@ -164,6 +164,16 @@ async def test_elicitation_and_sampling_reach_the_host(tmp_path: Path, protocol:
                 assert texts(asked) == ["Hello, Ada!"]
                 sampled = await svc.call_tool("fx", "test_input_required_result_sampling")
                 assert texts(sampled) == ["Model said: Paris"]
+                # server-stateless's diagnostic tool: the input is asked on the call's own answer.
+                streamed = await svc.call_tool("fx", "test_streaming_elicitation")
+                assert texts(streamed) == ["Hello, Ada!"]
+
+
+async def test_the_logging_diagnostic_tool_answers(tmp_path: Path, protocol: str) -> None:
+    """server-stateless calls test_logging_tool to see that no log is sent unless the request asks for a level."""
+    with trio.fail_after(30):
+        async with fixture_service(tmp_path, protocol) as svc:
+            assert texts(await svc.call_tool("fx", "test_logging_tool")) == ["Logging tool executed"]
 
 
 async def test_task_tools_run_plainly_when_a_call_declines_tasks(tmp_path: Path) -> None:
