@@ -230,8 +230,11 @@ async def beside_the_gateway(rig: Rig, scenario: Callable[[Callable[[], None]], 
     return result
 
 
-async def test_fastmcp_client_lists_calls_sees_progress_and_survives_a_killed_upstream(tmp_path: Path) -> None:
-    """fastmcp's ``Client`` (asyncio): prefixed tools, a result, progress, a tool error naming the dead server."""
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_fastmcp_client_lists_calls_sees_progress_and_survives_a_killed_upstream(
+    tmp_path: Path, mode: str
+) -> None:
+    """fastmcp's ``Client`` (asyncio), handshake or discovery: tools, a result, progress, the dead server named."""
     import fastmcp
 
     async def scenario(arm: Callable[[], None]) -> dict[str, Any]:
@@ -240,7 +243,8 @@ async def test_fastmcp_client_lists_calls_sees_progress_and_survives_a_killed_up
         async def progressed(progress: float, total: float | None, message: str | None) -> None:
             seen["progress"].append(progress)
 
-        async with fastmcp.Client(rig.url) as client:
+        async with fastmcp.Client(rig.url, mode=mode) as client:
+            seen["version"] = client.session.protocol_version
             seen["names"] = {tool.name for tool in await client.list_tools()}
             seen["echo"] = _text(await client.call_tool("alpha__echo", {"text": "from fastmcp"}))
             seen["slept"] = _text(await client.call_tool("alpha__sleep", {"seconds": 0.2}, progress_handler=progressed))
@@ -252,6 +256,7 @@ async def test_fastmcp_client_lists_calls_sees_progress_and_survives_a_killed_up
     async with gateway_rig(tmp_path) as rig:
         with trio.fail_after(BOUND):
             seen = await beside_the_gateway(rig, scenario)
+    assert seen["version"] == (LATEST_HANDSHAKE_VERSION if mode == "legacy" else "2026-07-28")
     assert {"alpha__echo", "alpha__sleep", "beta__weather"} <= seen["names"]
     assert all(name.startswith(("alpha__", "beta__")) for name in seen["names"])
     assert seen["echo"] == "from fastmcp"
