@@ -40,6 +40,7 @@ __all__ = [
     "EventBusStatistics",
     "EventType",
     "PROFILES_CHANGED",
+    "PROMPTS_CHANGED",
     "RESOURCES_CHANGED",
     "RESOURCE_UPDATED",
     "SERVERS_CHANGED",
@@ -72,6 +73,8 @@ class EventType(enum.StrEnum):
     """A task changed status (``taskId``, ``status``, ``message``; ``toolName``, ``callId`` for our task calls)."""
     RESOURCES_CHANGED = "resources:changed"
     """A server's resource list changed (``notifications/resources/list_changed``)."""
+    PROMPTS_CHANGED = "prompts:changed"
+    """A server's prompt list changed (``notifications/prompts/list_changed``)."""
     RESOURCE_UPDATED = "resource:updated"
     """A subscribed resource changed (``uri``); read it again for the new contents."""
     SERVER_LOG = "server:log"
@@ -93,6 +96,7 @@ TOOLS_CHANGED: Final = EventType.TOOLS_CHANGED
 TOOL_PROGRESS: Final = EventType.TOOL_PROGRESS
 TASK_STATUS: Final = EventType.TASK_STATUS
 RESOURCES_CHANGED: Final = EventType.RESOURCES_CHANGED
+PROMPTS_CHANGED: Final = EventType.PROMPTS_CHANGED
 RESOURCE_UPDATED: Final = EventType.RESOURCE_UPDATED
 SERVER_LOG: Final = EventType.SERVER_LOG
 ELICITATION_COMPLETE: Final = EventType.ELICITATION_COMPLETE

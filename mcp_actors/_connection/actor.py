@@ -713,8 +713,10 @@ class _ConnectionActor:
         cell = self.cell
         cell.bump_tools_epoch()
         cell.bump_resources_epoch()
+        cell.bump_prompts_epoch()
         cell.bus.emit(events.TOOLS_CHANGED, **ids)
         cell.bus.emit(events.RESOURCES_CHANGED, **ids)
+        cell.bus.emit(events.PROMPTS_CHANGED, **ids)
         if cell.listener is not None:
             for uri in cell.listener.uris:
                 cell.bus.emit(events.RESOURCE_UPDATED, **ids, uri=uri)
@@ -729,6 +731,7 @@ class _ConnectionActor:
             self.cell.bus.emit(events.RESOURCES_CHANGED, **ids)
         elif isinstance(message, mcp_types.PromptListChangedNotification):
             self.cell.bump_prompts_epoch()
+            self.cell.bus.emit(events.PROMPTS_CHANGED, **ids)
         elif isinstance(message, mcp_types.ElicitCompleteNotification):
             # The URL-mode interaction ended out of band; a host UI waiting for it may stop (2025-11-25).
             self.cell.bus.emit(events.ELICITATION_COMPLETE, **ids, elicitationId=message.params.elicitation_id)

@@ -576,6 +576,7 @@ def _errors(exc: pydantic.ValidationError) -> list[dict[str, Any]]:
 _EVENT_KINDS: Final[Mapping[str, frozenset[str]]] = {
     "tools:changed": frozenset({"tools"}),
     "resources:changed": frozenset({"resources"}),
+    "prompts:changed": frozenset({"prompts"}),
     "servers:changed": frozenset({"tools", "prompts", "resources"}),
     "server:connected": frozenset({"tools", "prompts", "resources"}),
 }

@@ -35,6 +35,7 @@ def test_event_types_are_an_enum_with_the_wire_strings() -> None:
         "tool:progress",
         "task:status",
         "resources:changed",
+        "prompts:changed",
         "resource:updated",
         "server:log",
         "elicitation:complete",
