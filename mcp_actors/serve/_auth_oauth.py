@@ -87,6 +87,9 @@ class OAuthSettings:
         authorization_servers: What the metadata names; default ``(issuer,)``.
         algorithms: Signature algorithms accepted.
         leeway: Seconds of clock skew allowed on ``exp``, ``nbf`` and ``iat``.
+        jwks_refetch: Least seconds between two fetches of the issuer's keys: a token with an
+            unknown ``kid`` within that time is refused from the cache.
+        jwks_max_age: Seconds a fetched key set is used before it is fetched again.
     """
 
     issuer: str = attrs.field(validator=_http_url)
@@ -96,6 +99,8 @@ class OAuthSettings:
     authorization_servers: tuple[str, ...] = attrs.field(default=(), converter=_strs, validator=_urls)
     algorithms: tuple[str, ...] = attrs.field(default=DEFAULT_ALGORITHMS, converter=_strs)
     leeway: float = attrs.field(default=30.0, validator=attrs.validators.ge(0))
+    jwks_refetch: float = attrs.field(default=10.0, validator=attrs.validators.ge(0))
+    jwks_max_age: float = attrs.field(default=300.0, validator=attrs.validators.gt(0))
 
     def __attrs_post_init__(self) -> None:
         weak = [alg for alg in self.algorithms if alg == "none" or alg.startswith("HS")]
@@ -105,7 +110,17 @@ class OAuthSettings:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> OAuthSettings:
         """Read the config file's form (camelCase: ``issuer``, ``audience``, ``scopes``, ``jwksUri``, ...)."""
-        known = {"issuer", "audience", "scopes", "jwksUri", "authorizationServers", "algorithms", "leeway"}
+        known = {
+            "issuer",
+            "audience",
+            "scopes",
+            "jwksUri",
+            "authorizationServers",
+            "algorithms",
+            "leeway",
+            "jwksRefetch",
+            "jwksMaxAge",
+        }
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown oauth setting(s) {unknown}; known: {sorted(known)}")
@@ -119,6 +134,8 @@ class OAuthSettings:
             authorization_servers=tuple(_strings(data.get("authorizationServers", []), "authorizationServers")),
             algorithms=tuple(_strings(data.get("algorithms", list(DEFAULT_ALGORITHMS)), "algorithms")),
             leeway=float(data.get("leeway", 30.0)),
+            jwks_refetch=float(data.get("jwksRefetch", 10.0)),
+            jwks_max_age=float(data.get("jwksMaxAge", 300.0)),
         )
 
 
@@ -167,8 +184,10 @@ class JwksCache:
 
     Args:
         settings: The issuer, and the JWKS URL if configured.
-        max_age: Seconds a fetched key set is used before it is fetched again.
-        min_refetch: Least seconds between two fetches (an unknown ``kid`` waits for the next).
+        max_age: Seconds a fetched key set is used before it is fetched again (default:
+            ``settings.jwks_max_age``).
+        min_refetch: Least seconds between two fetches (an unknown ``kid`` waits for the next;
+            default: ``settings.jwks_refetch``).
         fetch_timeout: Seconds one fetch (discovery and keys) may take.
         http: The client to fetch with (tests); default: one of the SDK's, made on first use.
     """
@@ -177,14 +196,14 @@ class JwksCache:
         self,
         settings: OAuthSettings,
         *,
-        max_age: float = 300.0,
-        min_refetch: float = 10.0,
+        max_age: float | None = None,
+        min_refetch: float | None = None,
         fetch_timeout: float = 10.0,
         http: httpx2.AsyncClient | None = None,
     ) -> None:
         self.settings = settings
-        self.max_age = max_age
-        self.min_refetch = min_refetch
+        self.max_age = settings.jwks_max_age if max_age is None else max_age
+        self.min_refetch = settings.jwks_refetch if min_refetch is None else min_refetch
         self.fetch_timeout = fetch_timeout
         self.fetches = 0
         """How many times the key set was fetched (a figure to watch, and for tests)."""
