@@ -186,9 +186,23 @@ async def test_a_rotated_key_is_fetched_when_its_kid_is_first_seen(tmp_path: Pat
             token = mint(new, iss=idp.base, aud=gateway.url, scope="mcp")
             assert (await post_raw(gateway.url, token=token)).status_code == 200
             assert await idp.count("jwks") == 2
-            # The old key is gone from the set: its tokens no longer verify.
-            stale = mint(old, iss=idp.base, aud=gateway.url, scope="mcp")
+            # The old key is gone from the set: a token of it not seen before no longer verifies.
+            stale = mint(old, iss=idp.base, aud=gateway.url, scope="mcp", jti="never-seen")
             assert (await post_raw(gateway.url, token=stale)).status_code == 401
+
+
+async def test_a_remembered_token_is_refused_once_it_expires(tmp_path: Path) -> None:
+    """A token checked once is taken again from memory, but never past its exp."""
+    key = rsa_key("k1")
+    async with issuer([key]) as idp:
+        async with auth_gateway(tmp_path, GatewayAuth(oauth=settings(idp, leeway=0.0))) as gateway:
+            exp = int(time.time()) + 2
+            token = mint(key, iss=idp.base, aud=gateway.url, scope="mcp", exp=exp)
+            assert (await post_raw(gateway.url, token=token)).status_code == 200
+            assert (await post_raw(gateway.url, token=token)).status_code == 200
+            await trio.sleep(max(0.0, exp - time.time()) + 1.1)  # the token's own clock: wall time
+            response = await post_raw(gateway.url, token=token)
+            assert response.status_code == 401 and "expired" in response.json()["error_description"]
 
 
 async def test_unknown_kids_do_not_make_the_gateway_hammer_the_issuer() -> None:
