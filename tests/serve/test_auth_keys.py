@@ -14,6 +14,7 @@ import stat
 import time
 from pathlib import Path
 
+import httpx2
 import pytest
 import trio
 from authkit import BOUND, auth_gateway, post_raw, sdk_session
@@ -83,6 +84,15 @@ async def test_the_sdk_client_with_a_key_is_served_and_without_one_refused(tmp_p
         assert "expired" in (await post_raw(gateway.url, token=expired)).json()["error_description"]
         response = await post_raw(gateway.url, headers={"authorization": f"Basic {key}"})
         assert response.status_code == 401 and 'error="invalid_request"' in response.headers["www-authenticate"]
+        # Every era and method passes the same check: a 2026-07-28 request, a GET stream, a DELETE.
+        modern = await post_raw(gateway.url, headers={"mcp-protocol-version": "2026-07-28"})
+        assert modern.status_code == 401
+        async with httpx2.AsyncClient(timeout=BOUND) as http:
+            stream = await http.get(gateway.url, headers={"accept": "text/event-stream", "mcp-session-id": "x"})
+            ended = await http.delete(gateway.url, headers={"mcp-session-id": "x"})
+            assert (stream.status_code, ended.status_code) == (401, 401)
+            known = await http.delete(gateway.url, headers={"mcp-session-id": "x", "authorization": f"Bearer {key}"})
+            assert known.status_code == 404  # admitted; the session is unknown
 
 
 async def test_a_key_opens_its_own_profile_only(tmp_path: Path) -> None:
