@@ -319,7 +319,7 @@ class Authenticator:
         await conn.respond(refused.status, headers, encode(body))
 
     async def _metadata(self, conn: HttpConnection, request: HttpRequest) -> None:
-        if request.method not in ("GET", "HEAD"):
+        if request.method != "GET":
             await conn.respond(405, (("allow", "GET"),))
             return
         rest = request.path[len(WELL_KNOWN) :]
@@ -337,7 +337,9 @@ class Authenticator:
             return
         document = resource_metadata(settings, self.profile_resource(profile))
         payload = document.model_dump_json(exclude_none=True).encode()
-        await conn.respond(200, (*_JSON, ("cache-control", "max-age=300")), payload)
+        # Public, and read by browser-based clients too (the SDK's metadata route allows any origin).
+        headers = (*_JSON, ("cache-control", "max-age=300"), ("access-control-allow-origin", "*"))
+        await conn.respond(200, headers, payload)
 
 
 def _quoted(text: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -89,6 +90,14 @@ def mint(key: dict[str, str], **claims: Any) -> str:
     return jwt.encode(body, key["pem"], algorithm=key["alg"], headers={"kid": key["kid"]})
 
 
+def suffixed_headers(response: httpx2.Response) -> bool:
+    """Whether the metadata answer is public JSON that browsers may read (any origin)."""
+    return (
+        response.headers["content-type"] == "application/json"
+        and response.headers["access-control-allow-origin"] == "*"
+    )
+
+
 def settings(issuer: Issuer, **more: Any) -> OAuthSettings:
     return OAuthSettings(issuer=issuer.base, scopes=("mcp",), **more)
 
@@ -103,12 +112,15 @@ async def test_the_metadata_names_the_issuer_and_a_401_points_to_it(tmp_path: Pa
             root = (await http.get(origin + "/.well-known/oauth-protected-resource")).json()
             profile = (await http.get(origin + "/.well-known/oauth-protected-resource/mcp/github")).json()
             missing = await http.get(origin + "/.well-known/oauth-protected-resource/other")
+            posted = await http.post(origin + "/.well-known/oauth-protected-resource/mcp")
+            assert suffixed_headers(await http.get(origin + "/.well-known/oauth-protected-resource/mcp"))
         assert suffixed == root
         assert suffixed["resource"] == gateway.url
         assert [url.rstrip("/") for url in suffixed["authorization_servers"]] == [idp.base]
         assert suffixed["scopes_supported"] == ["mcp"] and suffixed["bearer_methods_supported"] == ["header"]
         assert profile["resource"] == gateway.url + "/github"
         assert missing.status_code == 404
+        assert posted.status_code == 405
         response = await post_raw(gateway.url)
         assert response.status_code == 401
         challenge = response.headers["www-authenticate"]
@@ -118,8 +130,14 @@ async def test_the_metadata_names_the_issuer_and_a_401_points_to_it(tmp_path: Pa
         assert await idp.count("jwks") == 0  # nothing fetched for a request without a token
 
 
-async def test_a_valid_token_is_served_and_every_broken_rule_refused(tmp_path: Path) -> None:
-    """The SDK client with a good token works; expired, early, wrong aud/iss, bad signature, HMAC, no scope: refused."""
+async def test_a_valid_token_is_served_and_every_broken_rule_refused(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK client with a good token works; expired, early, wrong aud/iss, bad signature, HMAC, no scope: refused.
+
+    No token reaches the logs, the answers or the challenges.
+    """
+    caplog.set_level(logging.DEBUG)
     key, stranger = ec_key("k1"), ec_key("k1")  # the stranger reuses the kid: only the signature tells
     async with issuer([key]) as idp, auth_gateway(tmp_path, GatewayAuth(oauth=settings(idp))) as gateway:
         good = mint(key, iss=idp.base, aud=gateway.url, scope="mcp other")
@@ -150,6 +168,10 @@ async def test_a_valid_token_is_served_and_every_broken_rule_refused(tmp_path: P
             assert f'error="{error}"' in challenge and "resource_metadata=" in challenge, case
             assert token not in response.text and token not in challenge
         assert await idp.count("jwks") == 1  # one fetch served every check
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "refused a request" in logged
+    for token, _, _ in [*cases.values(), (good, 0, "")]:
+        assert token not in logged
 
 
 async def test_tokens_for_a_profile_and_per_profile_issuers(tmp_path: Path) -> None:
