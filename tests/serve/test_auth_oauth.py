@@ -31,7 +31,7 @@ from pydantic import AnyUrl
 from testkit import serve_in_thread
 
 from mcp_actors.serve import GatewayAuth, MemoryApiKeyTable, OAuthSettings, create_api_key
-from mcp_actors.serve._auth_oauth import JwksCache, TokenRejected
+from mcp_actors.serve._auth_oauth import JwksCache, JwtVerifier, TokenRejected
 
 
 def _pem(key: Any) -> str:
@@ -68,7 +68,7 @@ class Issuer:
 
 
 @contextlib.asynccontextmanager
-async def issuer(keys: list[dict[str, str]]) -> AsyncIterator[Issuer]:
+async def issuer(keys: list[dict[str, str]], **options: Any) -> AsyncIterator[Issuer]:
     """The test authorization server issuing JWTs signed with ``keys[0]``, publishing all of ``keys``."""
 
     def build() -> Any:
@@ -76,7 +76,7 @@ async def issuer(keys: list[dict[str, str]]) -> AsyncIterator[Issuer]:
         from mcp_actors.testing._oauth_server import OAuthTestServer
 
         app = create_demo_server().streamable_http_app(host="127.0.0.1")
-        return OAuthTestServer({"jwt": {"keys": keys, "resources": []}}, app)
+        return OAuthTestServer({"jwt": {"keys": keys, "resources": []}, **options}, app)
 
     async with serve_in_thread(build) as url:
         yield Issuer(url)
@@ -344,3 +344,51 @@ async def test_the_clients_token_never_goes_upstream(tmp_path: Path) -> None:
                         result = await session.call_tool("up__echo", {"text": "hi"})
                         assert "hi" in str(result.content)
     assert seen and set(seen) == {"Bearer upstream-credential"}
+
+
+async def test_the_key_set_is_found_by_openid_discovery_or_taken_from_jwks_uri() -> None:
+    """An issuer with OpenID metadata only is discovered; a configured jwksUri skips discovery."""
+    key = ec_key("k1")
+    async with issuer([key], asm="oidc", issuerPath="/realm") as idp:
+        discovered = JwksCache(OAuthSettings(issuer=idp.base + "/realm"))
+        with trio.fail_after(BOUND):
+            assert await discovered.key("k1") is not None
+            assert await idp.count("asm") == 1
+            direct = JwksCache(OAuthSettings(issuer=idp.base + "/realm", jwks_uri=idp.base + "/jwks"))
+            assert await direct.key("k1") is not None
+            assert await idp.count("asm") == 1 and await idp.count("jwks") == 2
+
+
+async def test_the_verifier_is_the_sdks_token_verifier() -> None:
+    """verify_token answers an AccessToken (resource = the audience matched) or None, as the SDK's protocol says."""
+    key = rsa_key("k1")
+    async with issuer([key]) as idp:
+        gateway = "http://127.0.0.1:9/mcp"
+        verifier = JwtVerifier(settings(idp), [gateway], JwksCache(settings(idp)))
+        with trio.fail_after(BOUND):
+            access = await verifier.verify_token(mint(key, iss=idp.base, aud=[gateway, "x"], scope="mcp a"))
+            assert access is not None
+            assert (access.resource, access.client_id, access.subject) == (gateway, "cli", "alice")
+            assert access.scopes == ["mcp", "a"]
+            assert await verifier.verify_token(mint(key, iss=idp.base, aud=gateway)) is None  # no scope
+        assert "eyJ" not in repr(verifier)
+
+
+def test_settings_refuse_what_would_weaken_the_check() -> None:
+    """HMAC or none algorithms, a non-http issuer, unknown fields: refused, naming what is wrong."""
+    with pytest.raises(ValueError, match="asymmetric"):
+        OAuthSettings(issuer="https://idp.example", algorithms=("HS256",))
+    with pytest.raises(ValueError, match="asymmetric"):
+        OAuthSettings(issuer="https://idp.example", algorithms=("none",))
+    with pytest.raises(ValueError, match="issuer must be an http"):
+        OAuthSettings(issuer="idp.example")
+    with pytest.raises(ValueError, match=r"unknown oauth setting\(s\) \['audiance'\]"):
+        OAuthSettings.from_json({"issuer": "https://idp.example", "audiance": "https://gw/mcp"})
+    with pytest.raises(ValueError, match=r"gateway\.auth\.profiles\.github"):
+        GatewayAuth.from_json({"profiles": {"github": {"issuer": "https://idp.example"}}}, api_keys=None)
+    with pytest.raises(ValueError, match="needs api_keys, oauth or profiles"):
+        GatewayAuth.from_json({"apiKeys": False}, api_keys=MemoryApiKeyTable())
+    parsed = GatewayAuth.from_json(
+        {"oauth": {"issuer": "https://idp.example", "scopes": ["mcp"], "jwksRefetch": 1}}, api_keys=None
+    )
+    assert parsed.oauth == OAuthSettings(issuer="https://idp.example", scopes=("mcp",), jwks_refetch=1.0)
