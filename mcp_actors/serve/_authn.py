@@ -15,7 +15,9 @@ with ``WWW-Authenticate: Bearer`` (with ``resource_metadata`` and ``scope`` when
 as the MCP authorization spec says); a valid key of another profile, or a token lacking a
 required scope, 403. The protected-resource metadata (RFC 9728) is served to anyone, before
 the check. The profile a request opens is the path segment after the endpoint's path
-(``/mcp/<profile>``; ``/mcp`` itself is the whole gateway).
+(``/mcp/<profile>``; ``/mcp`` itself is the plain endpoint, which a key of the ``default``
+profile opens too); the check runs before the front looks the profile up, so an unknown
+profile costs an unauthenticated client a 401, never the list of profiles in a 404.
 
 The client's token ends here: the gateway calls its servers with its own credentials (the
 runtime's config), never with what a client sent. Tokens and keys never reach a log, an
@@ -32,6 +34,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
+from mcp_actors._config.profiles import DEFAULT_PROFILE
 from mcp_actors._wire.codec import encode
 from mcp_actors.serve._auth_keys import KEY_PREFIX, ApiKeyTable, key_digest
 from mcp_actors.serve._auth_oauth import (
@@ -273,7 +276,7 @@ class Authenticator:
             raise AuthRefused(401, "invalid_token", "unknown API key")
         if entry.expired(time.time()):
             raise AuthRefused(401, "invalid_token", f"the API key {entry.name!r} has expired")
-        if entry.profile is not None and entry.profile != profile:
+        if not _opens(entry.profile, profile):
             opened = "the whole gateway" if profile is None else f"profile {profile!r}"
             raise AuthRefused(
                 403, "insufficient_scope", f"the API key {entry.name!r} opens profile {entry.profile!r}, not {opened}"
@@ -340,6 +343,17 @@ class Authenticator:
         # Public, and read by browser-based clients too (the SDK's metadata route allows any origin).
         headers = (*_JSON, ("cache-control", "max-age=300"), ("access-control-allow-origin", "*"))
         await conn.respond(200, headers, payload)
+
+
+def _opens(key_profile: str | None, profile: str | None) -> bool:
+    """Whether a key of ``key_profile`` opens the path of ``profile`` (``None``: the plain endpoint).
+
+    A key without a profile opens every path; a key of profile P opens ``<path>/P``, and the plain
+    endpoint too when P is the ``default`` profile (which the plain endpoint serves).
+    """
+    if key_profile is None or key_profile == profile:
+        return True
+    return key_profile == DEFAULT_PROFILE and profile is None
 
 
 def _quoted(text: str) -> str:

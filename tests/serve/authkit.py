@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,8 @@ from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
 
+from mcp_actors._config.codec import record_to_json_dict
+from mcp_actors._config.record import builtin_demo_record
 from mcp_actors.runtime import Runtime, open_runtime
 from mcp_actors.serve import GatewayAuth, HttpGateway, serve_http
 from mcp_actors.testing.memory import records_in_memory
@@ -22,9 +25,15 @@ BOUND = 30.0
 """Upper bound of any one step: real sockets, a loaded machine."""
 
 
+PROFILES = {"github": {"servers": {"demo": {}}}, "slack": {"servers": {"demo": {"tools": ["echo"]}}}}
+"""Two profiles of the built-in demo server, served at ``/mcp/github`` and ``/mcp/slack``."""
+
+
 @contextlib.asynccontextmanager
 async def auth_gateway(tmp_path: Path, auth: GatewayAuth | None, **options: Any) -> AsyncIterator[HttpGateway]:
-    """A gateway with ``auth`` over a fresh install (its built-in demo server, in memory), on loopback."""
+    """A gateway with ``auth`` over the built-in demo server (in memory) and :data:`PROFILES`, on loopback."""
+    records = [record_to_json_dict(builtin_demo_record())]
+    (tmp_path / "cfg.json").write_text(json.dumps({"version": 1, "mcpServers": records, "profiles": PROFILES}))
     with records_in_memory():
         async with open_runtime(tmp_path / "cfg.json") as runtime, trio.open_nursery() as nursery:
             start = functools.partial(serve_http, runtime.service, auth=auth, **options)

@@ -96,20 +96,29 @@ async def test_the_sdk_client_with_a_key_is_served_and_without_one_refused(tmp_p
 
 
 async def test_a_key_opens_its_own_profile_only(tmp_path: Path) -> None:
-    """A profile's key is 403 on another profile and on the whole gateway; a key without a profile opens all."""
+    """A profile's key: 403 on another profile and on /mcp; no profile: every path; `default`: /mcp too."""
     table = MemoryApiKeyTable()
     github, _ = await create_api_key(table, "gh", profile="github")
     everything, _ = await create_api_key(table, "all")
+    default, _ = await create_api_key(table, "plain", profile="default")
     async with auth_gateway(tmp_path, GatewayAuth(api_keys=table)) as gateway:
         response = await post_raw(gateway.url + "/slack", token=github)
         assert response.status_code == 403
         assert 'error="insufficient_scope"' in response.headers["www-authenticate"]
         assert "'github'" in response.json()["error_description"]
         assert (await post_raw(gateway.url, token=github)).status_code == 403
-        # Admitted: what the endpoint then answers is the front's business (not an auth status).
-        assert (await post_raw(gateway.url + "/github", token=github)).status_code not in (401, 403)
-        assert (await post_raw(gateway.url + "/github", token=everything)).status_code not in (401, 403)
-        assert (await post_raw(gateway.url, token=everything)).status_code == 200
+        assert (await post_raw(gateway.url + "/github", token=github)).status_code == 200
+        for path in ("", "/github", "/slack"):
+            assert (await post_raw(gateway.url + path, token=everything)).status_code == 200, path
+        assert (await post_raw(gateway.url, token=default)).status_code == 200
+        assert (await post_raw(gateway.url + "/default", token=default)).status_code == 200
+        assert (await post_raw(gateway.url + "/github", token=default)).status_code == 403
+        # An unknown profile: the credentials are checked first, so no profile list leaks to a stranger.
+        assert (await post_raw(gateway.url + "/nope")).status_code == 401
+        assert (await post_raw(gateway.url + "/nope", token=everything)).status_code == 404
+        async with sdk_session(gateway.url + "/slack", token=everything) as session:
+            with trio.fail_after(BOUND):
+                assert {tool.name for tool in (await session.list_tools()).tools} == {"demo__echo"}
 
 
 async def _status_within(url: str, key: str, status: int) -> bool:
