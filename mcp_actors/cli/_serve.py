@@ -137,10 +137,7 @@ def serve(
 
 def _gateway_auth(opts: _Options, api_keys: bool, oauth: dict[str, Any]) -> GatewayAuth | None:
     """The gateway's inbound auth: from the options when any is given, else the config file's ``gateway.auth``."""
-    import json
-
-    from mcp_actors._config.files import read_config_file
-    from mcp_actors._config.store import resolve_config_path
+    from mcp_actors._config.store import ConfigStore
     from mcp_actors.serve import FileApiKeyTable, GatewayAuth
     from mcp_actors.serve._auth_keys import default_key_path
 
@@ -151,16 +148,7 @@ def _gateway_auth(opts: _Options, api_keys: bool, oauth: dict[str, Any]) -> Gate
     try:
         if api_keys or given:
             return GatewayAuth.from_json({"apiKeys": api_keys, "oauth": given or None}, api_keys=table)
-        path = resolve_config_path(opts.config)
-        try:
-            data = read_config_file(path, what="config file", fix="fix or move the file")
-        except FileNotFoundError:
-            return None
-        try:
-            document = json.loads(data)
-        except ValueError:
-            return None  # the runtime reports a broken config file, with its position
-        section = document.get("gateway") if isinstance(document, dict) else None
+        section, _ = ConfigStore(opts.config).load_section("gateway")  # a broken file raises: never served open
         auth = section.get("auth") if isinstance(section, dict) else None
         if auth is None:
             return None

@@ -65,7 +65,7 @@ async def test_serve_takes_gateway_auth_from_the_config_file_and_keys_from_serve
 
 
 def test_serve_refuses_a_bad_auth_setting_before_serving(tmp_path: Path) -> None:
-    """A malformed gateway.auth, or OAuth options without an issuer: exit 2 naming the field, nothing served."""
+    """A malformed gateway.auth or config file, or OAuth options without an issuer: exit 2, nothing served."""
     config = tmp_path / "cfg.json"
     config.write_text(json.dumps({"version": 1, "mcpServers": [], "gateway": {"auth": {"oauth": {"scopes": ["x"]}}}}))
     bad = invoke(config, "serve", "--port", "0")
@@ -74,3 +74,6 @@ def test_serve_refuses_a_bad_auth_setting_before_serving(tmp_path: Path) -> None
     assert no_issuer.rc == 2 and "need --oauth-issuer" in no_issuer.stderr
     unknown = invoke(config, "serve", "--port", "0", "--oauth-issuer", "ftp://idp")
     assert unknown.rc == 2 and "issuer must be an http(s) URL" in unknown.stderr
+    config.write_text('{"version": 1, "mcpServers": [], "gateway": {"auth": {"apiKeys": true}}')  # cut short
+    broken = invoke(config, "serve", "--port", "0")
+    assert broken.rc == 2 and "cfg.json" in broken.stderr  # never served without the auth it asked for
