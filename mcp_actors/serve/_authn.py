@@ -52,6 +52,8 @@ __all__ = ["ANONYMOUS", "AuthRefused", "Authenticator", "GatewayAuth", "Principa
 logger = logging.getLogger("mcp_actors.serve")
 
 WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
+_VERIFIERS_MAX: Final = 256
+"""Profiles whose token verifier (and the tokens it checked) is kept."""
 _JSON: Final = (("content-type", "application/json"),)
 _STATUS: Final = {
     "invalid_token": 401,
@@ -230,8 +232,9 @@ class Authenticator:
             if profile is not None and settings is self.settings.oauth:
                 audiences.append(self.resource)  # a token for the whole gateway opens each profile
             verifier = JwtVerifier(settings, audiences, self._keys_for(settings))
-        if profile is None or profile in self.settings.profiles:
-            self._verifiers[profile] = verifier  # unbounded path names are not remembered
+        if len(self._verifiers) >= _VERIFIERS_MAX:
+            self._verifiers.pop(next(iter(self._verifiers)))  # path names are the client's: bounded
+        self._verifiers[profile] = verifier
         return verifier
 
     # ------------------------------------------------------------------ the hook
