@@ -57,7 +57,7 @@ _VERIFIERS_MAX: Final = 256
 _JSON: Final = (("content-type", "application/json"),)
 _STATUS: Final = {
     "invalid_token": 401,
-    "invalid_request": 401,
+    "invalid_request": 400,
     "insufficient_scope": 403,
     "temporarily_unavailable": 503,
 }
@@ -90,8 +90,8 @@ class AuthRefused(Exception):
     """A request the gateway does not admit.
 
     Attributes:
-        status: 401 (no or bad credentials), 403 (valid, but not for this), 503 (the issuer's keys
-            could not be had).
+        status: 401 (no or bad credentials), 400 (a malformed request: two ``Authorization``
+            headers), 403 (valid, but not for this), 503 (the issuer's keys could not be had).
         error: The RFC 6750 error code (``invalid_token``, ``insufficient_scope``), or ``None``
             when no credentials were sent.
         description: Why, for the client (never a secret).
@@ -251,9 +251,10 @@ class Authenticator:
         scheme, _, token = authorization.partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
-            raise AuthRefused(401, "invalid_request", "the Authorization header must be 'Bearer <token>'")
+            # RFC 6750 §3.1: credentials of another scheme are no credentials here (no error code).
+            raise AuthRefused(401, None, "authentication required: send Authorization: Bearer <token>")
         if sum(1 for name, _ in request.raw_headers if name == "authorization") > 1:
-            raise AuthRefused(401, "invalid_request", "send one Authorization header")
+            raise AuthRefused(400, "invalid_request", "send one Authorization header")
         keys = self.settings.api_keys
         if keys is not None and token.startswith(KEY_PREFIX):
             return await self._key(keys, token, profile)
@@ -320,7 +321,7 @@ class Authenticator:
     async def _refuse(self, conn: HttpConnection, refused: AuthRefused, profile: str | None) -> None:
         body: dict[str, Any] = {"error": refused.error or "invalid_token", "error_description": refused.description}
         headers: tuple[tuple[str, str], ...] = _JSON
-        if refused.status in (401, 403):
+        if refused.status in (400, 401, 403):
             headers = (*_JSON, ("www-authenticate", self.challenge(refused, profile)))
         await conn.respond(refused.status, headers, encode(body))
 
