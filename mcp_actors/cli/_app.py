@@ -47,7 +47,7 @@ from mcp_actors.cli._auth import auth_app
 from mcp_actors.cli._profiles import profile_app
 from mcp_actors.cli._protocol import prompts_app, resources_app, tasks_app
 from mcp_actors.cli._run import _execute, _Options, _run_async, _silence_stdout, _with_service
-from mcp_actors.cli._serve import serve
+from mcp_actors.cli._serve import serve_app
 from mcp_actors.cli._stress import stress_app
 from mcp_actors.cli._support import (
     PROGRAM,
@@ -149,7 +149,7 @@ app.add_typer(stress_app, name="stress")
 app.add_typer(resources_app, name="resources")  # resources, prompts, tasks: cli/_protocol.py
 app.add_typer(prompts_app, name="prompts")
 app.add_typer(tasks_app, name="tasks")
-app.command("serve")(serve)  # the gateway: cli/_serve.py
+app.add_typer(serve_app, name="serve")  # the gateway: cli/_serve.py, its keys: cli/_serve_keys.py
 app.add_typer(profile_app, name="profile")  # the gateway's profiles: cli/_profiles.py
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout (and nothing else there).")]

@@ -3,7 +3,9 @@
 Kept apart from :mod:`mcp_actors.cli._app`, which registers the command::
 
     mcp-actors serve [--host 127.0.0.1] [--port N] [--path /mcp] [--separator __] [--naming tool] [--grace S]
+                     [--api-keys] [--oauth-issuer URL [--oauth-audience URL] [--oauth-scope S]...]
     mcp-actors serve --stdio [--profile NAME]
+    mcp-actors serve keys add|list|rm ...     (cli/_serve_keys.py)
 
 Over HTTP the endpoint's URL is the first line on stdout (a script reads it; ``--port 0``
 picks a free port), and SIGINT or SIGTERM stop it gracefully: no new connections, event
@@ -11,6 +13,9 @@ streams ended, requests in flight given ``--grace`` seconds; then every server i
 and its process reaped (the runtime's kill ladder). A second signal stops at once. Over
 stdio the protocol owns stdout: the command points file descriptor 1 at stderr, so nothing
 but the protocol can reach the client, and the end of stdin stops it.
+
+Inbound authentication (HTTP only) comes from the options, else from the config file's
+``"gateway": {"auth": {...}}`` (:meth:`mcp_actors.serve.GatewayAuth.from_json`); options win.
 
 Imports nothing of the SDK, trio or the gateway until the command runs.
 """
@@ -22,14 +27,24 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
 
 from mcp_actors.cli._run import _Options, _run_async
+from mcp_actors.cli._serve_keys import keys_app
 from mcp_actors.cli._support import CliError, ExitCode
 
-__all__ = ["serve"]
+if TYPE_CHECKING:
+    from mcp_actors.serve import GatewayAuth
+
+__all__ = ["serve", "serve_app"]
+
+serve_app = typer.Typer(
+    help="Serve every enabled server as one MCP server (a gateway); 'serve keys' manages its API keys.",
+    invoke_without_command=True,
+)
+serve_app.add_typer(keys_app, name="keys")
 
 NAMINGS: Final = ("prefixed", "tool")
 """``--naming``: ``prefixed`` joins server and name with ``--separator``; ``tool`` keeps the item's own name."""
@@ -40,10 +55,12 @@ def _own_name(server: str, name: str) -> str:
     return name
 
 
+@serve_app.callback()
 def serve(
     ctx: typer.Context,
     host: Annotated[
-        str, typer.Option("--host", help="The address to listen on. Loopback by default: there is no inbound auth yet.")
+        str,
+        typer.Option("--host", help="The address to listen on. Loopback by default; elsewhere, turn on auth."),
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="The port (0: a free one).")] = 8000,
     path: Annotated[str, typer.Option("--path", help="The endpoint's path.")] = "/mcp",
@@ -69,12 +86,30 @@ def serve(
     config: Annotated[
         Path | None, typer.Option("--config", help="The config file (overrides the global --config).")
     ] = None,
+    api_keys: Annotated[
+        bool, typer.Option("--api-keys", help="Require an API key (serve keys add) or, with --oauth-issuer, a token.")
+    ] = False,
+    oauth_issuer: Annotated[
+        str | None, typer.Option("--oauth-issuer", help="Require OAuth access tokens (JWT) of this issuer.")
+    ] = None,
+    oauth_audience: Annotated[
+        str | None,
+        typer.Option("--oauth-audience", help="The resource URL tokens are for (default: the gateway's URL)."),
+    ] = None,
+    oauth_scope: Annotated[
+        list[str] | None, typer.Option("--oauth-scope", metavar="SCOPE", help="A scope tokens must have (repeat).")
+    ] = None,
+    oauth_jwks_uri: Annotated[
+        str | None, typer.Option("--oauth-jwks-uri", help="The issuer's JWKS URL (default: from its metadata).")
+    ] = None,
 ) -> None:
     """Serve every enabled server's tools, prompts and resources as one MCP server (a gateway).
 
     Tools and prompts are named <server>__<name>; resources keep their URIs. Over HTTP the
     endpoint's URL is printed first on stdout; Ctrl-C (or SIGTERM) stops gracefully.
     """
+    if ctx.invoked_subcommand is not None:
+        return  # serve keys ...: the subcommand runs
 
     async def body(opts: _Options) -> ExitCode:
         if config is not None:
@@ -93,13 +128,45 @@ def serve(
         rule: str | Callable[[str, str], str] = separator if naming == "prefixed" else _own_name
         if stdio:
             return await _serve_stdio(opts, rule, profile)
-        return await _serve_http(opts, host, port, path, rule, grace)
+        oauth = {"issuer": oauth_issuer, "audience": oauth_audience, "scopes": oauth_scope, "jwksUri": oauth_jwks_uri}
+        auth = _gateway_auth(opts, api_keys, oauth)
+        return await _serve_http(opts, host, port, path, rule, grace, auth)
 
     _run_async(ctx, body)
 
 
+def _gateway_auth(opts: _Options, api_keys: bool, oauth: dict[str, Any]) -> GatewayAuth | None:
+    """The gateway's inbound auth: from the options when any is given, else the config file's ``gateway.auth``."""
+    from mcp_actors._config.store import ConfigStore
+    from mcp_actors.serve import FileApiKeyTable, GatewayAuth
+    from mcp_actors.serve._auth_keys import default_key_path
+
+    table = FileApiKeyTable(default_key_path(opts.config))
+    given = {name: value for name, value in oauth.items() if value}
+    if given and "issuer" not in given:
+        raise CliError("--oauth-audience, --oauth-scope and --oauth-jwks-uri need --oauth-issuer")
+    try:
+        if api_keys or given:
+            return GatewayAuth.from_json({"apiKeys": api_keys, "oauth": given or None}, api_keys=table)
+        section, _ = ConfigStore(opts.config).load_section("gateway")  # a broken file raises: never served open
+        auth = section.get("auth") if isinstance(section, dict) else None
+        if auth is None:
+            return None
+        if not isinstance(auth, dict):
+            raise ValueError("gateway.auth must be an object")
+        return GatewayAuth.from_json(auth, api_keys=table)
+    except ValueError as exc:
+        raise CliError(f"inbound auth: {exc}") from None
+
+
 async def _serve_http(
-    opts: _Options, host: str, port: int, path: str, naming: str | Callable[[str, str], str], grace: float
+    opts: _Options,
+    host: str,
+    port: int,
+    path: str,
+    naming: str | Callable[[str, str], str],
+    grace: float,
+    auth: GatewayAuth | None,
 ) -> ExitCode:
     import functools
 
@@ -111,7 +178,9 @@ async def _serve_http(
     # No host callbacks: a gateway has no terminal to ask, so servers are offered no elicitation.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with open_runtime(opts.config, connect_on_add=False) as runtime, trio.open_nursery() as nursery:
-            start = functools.partial(serve_http, runtime.service, host=host, port=port, path=path, naming=naming)
+            start = functools.partial(
+                serve_http, runtime.service, host=host, port=port, path=path, naming=naming, auth=auth
+            )
             try:
                 gateway = await nursery.start(start)
             except OSError as exc:

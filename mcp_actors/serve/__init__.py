@@ -17,11 +17,20 @@ requests answered from the service, names, list changes), ``_streamable.py`` (th
 streamable-HTTP front: 2025 sessions, 2026-07-28 single requests), ``_stdio.py`` (the stdio
 front), ``_http.py`` (HTTP/1.1 server side, bounded), ``_names.py`` (public names and URIs),
 ``_profiles.py`` (profiles: a view of the core at ``/mcp/<profile>``), ``_reload.py`` (the config
-file followed while serving).
+file followed while serving), ``_authn.py`` (inbound authentication: the front's one hook), ``_auth_keys.py`` (API keys,
+stored as digests), ``_auth_oauth.py`` (OAuth access tokens checked against the issuer's JWKS).
 """
 
 from __future__ import annotations
 
+from mcp_actors.serve._auth_keys import ApiKey as ApiKey
+from mcp_actors.serve._auth_keys import ApiKeyTable as ApiKeyTable
+from mcp_actors.serve._auth_keys import FileApiKeyTable as FileApiKeyTable
+from mcp_actors.serve._auth_keys import MemoryApiKeyTable as MemoryApiKeyTable
+from mcp_actors.serve._auth_keys import create_api_key as create_api_key
+from mcp_actors.serve._auth_oauth import OAuthSettings as OAuthSettings
+from mcp_actors.serve._authn import GatewayAuth as GatewayAuth
+from mcp_actors.serve._authn import Principal as Principal
 from mcp_actors.serve._gateway import DEFAULT_LIST_TIMEOUT as DEFAULT_LIST_TIMEOUT
 from mcp_actors.serve._gateway import Gateway as Gateway
 from mcp_actors.serve._http import HttpLimits as HttpLimits
@@ -33,13 +42,21 @@ from mcp_actors.serve._serve import serve_stdio as serve_stdio
 from mcp_actors.serve._streamable import DEFAULT_GRACE as DEFAULT_GRACE
 
 __all__ = [
+    "ApiKey",
+    "ApiKeyTable",
     "DEFAULT_GRACE",
     "DEFAULT_LIST_TIMEOUT",
+    "FileApiKeyTable",
     "Gateway",
+    "GatewayAuth",
     "HttpGateway",
     "HttpLimits",
     "Joined",
+    "MemoryApiKeyTable",
     "Naming",
+    "OAuthSettings",
+    "Principal",
+    "create_api_key",
     "serve_http",
     "serve_stdio",
 ]

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import attrs
 import trio
 
+from mcp_actors.serve._authn import Authenticator, GatewayAuth
 from mcp_actors.serve._gateway import DEFAULT_LIST_TIMEOUT, Gateway, connect_all, relay_changes
 from mcp_actors.serve._http import HttpLimits
 from mcp_actors.serve._names import Naming
@@ -68,6 +69,7 @@ async def serve_http(
     limits: HttpLimits | None = None,
     connect: bool = True,
     reload_interval: float | None = DEFAULT_RELOAD_INTERVAL,
+    auth: GatewayAuth | None = None,
     task_status: trio.TaskStatus[HttpGateway] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve every enabled server of ``service`` as one MCP server over streamable HTTP, until stopped.
@@ -80,8 +82,8 @@ async def serve_http(
 
     Args:
         service: The runtime's service.
-        host: The address to listen on (loopback by default: the gateway has no inbound
-            authentication yet, so anything else exposes every server to the network).
+        host: The address to listen on (loopback by default: without ``auth``, anything
+            else exposes every server to the network).
         port: The port (0: a free one, see :attr:`HttpGateway.url`).
         path: The endpoint's path.
         naming: ``"__"`` (default) or another separator between server and tool or prompt
@@ -98,6 +100,8 @@ async def serve_http(
         reload_interval: Seconds between looks at the config file: a change (servers,
             profiles) is applied while serving (:mod:`~mcp_actors.serve._reload`); ``None``:
             the profiles read at start stay.
+        auth: Inbound authentication (API keys, OAuth access tokens; see docs/gateway.md);
+            ``None``: anyone who can connect is served.
 
     Raises:
         InvalidProfile: The config file's profiles section is malformed (at start).
@@ -118,6 +122,11 @@ async def serve_http(
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+    url = f"http://{shown}:{bound[1]}{path}"
+    if auth is not None:
+        front.auth = Authenticator(auth, url=url, path=path)
+    elif not _is_loopback(host):
+        logger.warning("serving %s without inbound authentication: anyone who can connect uses every server", url)
     async with trio.open_nursery() as nursery:
         await nursery.start(relay_changes, gateway)
         if reload_interval is not None:
@@ -127,7 +136,7 @@ async def serve_http(
         if connect:
             nursery.start_soon(connect_all, service)
         await nursery.start(front.serve, listeners)
-        task_status.started(HttpGateway(url=f"http://{shown}:{bound[1]}{path}", gateway=gateway, front=front))
+        task_status.started(HttpGateway(url=url, gateway=gateway, front=front))
         await front.stopped()
         nursery.cancel_scope.cancel()
 

@@ -53,6 +53,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_actors._wire.codec import decode, encode
+from mcp_actors.serve._authn import Authenticator
 from mcp_actors.serve._gateway import Gateway, Listener, Request, RpcError
 from mcp_actors.serve._http import ConnectionWatch, HttpConnection, HttpLimits, HttpRequest
 from mcp_actors.serve._profiles import not_served, profile_of_path
@@ -190,6 +191,8 @@ class HttpFront:
         limits: The connection bounds.
         max_sessions: Sessions (2025) alive at once.
         session_idle_timeout: Seconds a session may go unused before it ends.
+        auth: Who may send requests (:class:`~mcp_actors.serve._authn.Authenticator`);
+            ``None``: anyone who can connect.
     """
 
     gateway: Gateway
@@ -199,6 +202,7 @@ class HttpFront:
     limits: HttpLimits = attrs.field(factory=HttpLimits)
     max_sessions: int = 10_000
     session_idle_timeout: float = 30 * 60.0
+    auth: Authenticator | None = None
     sessions: dict[str, _Session] = attrs.field(factory=dict, init=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _idle: trio.Event = attrs.field(factory=trio.Event, init=False)
@@ -315,6 +319,8 @@ class HttpFront:
         await self._reply(conn, status, _error(rid, mcp_types.INVALID_REQUEST, why))
 
     async def _exchange(self, conn: HttpConnection, request: HttpRequest) -> None:
+        if self.auth is not None and await self.auth.admit(conn, request) is None:
+            return  # answered: refused, or the protected-resource metadata
         headers = request.headers
         request.profile = profile_of_path(request.path, self.path, self.gateway.profiles)
         if request.profile is None:

@@ -44,6 +44,12 @@ one a fault or a variant a client must handle:
   ``iat``, a fresh ``jti``; ``ath`` and the token's key at the resource); a bound token needs
   its own key's proof for every request and refresh.
 
+* ``jwt``: issue access tokens as JWTs (RFC 9068) for a resource server elsewhere, an object
+  (absent or null: opaque tokens): ``keys`` (``[{"kid": k, "pem": private key PEM}]``, the
+  first signs; all are published at ``/jwks``, named by the metadata's ``jwks_uri``),
+  ``resources`` (more resource indicators the token endpoint accepts; a token's ``aud`` is the
+  one requested, else this server's ``/mcp``).
+
 ``POST /_control`` also takes ``{"revoke": true}`` (every token dead) and
 ``{"expireAccess": true}`` (access tokens dead, refresh tokens live); ``GET /_stats`` returns
 counters (token requests by grant, registrations, 401s, DPoP proofs accepted and refused by
@@ -92,6 +98,7 @@ _DEFAULTS: dict[str, Any] = {
     "authServers": None,
     "assertionIssuers": {},
     "dpop": None,
+    "jwt": None,
 }
 
 JWT_BEARER_GRANT = "urn:ietf:params:oauth:grant-type:jwt-bearer"
@@ -266,6 +273,9 @@ class OAuthTestServer:
             self.stats["asm"] += 1
             return self._metadata("asm", self._asm())
         prefix = "" if prm == "none" else issuer_path
+        if path == "/jwks" and self.options["jwt"]:
+            self.stats["jwks"] += 1
+            return JSONResponse({"keys": [_public_jwk(key) for key in self.options["jwt"]["keys"]]})
         if path == prefix + "/authorize":
             return self._authorize(request)
         if path == prefix + "/token" and request.method == "POST":
@@ -309,6 +319,8 @@ class OAuthTestServer:
         }
         if self.options["dcr"]:
             document["registration_endpoint"] = root + "/register"
+        if self.options["jwt"]:
+            document["jwks_uri"] = self.base + "/jwks"
         if self.options["cimd"]:
             document["client_id_metadata_document_supported"] = True
         if self.options["scopesSupported"] is not None and self.options["prm"] == "none":
@@ -414,11 +426,13 @@ class OAuthTestServer:
         self.stats["auth:none"] += 1
         return client_id, None
 
-    def _issue(self, client_id: str, scope: str, jkt: str | None = None) -> dict[str, Any]:
+    def _issue(self, client_id: str, scope: str, jkt: str | None = None, resource: str | None = None) -> dict[str, Any]:
         grantable = self.options["grantableScopes"]
         if grantable is not None:
             scope = " ".join(s for s in scope.split() if s in grantable)
         token = "at-" + secrets.token_urlsafe(24)
+        if self.options["jwt"]:
+            token = self._jwt_access_token(client_id, scope, resource)
         bind = jkt is not None and (self.options["dpop"] or {}).get("bind", True)
         self.access[token] = {
             "client_id": client_id,
@@ -438,6 +452,23 @@ class OAuthTestServer:
             self.refresh[refresh] = {"client_id": client_id, "scope": scope, "jkt": jkt}
             result["refresh_token"] = refresh
         return result
+
+    def _jwt_access_token(self, client_id: str, scope: str, resource: str | None) -> str:
+        """An RFC 9068 access token signed with the first of ``jwt.keys``."""
+        signer = self.options["jwt"]["keys"][0]
+        now = int(time.time())
+        claims = {
+            "iss": self.issuer,
+            "sub": "user-" + client_id,
+            "client_id": client_id,
+            "aud": resource or self.resource,
+            "scope": scope,
+            "iat": now,
+            "exp": now + int(self.options["accessTtl"]),
+            "jti": secrets.token_urlsafe(8),
+        }
+        alg = signer.get("alg", "RS256")
+        return jwt.encode(claims, signer["pem"], algorithm=alg, headers={"kid": signer["kid"], "typ": "at+jwt"})
 
     # ------------------------------------------------------------------ DPoP (RFC 9449)
 
@@ -528,7 +559,8 @@ class OAuthTestServer:
         resource = form.get("resource")
         if resource is not None:
             self.resources.append(resource)
-        return resource is None or resource in (self.resource, self.base + "/sse", self.options["prmResource"])
+        extra = (self.options["jwt"] or {}).get("resources", [])
+        return resource is None or resource in (self.resource, self.base + "/sse", self.options["prmResource"], *extra)
 
     async def _token(self, request: Request) -> Response:
         form = {k: str(v) for k, v in (await request.form()).items()}
@@ -552,7 +584,7 @@ class OAuthTestServer:
             digest = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).decode().rstrip("=")
             if digest != code["challenge"]:
                 return JSONResponse({"error": "invalid_grant", "error_description": "PKCE"}, status_code=400)
-            return JSONResponse(self._issue(client_id, code["scope"], jkt))
+            return JSONResponse(self._issue(client_id, code["scope"], jkt, form.get("resource")))
         if grant == "refresh_token":
             held = self.refresh.get(form.get("refresh_token", ""))
             if held is None or held["client_id"] != client_id:
@@ -561,9 +593,9 @@ class OAuthTestServer:
                 self.stats["dpop:refreshWithoutItsKey"] += 1
                 return JSONResponse({"error": "invalid_grant", "error_description": "DPoP key"}, status_code=400)
             del self.refresh[form["refresh_token"]]
-            return JSONResponse(self._issue(client_id, held["scope"], jkt))
+            return JSONResponse(self._issue(client_id, held["scope"], jkt, form.get("resource")))
         if grant == "client_credentials":
-            return JSONResponse(self._issue(client_id, form.get("scope", ""), jkt))
+            return JSONResponse(self._issue(client_id, form.get("scope", ""), jkt, form.get("resource")))
         return JSONResponse({"error": "unsupported_grant_type"}, status_code=400)
 
     def _jwt_bearer(self, request: Request, form: dict[str, str]) -> Response:
@@ -623,6 +655,17 @@ class OAuthTestServer:
             info["client_secret"] = secret
         self.registered[client_id] = {"secret": secret}
         return JSONResponse(info, status_code=201)
+
+
+def _public_jwk(key: dict[str, Any]) -> dict[str, Any]:
+    """The public JWK of one ``jwt.keys`` entry, with its ``kid``."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    private = load_pem_private_key(key["pem"].encode(), password=None)
+    alg = key.get("alg", "RS256")
+    algorithm = jwt.get_algorithm_by_name(alg)
+    public = json.loads(algorithm.to_jwk(private.public_key()))
+    return {**public, "kid": key["kid"], "use": "sig", "alg": alg}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
