@@ -52,6 +52,7 @@ __all__ = [
     "ServerProtocolError",
     "ServerRequestFailed",
     "ServerStartFailed",
+    "SharedStoreUnavailable",
     "StressConfigInvalid",
     "StressWorkerDied",
     "ToolCallDenied",
@@ -585,3 +586,20 @@ class UnresolvedPlaceholder(ServerMisconfigured):
         super().__init__(message, server=server)
         self.placeholder = placeholder
         self.field = field
+
+
+class SharedStoreUnavailable(McpActorsError, ConnectionError):
+    """The store the replicas of a gateway share (Redis) did not answer, or refused.
+
+    Nothing was written there by the failed operation. Check that the server at ``url`` is up
+    and reachable (and the credentials in the URL), then retry.
+
+    Attributes:
+        url: The store's URL, without its password.
+    """
+
+    url: str
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message)
+        self.url = url

@@ -6,6 +6,7 @@ Kept apart from :mod:`mcp_actors.cli._app`, which registers the command::
                      [--api-keys] [--oauth-issuer URL [--oauth-audience URL] [--oauth-scope S]...]
     mcp-actors serve --stdio [--profile NAME]
     mcp-actors serve keys add|list|rm ...     (cli/_serve_keys.py)
+    mcp-actors serve --session-key-file key --redis-url redis://redis:6379/0   # one of N replicas
 
 Over HTTP the endpoint's URL is the first line on stdout (a script reads it; ``--port 0``
 picks a free port), and SIGINT or SIGTERM stop it gracefully: no new connections, event
@@ -102,6 +103,23 @@ def serve(
     oauth_jwks_uri: Annotated[
         str | None, typer.Option("--oauth-jwks-uri", help="The issuer's JWKS URL (default: from its metadata).")
     ] = None,
+    session_key_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--session-key-file",
+            dir_okay=False,
+            help="Replicas: the key (one a line, 32+ bytes; the first signs) that signs session ids, shared by"
+            " every replica so any continues any session. Else $MCP_ACTORS_SESSION_KEY; else a random key.",
+        ),
+    ] = None,
+    redis_url: Annotated[
+        str | None,
+        typer.Option(
+            "--redis-url",
+            envvar="MCP_ACTORS_REDIS_URL",
+            help="Replicas: the Redis they share (ended sessions, OAuth tokens), e.g. redis://host:6379/0.",
+        ),
+    ] = None,
 ) -> None:
     """Serve every enabled server's tools, prompts and resources as one MCP server (a gateway).
 
@@ -130,7 +148,7 @@ def serve(
             return await _serve_stdio(opts, rule, profile)
         oauth = {"issuer": oauth_issuer, "audience": oauth_audience, "scopes": oauth_scope, "jwksUri": oauth_jwks_uri}
         auth = _gateway_auth(opts, api_keys, oauth)
-        return await _serve_http(opts, host, port, path, rule, grace, auth)
+        return await _serve_http(opts, host, port, path, rule, grace, auth, session_key_file, redis_url)
 
     _run_async(ctx, body)
 
@@ -167,19 +185,42 @@ async def _serve_http(
     naming: str | Callable[[str, str], str],
     grace: float,
     auth: GatewayAuth | None,
+    session_key_file: Path | None,
+    redis_url: str | None,
 ) -> ExitCode:
     import functools
 
     import trio
 
+    from mcp_actors.errors import SharedStoreUnavailable
     from mcp_actors.runtime import open_runtime
-    from mcp_actors.serve import serve_http
+    from mcp_actors.serve import SessionBook, SessionKeys, serve_http
+    from mcp_actors.serve._store import RedisGatewayStore, open_gateway_store
 
+    keys = SessionKeys.load(session_key_file)
+    store: RedisGatewayStore | None = None
+    if redis_url:
+        try:
+            store = await open_gateway_store(redis_url)
+        except SharedStoreUnavailable as exc:
+            raise CliError(str(exc), ExitCode.UNAVAILABLE) from None
+    sessions = SessionBook(keys, store)
+    token_store = store.token_store() if store is not None else None
     # No host callbacks: a gateway has no terminal to ask, so servers are offered no elicitation.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-        async with open_runtime(opts.config, connect_on_add=False) as runtime, trio.open_nursery() as nursery:
+        async with (
+            open_runtime(opts.config, connect_on_add=False, token_store=token_store) as runtime,
+            trio.open_nursery() as nursery,
+        ):
             start = functools.partial(
-                serve_http, runtime.service, host=host, port=port, path=path, naming=naming, auth=auth
+                serve_http,
+                runtime.service,
+                host=host,
+                port=port,
+                path=path,
+                naming=naming,
+                auth=auth,
+                sessions=sessions,
             )
             try:
                 gateway = await nursery.start(start)
@@ -211,6 +252,8 @@ async def _serve_http(
                 stopping.cancel_scope.cancel()
             nursery.cancel_scope.cancel()
     # Leaving open_runtime closed every server and reaped its process.
+    if store is not None:
+        await store.aclose()
     return ExitCode.OK
 
 

@@ -18,7 +18,9 @@ streamable-HTTP front: 2025 sessions, 2026-07-28 single requests), ``_stdio.py``
 front), ``_http.py`` (HTTP/1.1 server side, bounded), ``_names.py`` (public names and URIs),
 ``_profiles.py`` (profiles: a view of the core at ``/mcp/<profile>``), ``_reload.py`` (the config
 file followed while serving), ``_authn.py`` (inbound authentication: the front's one hook), ``_auth_keys.py`` (API keys,
-stored as digests), ``_auth_oauth.py`` (OAuth access tokens checked against the issuer's JWKS).
+stored as digests), ``_auth_oauth.py`` (OAuth access tokens checked against the issuer's JWKS),
+``_sessions.py`` (signed session ids: any replica continues a session), ``_store.py`` (what
+replicas share: ended sessions, OAuth tokens, API keys; in memory or Redis).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ from mcp_actors.serve._names import Naming as Naming
 from mcp_actors.serve._serve import HttpGateway as HttpGateway
 from mcp_actors.serve._serve import serve_http as serve_http
 from mcp_actors.serve._serve import serve_stdio as serve_stdio
+from mcp_actors.serve._sessions import SessionBook as SessionBook
+from mcp_actors.serve._sessions import SessionKeys as SessionKeys
+from mcp_actors.serve._sessions import SessionState as SessionState
+from mcp_actors.serve._store import GatewayStore as GatewayStore
+from mcp_actors.serve._store import MemoryGatewayStore as MemoryGatewayStore
+from mcp_actors.serve._store import RedisGatewayStore as RedisGatewayStore
 from mcp_actors.serve._streamable import DEFAULT_GRACE as DEFAULT_GRACE
 
 __all__ = [
@@ -49,13 +57,19 @@ __all__ = [
     "FileApiKeyTable",
     "Gateway",
     "GatewayAuth",
+    "GatewayStore",
     "HttpGateway",
     "HttpLimits",
     "Joined",
     "MemoryApiKeyTable",
+    "MemoryGatewayStore",
     "Naming",
     "OAuthSettings",
     "Principal",
+    "RedisGatewayStore",
+    "SessionBook",
+    "SessionKeys",
+    "SessionState",
     "create_api_key",
     "serve_http",
     "serve_stdio",

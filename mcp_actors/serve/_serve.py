@@ -16,6 +16,7 @@ from mcp_actors.serve._gateway import DEFAULT_LIST_TIMEOUT, Gateway, connect_all
 from mcp_actors.serve._http import HttpLimits
 from mcp_actors.serve._names import Naming
 from mcp_actors.serve._reload import DEFAULT_RELOAD_INTERVAL, start_profiles, watch_config
+from mcp_actors.serve._sessions import SessionBook
 from mcp_actors.serve._stdio import DEFAULT_MAX_MESSAGE, StdioFront
 from mcp_actors.serve._streamable import DEFAULT_GRACE, LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpFront
 from mcp_actors.service import McpService
@@ -70,6 +71,7 @@ async def serve_http(
     connect: bool = True,
     reload_interval: float | None = DEFAULT_RELOAD_INTERVAL,
     auth: GatewayAuth | None = None,
+    sessions: SessionBook | None = None,
     task_status: trio.TaskStatus[HttpGateway] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve every enabled server of ``service`` as one MCP server over streamable HTTP, until stopped.
@@ -102,6 +104,9 @@ async def serve_http(
             the profiles read at start stay.
         auth: Inbound authentication (API keys, OAuth access tokens; see docs/gateway.md);
             ``None``: anyone who can connect is served.
+        sessions: How 2025 sessions are signed and shared between replicas
+            (:class:`~mcp_actors.serve.SessionBook`: a shared key, the shared store); default:
+            a random key of this process, sessions known to this process only.
 
     Raises:
         InvalidProfile: The config file's profiles section is malformed (at start).
@@ -118,6 +123,7 @@ async def serve_http(
         allowed_hosts=hosts,
         allowed_origins=tuple(allowed_origins) if allowed_origins is not None else LOOPBACK_ORIGINS,
         limits=limits or HttpLimits(),
+        sessions_book=sessions or SessionBook(),
     )
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()

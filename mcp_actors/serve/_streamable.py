@@ -6,8 +6,9 @@ other value is the 2026-07-28 stateless era, whose ladder (the ``_meta`` envelop
 ``Mcp-*`` routing headers, the supported version) is the SDK's own
 (:func:`mcp.shared.inbound.classify_inbound_request`).
 
-**Session era.** ``initialize`` opens a session (its id, 128 random bits, in ``Mcp-Session-Id``);
-every later request names it (400 without it, 404 for one unknown or ended). A POSTed
+**Session era.** ``initialize`` opens a session (its id, in ``Mcp-Session-Id``, carries the
+session signed: :mod:`mcp_actors.serve._sessions`, so that with a shared key any replica
+continues it); every later request names it (400 without it, 404 for one unknown or ended). A POSTed
 request is answered as JSON; as a stream of server-sent events when it asks for progress
 (``_meta.progressToken``) and the client accepts them, the progress first, the answer last.
 ``notifications/cancelled`` ends the named request of its session, and the upstream call
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 import functools
 import logging
-import secrets
+import math
 import time
 from collections.abc import Iterable
 from typing import Any, Final
@@ -57,6 +58,7 @@ from mcp_actors.serve._authn import Authenticator
 from mcp_actors.serve._gateway import Gateway, Listener, Request, RpcError
 from mcp_actors.serve._http import ConnectionWatch, HttpConnection, HttpLimits, HttpRequest
 from mcp_actors.serve._profiles import not_served, profile_of_path
+from mcp_actors.serve._sessions import SessionBook, SessionState
 
 __all__ = ["DEFAULT_GRACE", "HttpFront", "LOOPBACK_HOSTS", "LOOPBACK_ORIGINS"]
 
@@ -169,6 +171,10 @@ class _Session:
     """``time.monotonic()`` of its last request (the idle timeout counts from it)."""
     profile: str | None = None
     """The profile whose path opened it; a session is named only on that path."""
+    state: SessionState | None = None
+    """What its id carries (:mod:`mcp_actors.serve._sessions`): any replica continues it from there."""
+    expires_at: float = math.inf
+    """Unix time it ends, whatever its use (signed into its id)."""
     in_flight: dict[Any, trio.CancelScope] = attrs.field(factory=dict)
     stream: _EventQueue | None = None
     ended: trio.Event = attrs.field(factory=trio.Event)
@@ -193,6 +199,9 @@ class HttpFront:
         session_idle_timeout: Seconds a session may go unused before it ends.
         auth: Who may send requests (:class:`~mcp_actors.serve._authn.Authenticator`);
             ``None``: anyone who can connect.
+        session_idle_timeout: Seconds a session may go unused before this front forgets it (it
+            ends, unless a shared session key lets any replica, this one too, take it up again).
+        sessions_book: How sessions are signed, continued from their id and ended everywhere.
     """
 
     gateway: Gateway
@@ -203,6 +212,7 @@ class HttpFront:
     max_sessions: int = 10_000
     session_idle_timeout: float = 30 * 60.0
     auth: Authenticator | None = None
+    sessions_book: SessionBook = attrs.field(factory=SessionBook)
     sessions: dict[str, _Session] = attrs.field(factory=dict, init=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _idle: trio.Event = attrs.field(factory=trio.Event, init=False)
@@ -223,6 +233,7 @@ class HttpFront:
             with self._connections:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._expire_sessions)
+                    await nursery.start(self.sessions_book.watch, self._ended_elsewhere)
                     nursery.start_soon(self._watch.run)
                     await nursery.start(self._accept, listeners, nursery)
                     task_status.started()
@@ -269,15 +280,23 @@ class HttpFront:
         period = max(1.0, min(60.0, self.session_idle_timeout / 4))
         while True:
             await trio.sleep(period)
-            deadline = time.monotonic() - self.session_idle_timeout
+            deadline, now = time.monotonic() - self.session_idle_timeout, time.time()
             for session in list(self.sessions.values()):
-                if session.last_seen < deadline and not session.in_flight and session.stream is None:
+                if session.expires_at <= now:
+                    self._end_session(session)
+                elif session.last_seen < deadline and not session.in_flight and session.stream is None:
                     logger.info("session %s ended: unused for %gs", session.id[:8], self.session_idle_timeout)
                     self._end_session(session)
 
     def _end_session(self, session: _Session) -> None:
         self.sessions.pop(session.id, None)
         session.end()
+
+    def _ended_elsewhere(self, nonce: str) -> None:
+        """Another replica ended a session (``DELETE``): end this replica's copy too."""
+        for session in list(self.sessions.values()):
+            if session.state is not None and session.state.nonce == nonce:
+                self._end_session(session)
 
     # ------------------------------------------------------------------ connections
 
@@ -382,10 +401,31 @@ class HttpFront:
             await self._refuse(conn, 400, "Bad Request: Missing session ID")
             return None
         session = self.sessions.get(sid)
+        if session is None:
+            session = await self._resumed(sid)
+        elif session.expires_at <= time.time():
+            self._end_session(session)
+            session = None
         if session is None or session.profile != request.profile:
             await self._refuse(conn, 404, "Session not found")
             return None
         session.last_seen = time.monotonic()
+        return session
+
+    async def _resumed(self, sid: str) -> _Session | None:
+        """A session opened elsewhere (another replica, or this one before it forgot it), rebuilt from its id."""
+        if len(self.sessions) >= self.max_sessions:
+            return None
+        state = await self.sessions_book.resume(sid)
+        if state is None:
+            return None
+        session = self.sessions.get(sid)  # another request may have rebuilt it meanwhile
+        if session is None:
+            session = _Session(
+                id=sid, version=state.version, last_seen=time.monotonic(), profile=state.profile, state=state
+            )
+            session.expires_at = state.expires_at
+            self.sessions[sid] = session
         return session
 
     async def _post(self, conn: HttpConnection, request: HttpRequest) -> None:
@@ -460,8 +500,15 @@ class HttpFront:
         except RpcError as exc:
             await self._reply(conn, 200, {"jsonrpc": "2.0", "id": rid, "error": exc.to_json()})
             return
-        sid = secrets.token_hex(16)
-        self.sessions[sid] = _Session(id=sid, version=version, last_seen=time.monotonic(), profile=profile)
+        sid, state = self.sessions_book.open(version, message.get("params"), profile=profile)
+        self.sessions[sid] = _Session(
+            id=sid,
+            version=version,
+            last_seen=time.monotonic(),
+            profile=profile,
+            state=state,
+            expires_at=state.expires_at,
+        )
         await self._reply(conn, 200, {"jsonrpc": "2.0", "id": rid, "result": result}, ((SESSION_HEADER, sid),))
 
     async def _get(self, conn: HttpConnection, request: HttpRequest) -> None:
@@ -511,6 +558,8 @@ class HttpFront:
         if session is None:
             return
         self._end_session(session)
+        if session.state is not None:
+            await self.sessions_book.end(session.state)
         await conn.respond(200)
 
     # ------------------------------------------------------------------ both eras: one request
