@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import abc
 import functools
+import hmac
+import json
 import logging
 import math
 import time
@@ -31,11 +33,19 @@ import trio
 from mcp_actors._auth.redis_store import DEFAULT_PREFIX, RedisTokenStore, in_thread, redacted_url, redis_client
 from mcp_actors._auth.token_store import MemoryTokenStore, TokenStore
 from mcp_actors.errors import SharedStoreUnavailable
+from mcp_actors.serve._auth_keys import ApiKey, ApiKeyTable, MemoryApiKeyTable, _taken
 
 if TYPE_CHECKING:
     import redis
 
-__all__ = ["GatewayStore", "MemoryGatewayStore", "REDIS_URL_ENV", "RedisGatewayStore", "open_gateway_store"]
+__all__ = [
+    "REDIS_URL_ENV",
+    "GatewayStore",
+    "MemoryGatewayStore",
+    "RedisApiKeyTable",
+    "RedisGatewayStore",
+    "open_gateway_store",
+]
 
 logger = logging.getLogger("mcp_actors.serve")
 
@@ -44,6 +54,10 @@ REDIS_URL_ENV: Final = "MCP_ACTORS_REDIS_URL"
 _POLL: Final = 1.0
 """Seconds one wait for a published message lasts in its worker thread (a cancelled watch ends within it)."""
 _RECONNECT: Final = 1.0
+_KEY_CACHE: Final = 1.0
+"""Seconds a replica trusts a key lookup (found or not): ``keys rm`` takes effect everywhere within it."""
+_KEY_CACHE_SIZE: Final = 1024
+_RETRIES: Final = 16
 
 
 Ended = Callable[[str], None]
@@ -77,6 +91,10 @@ class GatewayStore(abc.ABC):
     def token_store(self) -> TokenStore:
         """The OAuth token store the replicas share (give it to ``open_runtime(token_store=...)``)."""
 
+    @abc.abstractmethod
+    def api_key_table(self) -> ApiKeyTable:
+        """The gateway API keys the replicas share."""
+
     async def aclose(self) -> None:  # noqa: B027 - most stores hold no connection
         """Let go of connections (the store's data stays)."""
 
@@ -88,6 +106,7 @@ class MemoryGatewayStore(GatewayStore):
         self._ended: dict[str, float] = {}
         self._watchers: set[Ended] = set()
         self._tokens = MemoryTokenStore()
+        self._keys = MemoryApiKeyTable()
 
     def __repr__(self) -> str:
         return f"MemoryGatewayStore({len(self._ended)} ended sessions)"
@@ -115,6 +134,9 @@ class MemoryGatewayStore(GatewayStore):
 
     def token_store(self) -> TokenStore:
         return self._tokens
+
+    def api_key_table(self) -> ApiKeyTable:
+        return self._keys
 
 
 class RedisGatewayStore(GatewayStore):
@@ -193,8 +215,106 @@ class RedisGatewayStore(GatewayStore):
     def token_store(self) -> TokenStore:
         return RedisTokenStore(self.url, prefix=self.prefix, client=self._client)
 
+    def api_key_table(self) -> ApiKeyTable:
+        return RedisApiKeyTable(self.url, prefix=self.prefix, client=self._client)
+
     async def aclose(self) -> None:
         await trio.to_thread.run_sync(self._client.close)
+
+
+class RedisApiKeyTable(ApiKeyTable):
+    """The gateway's API keys in Redis: ``mcp-actors serve keys add`` on one replica opens them all.
+
+    Two hashes: ``<prefix>api-keys`` (digest to the stored key, JSON) and
+    ``<prefix>api-key-names`` (name to digest; names are unique). ``add`` and ``remove`` change
+    both in one optimistic transaction. A lookup is remembered for a second (found or not, at
+    most 1,024 of them), so a request costs a Redis round trip at most once a second per key.
+
+    Args:
+        url: The Redis URL.
+        prefix: What its keys start with.
+        client: A client to share (default: one made from ``url``).
+    """
+
+    def __init__(self, url: str, *, prefix: str = DEFAULT_PREFIX, client: redis.Redis | None = None) -> None:
+        self.url = url
+        self._client = client if client is not None else redis_client(url)
+        self._by_digest = f"{prefix}api-keys"
+        self._names = f"{prefix}api-key-names"
+        self._seen: dict[str, tuple[float, ApiKey | None]] = {}
+
+    def __repr__(self) -> str:
+        return f"RedisApiKeyTable(url={redacted_url(self.url)!r})"
+
+    async def lookup(self, digest: str) -> ApiKey | None:
+        now = time.monotonic()
+        seen = self._seen.get(digest)
+        if seen is not None and now - seen[0] < _KEY_CACHE:
+            found = seen[1]
+        else:
+            raw = await in_thread(self.url, lambda: self._client.hget(self._by_digest, digest))
+            found = _api_key(raw)
+            if len(self._seen) >= _KEY_CACHE_SIZE:
+                self._seen.clear()
+            self._seen[digest] = (now, found)
+        return found if found is not None and hmac.compare_digest(found.digest, digest) else None
+
+    async def add(self, key: ApiKey) -> None:
+        def transaction(pipe: Any) -> None:
+            if pipe.hexists(self._names, key.name):
+                raise _taken(key.name)
+            pipe.multi()
+            pipe.hset(self._names, key.name, key.digest)
+            pipe.hset(self._by_digest, key.digest, json.dumps(key.to_json(), sort_keys=True))
+
+        await self._transaction(transaction)
+        self._seen.pop(key.digest, None)
+
+    async def remove(self, name: str) -> bool:
+        removed: list[str] = []
+
+        def transaction(pipe: Any) -> None:
+            removed.clear()
+            digest = pipe.hget(self._names, name)
+            if digest is None:
+                return
+            pipe.multi()
+            pipe.hdel(self._names, name)
+            pipe.hdel(self._by_digest, digest)
+            removed.append(digest.decode() if isinstance(digest, bytes) else str(digest))
+
+        await self._transaction(transaction)
+        for digest in removed:
+            self._seen.pop(digest, None)
+        return bool(removed)
+
+    async def list(self) -> list[ApiKey]:
+        raw = await in_thread(self.url, lambda: self._client.hvals(self._by_digest))
+        keys = [key for key in map(_api_key, raw) if key is not None]
+        return sorted(keys, key=lambda key: key.name)
+
+    async def _transaction(self, transaction: Callable[[Any], None]) -> None:
+        def run() -> None:
+            import redis
+
+            for _ in range(_RETRIES):
+                try:
+                    self._client.transaction(transaction, self._names)
+                    return
+                except redis.WatchError:
+                    continue
+            raise redis.RedisError(f"{_RETRIES} writers in a row changed {self._names} first")
+
+        await in_thread(self.url, run)
+
+
+def _api_key(raw: Any) -> ApiKey | None:
+    if raw is None:
+        return None
+    try:
+        return ApiKey.from_json(json.loads(raw))
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):
+        return None  # an entry this version cannot read opens nothing
 
 
 async def open_gateway_store(url: str, *, prefix: str = DEFAULT_PREFIX) -> RedisGatewayStore:
