@@ -1,8 +1,8 @@
 """A light stdio MCP server that writes down every call it executes: the upstream's own count.
 
 ``python tests/serve/_ledger_server.py LEDGER``: one tool, ``record(token, seconds=0)``,
-which appends ``token`` as one line to the file ``LEDGER`` (one ``write`` on an ``O_APPEND``
-descriptor: whole lines, whoever else appends), then waits ``seconds`` and answers with the
+which appends ``token`` and the time (Unix) as one line to the file ``LEDGER`` (one ``write``
+on an ``O_APPEND`` descriptor: whole lines, whoever else appends), then waits ``seconds`` and answers with the
 token. A call a client saw succeed must be in some ledger; a call in flight when its
 gateway died may be in one or not, never reported as a success that did not run. Standard
 library only (it starts in tens of milliseconds); it exits when stdin closes.
@@ -41,7 +41,7 @@ def main() -> None:
 
     def call(rid: Any, arguments: dict[str, Any]) -> None:
         token = str(arguments.get("token", ""))
-        os.write(ledger, (token + "\n").encode())
+        os.write(ledger, f"{token} {time.time():.6f}\n".encode())
         time.sleep(float(arguments.get("seconds", 0) or 0))
         send({"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": token}]}})
 
