@@ -188,6 +188,8 @@ class Tally:
     session_ids: set[str] = attrs.field(factory=set)
     """Every ``Mcp-Session-Id`` its requests carried (one session: one id)."""
     initializes: int = 0
+    dropped: int = 0
+    """Requests whose connection dropped with no answer (taken as failed calls)."""
 
 
 def _text(result: Any) -> str:
@@ -220,6 +222,28 @@ async def _sdk_worker(client: Client, tally: Tally, phase: Phase, worker: int) -
             tally.succeeded.append(token)
 
 
+class _DroppedIsFailed(httpx2.AsyncBaseTransport):
+    """A request whose connection dropped before any answer is answered 502 (a failed call).
+
+    The SDK's client ends itself when a connection drops under a request; a client that goes
+    on (a retrying one, a browser) takes it as that request failing, which is what it is.
+    """
+
+    def __init__(self, tally: Tally) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._tally = tally
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self._inner.handle_async_request(request)
+        except httpx2.RemoteProtocolError:
+            self._tally.dropped += 1
+            return httpx2.Response(502, request=request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
 def _watching(tally: Tally) -> httpx2.AsyncClient:
     """An HTTP client that notes the session id of every request, and every ``initialize``."""
 
@@ -230,7 +254,9 @@ def _watching(tally: Tally) -> httpx2.AsyncClient:
         if request.method == "POST" and b'"initialize"' in request.content:
             tally.initializes += 1
 
-    return httpx2.AsyncClient(timeout=httpx2.Timeout(BOUND), event_hooks={"request": [on_request]})
+    return httpx2.AsyncClient(
+        timeout=httpx2.Timeout(BOUND), event_hooks={"request": [on_request]}, transport=_DroppedIsFailed(tally)
+    )
 
 
 async def _sdk_client(url: str, tally: Tally, phase: Phase, mode: str) -> None:
@@ -332,7 +358,7 @@ async def test_three_replicas_behind_haproxy_survive_a_killed_replica(tmp_path: 
         assert modern.initializes == 0 and not modern.session_ids
         print(
             f"\nscale-out: {elapsed:.1f}s, {len(executed)} calls executed;"
-            + "".join(f" {t.name}: {len(t.succeeded)} ok, {len(t.failed)} failed;" for t in tallies)
+            + "".join(f" {t.name}: {len(t.succeeded)} ok, {len(t.failed)} failed, {t.dropped} dropped;" for t in tallies)
             + f" in flight on the killed replica: {len(killed_with)}"
         )
 
