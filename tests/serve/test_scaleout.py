@@ -356,9 +356,10 @@ async def test_three_replicas_behind_haproxy_survive_a_killed_replica(tmp_path: 
             assert any(t.startswith("legacy-") for t in replica.executed()), replica.index
         # The stateless client never had a session.
         assert modern.initializes == 0 and not modern.session_ids
+        seen = [f"{t.name}: {len(t.succeeded)} ok, {len(t.failed)} failed, {t.dropped} dropped;" for t in tallies]
         print(
-            f"\nscale-out: {elapsed:.1f}s, {len(executed)} calls executed;"
-            + "".join(f" {t.name}: {len(t.succeeded)} ok, {len(t.failed)} failed, {t.dropped} dropped;" for t in tallies)
+            f"\nscale-out: {elapsed:.1f}s, {len(executed)} calls executed; "
+            + " ".join(seen)
             + f" in flight on the killed replica: {len(killed_with)}"
         )
 
