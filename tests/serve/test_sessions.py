@@ -56,6 +56,9 @@ def test_an_id_carries_its_state_and_verifies_only_under_its_keys() -> None:
     assert SessionKeys([b"x" * 32]).verify(sid) is None
     for junk in ("", "s1.", "s1.a.b", "deadbeef" * 4, "s1." + "A" * 5000):
         assert keys.verify(junk) is None
+    # The profile whose path opened the session travels with it.
+    on_profile = SessionState.from_initialize("2025-11-25", {}, profile="research")
+    assert keys.verify(keys.sign(on_profile)) == on_profile and on_profile.profile == "research"
     # Rotation: a new first key signs; ids signed by the old one still verify.
     rotated = SessionKeys([b"n" * 32, KEY])
     assert rotated.verify(sid) == state
@@ -90,9 +93,11 @@ def test_keys_come_from_a_file_or_the_environment_and_must_be_long_enough(tmp_pa
 
 
 @asynccontextmanager
-async def replicas(tmp_path: Path, *books: SessionBook) -> AsyncIterator[list[HttpGateway]]:
+async def replicas(
+    tmp_path: Path, *books: SessionBook, config: str = '{"mcpServers": []}'
+) -> AsyncIterator[list[HttpGateway]]:
     """One gateway per book, over one runtime with no servers: replicas in one process."""
-    (tmp_path / "cfg.json").write_text('{"mcpServers": []}')
+    (tmp_path / "cfg.json").write_text(config)
     async with open_runtime(tmp_path / "cfg.json") as runtime, trio.open_nursery() as nursery:
         gateways = [
             await nursery.start(functools.partial(serve_http, runtime.service, sessions=book, connect=False))
@@ -176,4 +181,15 @@ async def test_a_session_past_its_signed_expiry_ends_everywhere(tmp_path: Path) 
             assert state is not None
             await trio.sleep(max(0.0, state.expires_at - time.time()) + 0.1)
             assert (await _post(http, a.url, PING, sid)).status_code == 404
+            assert (await _post(http, b.url, PING, sid)).status_code == 404
+
+
+async def test_a_session_opened_on_a_profile_path_is_continued_on_that_path_only(tmp_path: Path) -> None:
+    """The profile travels in the id: B continues it at /mcp/research, and not at /mcp."""
+    config = '{"mcpServers": [], "profiles": {"research": {"servers": {}}}}'
+    books = [SessionBook(SessionKeys([KEY]), MemoryGatewayStore()) for _ in range(2)]
+    async with replicas(tmp_path, *books, config=config) as (a, b):
+        async with httpx2.AsyncClient() as http:
+            sid = await _open(http, f"{a.url}/research")
+            assert (await _post(http, f"{b.url}/research", PING, sid)).status_code == 200
             assert (await _post(http, b.url, PING, sid)).status_code == 404
