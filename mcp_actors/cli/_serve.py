@@ -147,19 +147,25 @@ def serve(
         if stdio:
             return await _serve_stdio(opts, rule, profile)
         oauth = {"issuer": oauth_issuer, "audience": oauth_audience, "scopes": oauth_scope, "jwksUri": oauth_jwks_uri}
-        auth = _gateway_auth(opts, api_keys, oauth)
+        auth = _gateway_auth(opts, api_keys, oauth, redis_url)
         return await _serve_http(opts, host, port, path, rule, grace, auth, session_key_file, redis_url)
 
     _run_async(ctx, body)
 
 
-def _gateway_auth(opts: _Options, api_keys: bool, oauth: dict[str, Any]) -> GatewayAuth | None:
-    """The gateway's inbound auth: from the options when any is given, else the config file's ``gateway.auth``."""
+def _gateway_auth(
+    opts: _Options, api_keys: bool, oauth: dict[str, Any], redis_url: str | None = None
+) -> GatewayAuth | None:
+    """The gateway's inbound auth: from the options when any is given, else the config file's ``gateway.auth``.
+
+    API keys are the Redis ones the replicas share when ``redis_url`` is given, else the key file's.
+    """
     from mcp_actors._config.store import ConfigStore
     from mcp_actors.serve import FileApiKeyTable, GatewayAuth
-    from mcp_actors.serve._auth_keys import default_key_path
+    from mcp_actors.serve._auth_keys import ApiKeyTable, default_key_path
+    from mcp_actors.serve._store import RedisApiKeyTable
 
-    table = FileApiKeyTable(default_key_path(opts.config))
+    table: ApiKeyTable = RedisApiKeyTable(redis_url) if redis_url else FileApiKeyTable(default_key_path(opts.config))
     given = {name: value for name, value in oauth.items() if value}
     if given and "issuer" not in given:
         raise CliError("--oauth-audience, --oauth-scope and --oauth-jwks-uri need --oauth-issuer")

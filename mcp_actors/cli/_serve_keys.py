@@ -10,7 +10,8 @@
 stored, in ``gateway-keys.json`` in the state directory, so a lost key is replaced, never
 recovered. ``list`` shows names, profiles and times, never a key. A running gateway sees the
 change within a second. Keys are used by ``mcp-actors serve --api-keys`` (or
-``"gateway": {"auth": {"apiKeys": true}}`` in the config file).
+``"gateway": {"auth": {"apiKeys": true}}`` in the config file). With ``MCP_ACTORS_REDIS_URL``
+set, the keys are those of that Redis, which replicas of a gateway share (``serve --redis-url``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from mcp_actors.cli._run import _Options, _run_async
 from mcp_actors.cli._support import CliError, ExitCode, print_json
 
 if TYPE_CHECKING:
-    from mcp_actors.serve._auth_keys import FileApiKeyTable
+    from mcp_actors.serve._auth_keys import ApiKeyTable
 
 __all__ = ["keys_app", "parse_expiry"]
 
@@ -61,9 +62,16 @@ def parse_expiry(text: str, now: float) -> float:
     return moment.timestamp()
 
 
-def _table(opts: _Options) -> FileApiKeyTable:
-    from mcp_actors.serve._auth_keys import FileApiKeyTable, default_key_path
+def _table(opts: _Options) -> ApiKeyTable:
+    """The file table, or the Redis one the replicas share when ``MCP_ACTORS_REDIS_URL`` names it."""
+    import os
 
+    from mcp_actors.serve._auth_keys import FileApiKeyTable, default_key_path
+    from mcp_actors.serve._store import REDIS_URL_ENV, RedisApiKeyTable
+
+    url = os.environ.get(REDIS_URL_ENV)
+    if url:
+        return RedisApiKeyTable(url)
     return FileApiKeyTable(default_key_path(opts.config))
 
 

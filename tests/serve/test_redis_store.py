@@ -23,7 +23,7 @@ from mcp_actors._auth.redis_store import RedisTokenStore, redacted_url
 from mcp_actors.errors import ConfigError, SharedStoreUnavailable
 from mcp_actors.runtime import open_runtime
 from mcp_actors.serve import RedisGatewayStore, SessionBook, SessionKeys, serve_http
-from mcp_actors.serve._auth_keys import create_api_key, key_digest
+from mcp_actors.serve._auth_keys import FileApiKeyTable, create_api_key, default_key_path, key_digest
 from mcp_actors.serve._store import RedisApiKeyTable, open_gateway_store
 
 BOUND = 30.0
@@ -166,3 +166,30 @@ async def test_a_redis_that_does_not_answer_is_a_clear_error_within_seconds() ->
         await open_gateway_store(url)
     assert "hunter2" not in str(caught.value) and "hunter2" not in caught.value.url
     assert caught.value.url == redacted_url(url) and "127.0.0.1" in str(caught.value)
+
+
+async def test_serve_keys_with_a_redis_url_writes_the_keys_every_replica_reads(redis_url: str, tmp_path: Path) -> None:
+    """`serve keys add` with MCP_ACTORS_REDIS_URL: the key is in Redis (not the key file); `serve` reads it there."""
+    import os
+    import sys
+
+    from mcp_actors.cli._run import _Options
+    from mcp_actors.cli._serve import _gateway_auth
+
+    script = Path(sys.executable).with_name("mcp-actors")
+    cli = [str(script)] if script.exists() else [sys.executable, "-m", "mcp_actors"]
+    config = tmp_path / "cfg.json"
+    config.write_text('{"mcpServers": []}')
+    env = {**os.environ, "MCP_ACTORS_CONFIG": str(config), "MCP_ACTORS_REDIS_URL": redis_url}
+    with trio.fail_after(BOUND * 2):
+        made = await trio.run_process([*cli, "serve", "keys", "add", "bot"], env=env, capture_stdout=True)
+    secret = made.stdout.decode().strip()
+    assert secret.startswith("mcpa_")
+    found = await RedisApiKeyTable(redis_url).lookup(key_digest(secret))
+    assert found is not None and found.name == "bot"
+    with trio.fail_after(BOUND):
+        assert await FileApiKeyTable(default_key_path(config)).list() == []  # not the key file
+    # And `serve --api-keys --redis-url` admits with that table.
+    auth = _gateway_auth(_Options(config=config, debug=False, no_input=False), True, {}, redis_url)
+    assert auth is not None and isinstance(auth.api_keys, RedisApiKeyTable)
+    assert await auth.api_keys.lookup(key_digest(secret)) == found
