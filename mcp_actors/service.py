@@ -32,7 +32,7 @@ from mcp_actors._config.record import LOG_LEVELS, InstallSource, McpServerRecord
 from mcp_actors._config.store import ConfigStore
 from mcp_actors._connection.call_ids import new_call_id
 from mcp_actors._connection.call_input import check_timeout, checked_arguments
-from mcp_actors._connection.callbacks import DEFAULT_CALLBACK_TIMEOUT, RootsSource
+from mcp_actors._connection.callbacks import DEFAULT_CALLBACK_TIMEOUT, HostCallbacks, RootsSource
 from mcp_actors._connection.handle import ConnectionHandle
 from mcp_actors._connection.status import ConnectionStatus, ProgressCallback
 from mcp_actors._registry.actor import (
@@ -784,6 +784,14 @@ class McpService:
         return self._handle(self._record(server)).stderr_tail(n)
 
     # -- host callbacks
+
+    @property
+    def host_callbacks(self) -> HostCallbacks | None:
+        """The runtime's answers to servers' requests (sampling, elicitation, roots), or ``None``.
+
+        The gateway (``mcp_actors.serve``) puts its own there, to relay those requests to its clients.
+        """
+        return self._registry.host
 
     async def set_roots(self, roots: RootsSource | None) -> int:
         """Replace the host's roots and tell every connected server that can hear it.

@@ -28,6 +28,7 @@ The rules, written once here:
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
@@ -49,6 +50,7 @@ __all__ = [
     "ElicitationHandler",
     "HostCallbacks",
     "INPUT_REQUIRED_MAX_ROUNDS",
+    "REQUEST_KEY",
     "RootsSource",
     "SamplingHandler",
     "answer_input_requests",
@@ -58,6 +60,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger("mcp_actors.callbacks")
+
+REQUEST_KEY: contextvars.ContextVar[str | int | None] = contextvars.ContextVar("mcp_actors_request_key", default=None)
+"""While a handler runs: the server's id of the request it answers (its JSON-RPC id, or its key in an
+``InputRequiredResult``), for a handler that passes the request on (the gateway keeps the keys)."""
 
 DEFAULT_CALLBACK_TIMEOUT: Final = 600.0
 """Seconds a host handler may take: long, because elicitation waits for a person."""
@@ -289,6 +295,7 @@ class HostCallbacks:
             async def sampling(
                 ctx: ClientRequestContext, params: mcp_types.CreateMessageRequestParams
             ) -> mcp_types.CreateMessageResult | mcp_types.CreateMessageResultWithTools | mcp_types.ErrorData:
+                REQUEST_KEY.set(ctx.request_id)
                 return await self.answer_sampling(server_id, label, params)
 
             kwargs["sampling_callback"] = sampling
@@ -298,12 +305,14 @@ class HostCallbacks:
             async def elicitation(
                 ctx: ClientRequestContext, params: mcp_types.ElicitRequestParams
             ) -> mcp_types.ElicitResult | mcp_types.ErrorData:
+                REQUEST_KEY.set(ctx.request_id)
                 return await self.answer_elicitation(server_id, label, params)
 
             kwargs["elicitation_callback"] = elicitation
         if "roots" in offered:
 
             async def list_roots(ctx: ClientRequestContext) -> mcp_types.ListRootsResult | mcp_types.ErrorData:
+                REQUEST_KEY.set(ctx.request_id)
                 return await self.answer_roots(server_id, label)
 
             kwargs["list_roots_callback"] = list_roots

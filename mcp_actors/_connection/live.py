@@ -240,7 +240,11 @@ class RequestStamp:
         if self.meta is None:
             return
         stamp = self.meta if tasks or self.taskless_meta is None else self.taskless_meta
-        meta = params["_meta"] = {**params.get("_meta", {}), **stamp}
+        given = params.get("_meta", {})
+        meta = params["_meta"] = {**given, **stamp}
+        if CLIENT_CAPABILITIES_META_KEY in given:
+            # A caller that relays another client's request (the gateway) declares that client's capabilities.
+            meta[CLIENT_CAPABILITIES_META_KEY] = given[CLIENT_CAPABILITIES_META_KEY]
         if self.log_level is not None:
             meta.setdefault(LOG_LEVEL_META_KEY, self.log_level)
         headers[MCP_METHOD_HEADER] = method

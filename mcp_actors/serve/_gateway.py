@@ -32,6 +32,7 @@ import attrs
 import mcp_types
 import pydantic
 import trio
+from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import x_mcp_header_map
 from mcp_types import methods as _methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
@@ -39,7 +40,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERS
 from mcp_actors.connection import ConnectionState
 from mcp_actors.errors import McpActorsError, ServerRequestFailed, ToolCallFailed
 from mcp_actors.records import McpServerRecord
+from mcp_actors.serve._client_requests import Ask, Caller, ClientRequests, client_capabilities
 from mcp_actors.serve._names import Joined, NameTable, Naming, UriTable, uri_prefix
+from mcp_actors.serve._subscriptions import Client, LogRelay, Subscriptions
 from mcp_actors.service import McpService
 
 if TYPE_CHECKING:
@@ -101,9 +104,13 @@ class Request:
         method: The JSON-RPC method.
         params: Its params (``{}`` when absent).
         version: The protocol revision it is served at.
-        notify: Where its notifications (progress) go, or ``None`` when nowhere.
+        notify: Where its notifications (progress, log messages) go, or ``None`` when nowhere.
         profile: The profile it is served as (the front's path selects it; ``None``:
             everything, no profile applies).
+        ask: How an upstream's request (sampling, elicitation, roots) reaches the client on
+            this request's stream (2025 revisions), or ``None`` when it cannot.
+        client: The client (a 2025 session, the stdio client) for what outlives the request:
+            its capabilities, its log level, its resource subscriptions; ``None`` at 2026-07-28.
     """
 
     method: str
@@ -111,6 +118,8 @@ class Request:
     version: str
     notify: Notify | None = None
     profile: str | None = None
+    ask: Ask | None = None
+    client: Client | None = None
 
 
 class Listener:
@@ -123,6 +132,9 @@ class Listener:
     def changed(self, kinds: frozenset[str]) -> None:
         """Queue ``notifications/<kind>/list_changed`` for each kind this listener wants."""
         raise NotImplementedError
+
+    def log(self, message: dict[str, Any], level: str) -> None:
+        """Queue a server's log message sent outside a call, when this listener's client admits ``level``."""
 
 
 def _dump(value: Any) -> dict[str, Any]:
@@ -180,6 +192,10 @@ class Gateway:
     header_schemas: dict[str, Any] = attrs.field(factory=dict, init=False)
     """Input schemas of the listed tools that mark arguments as ``Mcp-Param-*`` headers (2026-07-28), by public name."""
     _handlers: dict[str, Callable[[Request], Awaitable[Any]]] = attrs.field(factory=dict, init=False)
+    relays: ClientRequests = attrs.field(init=False)
+    """The upstreams' requests to the clients (sampling, elicitation, roots), by the call that caused them."""
+    subscriptions: Subscriptions = attrs.field(init=False)
+    logs: LogRelay = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         if not (isinstance(self.list_timeout, int | float) and 0 < self.list_timeout < math.inf):
@@ -187,6 +203,9 @@ class Gateway:
         self._naming = _naming_of(self.naming)
         self.tools = NameTable(self._naming)
         self.prompts = NameTable(self._naming)
+        self.relays = ClientRequests(server_names=self._server_name)
+        self.subscriptions = Subscriptions(self.service.subscribe_resource, self.service.unsubscribe_resource)
+        self.logs = LogRelay(self.service.subscribe, self.relays, self.listeners, self.subscriptions)
         self._handlers = {
             "ping": self._ping,
             "tools/list": self._list_tools,
@@ -196,6 +215,8 @@ class Gateway:
             "resources/list": self._list_resources,
             "resources/templates/list": self._list_templates,
             "resources/read": self._read_resource,
+            "resources/subscribe": self._subscribe,
+            "resources/unsubscribe": self._unsubscribe,
             "completion/complete": self._complete,
             "logging/setLevel": self._set_level,
             "server/discover": self._discover,
@@ -213,7 +234,7 @@ class Gateway:
         caps: dict[str, Any] = {
             "tools": {"listChanged": True},
             "prompts": {"listChanged": True},
-            "resources": {"listChanged": True, "subscribe": False},
+            "resources": {"listChanged": True, "subscribe": True},
             "completions": {},
         }
         if version not in _MODERN:
@@ -392,6 +413,10 @@ class Gateway:
             target = table.resolve(name)
         if target is None:
             target = self._by_naming(name)
+        if target is None and len(self._server_names) == 1 and not isinstance(self._naming, Joined):
+            # One server under a naming of the caller's (a gateway in front of one server keeps its
+            # names): the server itself answers for a name it never listed, as it would directly.
+            target = next(iter(self._server_names)), name
         if target is None:
             what = "tool" if kind == "tools" else "prompt"
             raise RpcError(mcp_types.INVALID_PARAMS, f"Unknown {what}: {name}")
@@ -435,8 +460,21 @@ class Gateway:
         meta = params.get("_meta")
         if request.notify is not None and isinstance(meta, dict) and meta.get("progressToken") is not None:
             on_progress = _ProgressRelay(request.notify, meta["progressToken"])
+        caller = self._caller(request, server_id)
+        # At 2026-07-28 the upstream learns the client's capabilities from each request: the
+        # relayed client's, so it asks only what that client can answer (and refuses with -32021
+        # what needs a capability the client lacks); and it sends log messages only when asked.
+        call_meta: dict[str, Any] = {mcp_types.CLIENT_CAPABILITIES_META_KEY: dict(caller.capabilities)}
+        if caller.log_level != "off":
+            call_meta[mcp_types.LOG_LEVEL_META_KEY] = caller.log_level or "debug"
+
+        async def call() -> Any:
+            return await self.service.call_tool(
+                server_id, tool, params.get("arguments") or {}, on_progress=on_progress, meta=call_meta
+            )
+
         try:
-            return await self.service.call_tool(server_id, tool, params.get("arguments") or {}, on_progress=on_progress)
+            return await self._with_caller(request, caller, call)
         except ToolCallFailed as exc:
             if exc.code != mcp_types.MISSING_REQUIRED_CLIENT_CAPABILITY:
                 return _tool_error(_server_named(str(exc), self._server_name(server_id)))
@@ -451,7 +489,11 @@ class Gateway:
     async def _get_prompt(self, request: Request) -> Any:
         params = request.params
         server_id, prompt = await self._target("prompts", self.prompts, params["name"])
-        return await _relayed(self.service.get_prompt(server_id, prompt, params.get("arguments") or {}))
+
+        async def get() -> Any:
+            return await _relayed(self.service.get_prompt(server_id, prompt, params.get("arguments") or {}))
+
+        return await self._with_caller(request, self._caller(request, server_id), get)
 
     def _resource_target(self, uri: str) -> tuple[str, str]:
         """``(server id, original URI)`` for a URI to read: listed, renamed, or matching a server's template."""
@@ -495,11 +537,77 @@ class Gateway:
         if not self._server_names:
             await self._records()
         server_id, original = self._resource_target(uri)
-        result = _dump(await _relayed(self.service.read_resource(server_id, original)))
+
+        async def read() -> Any:
+            return await _relayed(self.service.read_resource(server_id, original))
+
+        result = _dump(await self._with_caller(request, self._caller(request, server_id), read))
+        if result.get("resultType") == "input_required":
+            return result
         if original != uri:
             for content in result.get("contents", ()):
                 if content.get("uri") == original:
                     content["uri"] = uri
+        return result
+
+    async def _subscribe(self, request: Request) -> dict[str, Any]:
+        uri = request.params["uri"]
+        client = request.client
+        if client is None:
+            raise RpcError(
+                mcp_types.INVALID_REQUEST, "resources/subscribe needs a session: subscribe on a listen stream"
+            )
+        if not self._server_names:
+            await self._records()
+        server_id, original = self._resource_target(uri)
+        await _relayed(self.subscriptions.add(client, client.notify, server_id, original, uri))
+        return {}
+
+    async def _unsubscribe(self, request: Request) -> dict[str, Any]:
+        uri = request.params["uri"]
+        client = request.client
+        if client is None:
+            raise RpcError(mcp_types.INVALID_REQUEST, "resources/unsubscribe needs a session")
+        if not self._server_names:
+            await self._records()
+        server_id, original = self._resource_target(uri)
+        await self.subscriptions.remove(client, server_id, original)
+        return {}
+
+    # ------------------------------------------------------------------ calls an upstream may ask things of
+
+    def _caller(self, request: Request, server_id: str) -> Caller:
+        """Who an upstream's request during this call goes to, with what the client declared."""
+        if request.version in _MODERN:
+            meta = request.params.get("_meta")
+            level = meta.get(mcp_types.LOG_LEVEL_META_KEY) if isinstance(meta, dict) else None
+            return Caller(
+                server_id,
+                client=request,
+                capabilities=client_capabilities(request.params),
+                notify=request.notify,
+                log_level=level if isinstance(level, str) else "off",
+            )
+        client = request.client
+        return Caller(
+            server_id,
+            client=client if client is not None else request,
+            capabilities=client.capabilities if client is not None else {},
+            ask=request.ask,
+            notify=request.notify,
+            log_level=client.log_level if client is not None else None,
+        )
+
+    async def _with_caller(self, request: Request, caller: Caller, op: Callable[[], Awaitable[Any]]) -> Any:
+        """Run ``op`` (a request to ``caller.server_id``) with its caller known to the relays."""
+        if request.version in _MODERN:
+            try:
+                return await self.relays.run_parked(caller, request.params, op)
+            except MCPError as exc:
+                raise RpcError(exc.error.code, exc.error.message, exc.error.data) from None
+        with self.relays.calling(caller):
+            result = await op()
+            await self.logs.settle(caller.server_id)
         return result
 
     async def _complete(self, request: Request) -> Any:
@@ -518,6 +626,8 @@ class Gateway:
 
     async def _set_level(self, request: Request) -> dict[str, Any]:
         level = request.params["level"]
+        if request.client is not None:
+            request.client.log_level = level  # what the gateway relays to this client from now on
         records = await self._records()
 
         async def one(record: McpServerRecord) -> None:
@@ -596,10 +706,21 @@ def _kinds_of(event: Any) -> frozenset[str]:
 
 
 async def relay_changes(gateway: Gateway, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-    """Tell the gateway's listeners of every list change in the runtime, until cancelled.
+    """Tell the gateway's listeners of every list change in the runtime, until cancelled; run the relays.
+
+    The relays (:mod:`~mcp_actors.serve._client_requests`, :mod:`~mcp_actors.serve._subscriptions`)
+    take the runtime's host callbacks and its log and resource-update events for as long.
 
     Events within :data:`_COALESCE` seconds of each other make one notification per kind.
     """
+    async with trio.open_nursery() as relays:
+        await relays.start(gateway.relays.run, gateway.service.host_callbacks)
+        await relays.start(gateway.subscriptions.run)
+        await relays.start(gateway.logs.run)
+        await _relay_list_changes(gateway, task_status)
+
+
+async def _relay_list_changes(gateway: Gateway, task_status: trio.TaskStatus[None]) -> None:
     with gateway.service.subscribe(types=_WATCHED) as events:
         task_status.started()
         while True:

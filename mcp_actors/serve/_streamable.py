@@ -55,10 +55,13 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_actors._wire.codec import decode, encode
 from mcp_actors.serve._authn import Authenticator
+from mcp_actors.serve._client_requests import PendingAnswers
 from mcp_actors.serve._gateway import Gateway, Listener, Request, RpcError
 from mcp_actors.serve._http import ConnectionWatch, HttpConnection, HttpLimits, HttpRequest
 from mcp_actors.serve._profiles import not_served, profile_of_path
+from mcp_actors.serve._response_stream import ResponseStream
 from mcp_actors.serve._sessions import SessionBook, SessionState
+from mcp_actors.serve._subscriptions import admits
 
 __all__ = ["DEFAULT_GRACE", "HttpFront", "LOOPBACK_HOSTS", "LOOPBACK_ORIGINS"]
 
@@ -78,7 +81,6 @@ _KEEPALIVE: Final = 15.0
 """Seconds between comment lines on a quiet event stream (a proxy's idle timeout must not end it)."""
 _SSE_HEADERS: Final = (("content-type", "text/event-stream"), ("cache-control", "no-cache, no-transform"))
 _JSON: Final = (("content-type", "application/json"),)
-_PROGRESS_BUFFER: Final = 64
 _LIST_KINDS: Final = frozenset({"tools", "prompts", "resources"})
 
 
@@ -144,6 +146,8 @@ class _EventQueue(Listener):
 
     kinds: frozenset[str]
     meta: dict[str, Any] | None = None
+    session: _Session | None = None
+    """The 2025 session whose GET stream this is: it also carries log messages and resource updates."""
     send: trio.MemorySendChannel[dict[str, Any]] = attrs.field(init=False)
     receive: trio.MemoryReceiveChannel[dict[str, Any]] = attrs.field(init=False)
 
@@ -155,10 +159,18 @@ class _EventQueue(Listener):
             message: dict[str, Any] = {"jsonrpc": "2.0", "method": f"notifications/{kind}/list_changed"}
             if self.meta is not None:
                 message["params"] = {"_meta": self.meta}
-            try:
-                self.send.send_nowait(message)
-            except (trio.WouldBlock, trio.ClosedResourceError):
-                pass
+            self.notify(message)
+
+    def notify(self, message: dict[str, Any]) -> None:
+        """Queue any notification (dropped when the queue is full)."""
+        try:
+            self.send.send_nowait(message)
+        except (trio.WouldBlock, trio.ClosedResourceError):
+            pass
+
+    def log(self, message: dict[str, Any], level: str) -> None:
+        if self.session is not None and admits(self.session.log_level, level):
+            self.notify(message)
 
 
 @attrs.define(eq=False)
@@ -178,9 +190,21 @@ class _Session:
     in_flight: dict[Any, trio.CancelScope] = attrs.field(factory=dict)
     stream: _EventQueue | None = None
     ended: trio.Event = attrs.field(factory=trio.Event)
+    capabilities: dict[str, Any] = attrs.field(factory=dict)
+    """What the client declared in ``initialize`` (sampling, elicitation, roots)."""
+    log_level: str | None = None
+    """The client's ``logging/setLevel`` (``None``: every level)."""
+    answers: PendingAnswers = attrs.field(factory=PendingAnswers)
+    """The gateway's requests to this client (relayed from upstreams) waiting for its answer."""
+
+    def notify(self, message: dict[str, Any]) -> None:
+        """A notification outside calls (a resource update): on the GET stream when one is open."""
+        if self.stream is not None:
+            self.stream.notify(message)
 
     def end(self) -> None:
         self.ended.set()
+        self.answers.abandon()
         for scope in self.in_flight.values():
             scope.cancel()
 
@@ -223,6 +247,8 @@ class HttpFront:
     _listeners: list[trio.SocketListener] = attrs.field(factory=list, init=False)
     _watch: ConnectionWatch = attrs.field(factory=ConnectionWatch, init=False)
     _hosts_seen: dict[str, bool] = attrs.field(factory=dict, init=False)
+    _tasks: trio.Nursery | None = attrs.field(default=None, init=False)
+    """Where the writers of streamed answers run."""
 
     async def serve(
         self, listeners: list[trio.SocketListener], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -232,6 +258,7 @@ class HttpFront:
         try:
             with self._connections:
                 async with trio.open_nursery() as nursery:
+                    self._tasks = nursery
                     nursery.start_soon(self._expire_sessions)
                     await nursery.start(self.sessions_book.watch, self._ended_elsewhere)
                     nursery.start_soon(self._watch.run)
@@ -291,6 +318,7 @@ class HttpFront:
     def _end_session(self, session: _Session) -> None:
         self.sessions.pop(session.id, None)
         session.end()
+        self.gateway.subscriptions.forget(session)
 
     def _ended_elsewhere(self, nonce: str) -> None:
         """Another replica ended a session (``DELETE``): end this replica's copy too."""
@@ -422,7 +450,12 @@ class HttpFront:
         session = self.sessions.get(sid)  # another request may have rebuilt it meanwhile
         if session is None:
             session = _Session(
-                id=sid, version=state.version, last_seen=time.monotonic(), profile=state.profile, state=state
+                id=sid,
+                version=state.version,
+                last_seen=time.monotonic(),
+                profile=state.profile,
+                state=state,
+                capabilities=dict(state.capabilities),
             )
             session.expires_at = state.expires_at
             self.sessions[sid] = session
@@ -442,7 +475,8 @@ class HttpFront:
         sid_header = ((SESSION_HEADER, session.id),)
         if not isinstance(method, str):
             if "id" in message and ("result" in message or "error" in message):
-                await conn.respond(202, sid_header)  # an answer to a request of ours: we send none yet
+                session.answers.answered(message)  # an answer to an upstream's request, relayed
+                await conn.respond(202, sid_header)
             else:
                 await self._refuse(conn, 400, "not a JSON-RPC message")
             return
@@ -475,12 +509,13 @@ class HttpFront:
         try:
             await self._answer(
                 conn,
-                Request(method, params or {}, session.version, profile=session.profile),
+                Request(method, params or {}, session.version, profile=session.profile, client=session),
                 rid,
                 scope,
                 sid_header,
                 watch_close=False,
                 sse_ok=_accepts(request.headers)[1],
+                answers=session.answers,
             )
         finally:
             if session.in_flight.get(rid) is scope:
@@ -501,6 +536,7 @@ class HttpFront:
             await self._reply(conn, 200, {"jsonrpc": "2.0", "id": rid, "error": exc.to_json()})
             return
         sid, state = self.sessions_book.open(version, message.get("params"), profile=profile)
+        capabilities = (message.get("params") or {}).get("capabilities")
         self.sessions[sid] = _Session(
             id=sid,
             version=version,
@@ -508,6 +544,7 @@ class HttpFront:
             profile=profile,
             state=state,
             expires_at=state.expires_at,
+            capabilities=capabilities if isinstance(capabilities, dict) else {},
         )
         await self._reply(conn, 200, {"jsonrpc": "2.0", "id": rid, "result": result}, ((SESSION_HEADER, sid),))
 
@@ -521,7 +558,7 @@ class HttpFront:
         if session.stream is not None:
             await self._refuse(conn, 409, "the session's stream is open already")
             return
-        queue = session.stream = _EventQueue(kinds=_LIST_KINDS)
+        queue = session.stream = _EventQueue(kinds=_LIST_KINDS, session=session)
         self.gateway.listeners.add(queue)
         try:
             await conn.start_stream(200, (*_SSE_HEADERS, (SESSION_HEADER, session.id)))
@@ -575,15 +612,27 @@ class HttpFront:
         watch_close: bool,
         sse_ok: bool,
         modern: bool = False,
+        answers: PendingAnswers | None = None,
     ) -> None:
-        """Run one request and write its answer: JSON, or events when it asked for progress."""
-        meta = request.params.get("_meta")
-        wants_progress = isinstance(meta, dict) and meta.get("progressToken") is not None
+        """Run one request and write its answer: JSON, or events when something comes before it.
+
+        With a client that accepts event streams, the request's notifications (progress, a
+        server's log messages) and, at the 2025 revisions, an upstream's requests to the client
+        (``answers`` matches the client's answers to them) open a stream; else JSON.
+        """
         self._in_flight += 1
         try:
-            if wants_progress and sse_ok:
-                await self._answer_streamed(conn, request, rid, scope, headers, watch_close=watch_close)
-                return
+            stream: ResponseStream | None = None
+            if sse_ok and self._tasks is not None:
+                stream = ResponseStream(conn, headers, self._tasks, scope.cancel)
+                request.notify = stream.notify
+                if answers is not None:
+                    send = stream.send
+
+                    async def ask(method: str, params: dict[str, Any]) -> dict[str, Any]:
+                        return await answers.ask(send, method, params)
+
+                    request.ask = ask
             with scope:
                 if watch_close:
                     async with trio.open_nursery() as nursery:
@@ -599,52 +648,14 @@ class HttpFront:
             status = 200
             if modern and "error" in answer:
                 status = ERROR_CODE_HTTP_STATUS.get(answer["error"]["code"], 200)
-            await conn.respond(status, (*_JSON, *headers), encode(answer))
+            if stream is not None:
+                await stream.finish(status, answer)
+            else:
+                await conn.respond(status, (*_JSON, *headers), encode(answer))
         finally:
             self._in_flight -= 1
             if not self._in_flight:
                 self._idle.set()
-
-    async def _answer_streamed(
-        self,
-        conn: HttpConnection,
-        request: Request,
-        rid: Any,
-        scope: trio.CancelScope,
-        headers: tuple[tuple[str, str], ...],
-        *,
-        watch_close: bool,
-    ) -> None:
-        send, receive = trio.open_memory_channel[dict[str, Any]](_PROGRESS_BUFFER)
-
-        def notify(message: dict[str, Any]) -> None:
-            try:
-                send.send_nowait(message)
-            except (trio.WouldBlock, trio.ClosedResourceError):
-                pass  # progress is advisory: a client that does not read it loses some, never the answer
-
-        request.notify = notify
-        answers: list[dict[str, Any]] = []
-
-        async def run() -> None:
-            with send:
-                answers.append(await self._outcome(request, rid))
-
-        await conn.start_stream(200, (*_SSE_HEADERS, *headers))
-        with scope:
-            async with trio.open_nursery() as nursery:
-                if watch_close:
-                    nursery.start_soon(_cancel_on_close, conn, scope)
-                nursery.start_soon(run)
-                async for message in receive:
-                    try:
-                        await conn.send_chunk(_sse(message))
-                    except trio.BrokenResourceError:
-                        scope.cancel()
-                nursery.cancel_scope.cancel()
-        if conn.closed:
-            return
-        await conn.end_stream(_sse(answers[0]) if answers else b"")
 
     async def _outcome(self, request: Request, rid: Any) -> dict[str, Any]:
         try:
