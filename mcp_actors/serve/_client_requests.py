@@ -174,6 +174,8 @@ class ParkedCall:
     finished: bool = False
     scope: trio.CancelScope = attrs.field(factory=trio.CancelScope)
     token: str | None = None
+    caller: Caller | None = None
+    """The call's caller; each retry points its ``notify`` at the retry's own stream."""
     _keys: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
 
     async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -399,11 +401,13 @@ class ClientRequests:
                     "requestState names no call waiting at this gateway (unknown, or not retried within"
                     f" {PARK_TIMEOUT:g}s): send the request again without it",
                 )
+            if parked.caller is not None:
+                parked.caller.notify = caller.notify  # what the call says from now on goes on the retry's stream
             responses = params.get("inputResponses")
             if isinstance(responses, dict):
                 parked.deliver(responses)
         else:
-            parked = ParkedCall()
+            parked = ParkedCall(caller=caller)
             caller.parked = parked
             if self._nursery is None:
                 with self.calling(caller):

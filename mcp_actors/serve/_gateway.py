@@ -574,6 +574,34 @@ class Gateway:
         await self.subscriptions.remove(client, server_id, original)
         return {}
 
+    async def listen_resources(self, subscriber: Any, uris: Any, meta: Mapping[str, Any]) -> list[str]:
+        """Subscribe a 2026-07-28 listen stream to ``uris`` (its ``resourceSubscriptions``); the URIs honoured.
+
+        A URI no server can be found for, or whose server refuses, is left out of the
+        acknowledgement (the revision's way to say it is not honoured).
+        """
+        if not isinstance(uris, list) or not uris:
+            return []
+        if not self._server_names:
+            await self._records()
+
+        def notify(message: dict[str, Any]) -> None:
+            message["params"] = {**message.get("params", {}), "_meta": dict(meta)}
+            subscriber.notify(message)
+
+        honoured = []
+        for uri in uris:
+            if not isinstance(uri, str):
+                continue
+            try:
+                server_id, original = self._resource_target(uri)
+                await self.subscriptions.add(subscriber, notify, server_id, original, uri)
+            except (RpcError, McpActorsError) as exc:
+                logger.info("subscriptions/listen: %s is not honoured: %s", uri, exc)
+                continue
+            honoured.append(uri)
+        return honoured
+
     # ------------------------------------------------------------------ calls an upstream may ask things of
 
     def _caller(self, request: Request, server_id: str) -> Caller:
@@ -601,13 +629,19 @@ class Gateway:
     async def _with_caller(self, request: Request, caller: Caller, op: Callable[[], Awaitable[Any]]) -> Any:
         """Run ``op`` (a request to ``caller.server_id``) with its caller known to the relays."""
         if request.version in _MODERN:
+
+            async def settled() -> Any:
+                result = await op()
+                await self.logs.settle(caller.server_id, caller.log_level)
+                return result
+
             try:
-                return await self.relays.run_parked(caller, request.params, op)
+                return await self.relays.run_parked(caller, request.params, settled)
             except MCPError as exc:
                 raise RpcError(exc.error.code, exc.error.message, exc.error.data) from None
         with self.relays.calling(caller):
             result = await op()
-            await self.logs.settle(caller.server_id)
+            await self.logs.settle(caller.server_id, caller.log_level)
         return result
 
     async def _complete(self, request: Request) -> Any:

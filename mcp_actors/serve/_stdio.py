@@ -29,7 +29,9 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from mcp_actors._wire.codec import decode, encode
+from mcp_actors.serve._client_requests import PendingAnswers
 from mcp_actors.serve._gateway import Gateway, Listener, Request, RpcError
+from mcp_actors.serve._subscriptions import admits
 
 __all__ = ["DEFAULT_MAX_MESSAGE", "StdioFront"]
 
@@ -69,6 +71,10 @@ class _Listen(Listener):
                 message["params"] = {"_meta": self.meta}
             self.front.notify(message)
 
+    def log(self, message: dict[str, Any], level: str) -> None:
+        if self.meta is None and admits(self.front.log_level, level):  # the handshake session's, not a listen
+            self.front.notify(message)
+
 
 @attrs.define(eq=False)
 class StdioFront:
@@ -90,6 +96,12 @@ class StdioFront:
     version: str | None = None
     """The handshake revision, once ``initialize`` was answered."""
     in_flight: dict[Any, trio.CancelScope] = attrs.field(factory=dict)
+    capabilities: dict[str, Any] = attrs.field(factory=dict)
+    """What the client declared in ``initialize`` (sampling, elicitation, roots)."""
+    log_level: str | None = None
+    """The client's ``logging/setLevel`` (``None``: every level)."""
+    answers: PendingAnswers = attrs.field(factory=PendingAnswers)
+    """The gateway's requests to the client (relayed from upstreams) waiting for its answer."""
     _session_listener: _Listen | None = None
     _idle: trio.Event = attrs.field(factory=trio.Event)
     _out: trio.MemorySendChannel[bytes] = attrs.field(init=False)
@@ -126,6 +138,8 @@ class StdioFront:
             finally:
                 if self._session_listener is not None:
                     self.gateway.listeners.discard(self._session_listener)
+                self.answers.abandon()
+                self.gateway.subscriptions.forget(self)
                 self._out.close()
 
     async def _write(self) -> None:
@@ -172,7 +186,8 @@ class StdioFront:
         method = message.get("method")
         params = message.get("params")
         if not isinstance(method, str):
-            return  # an answer to a request of ours: the gateway sends none yet
+            self.answers.answered(message)  # an answer to an upstream's request, relayed to this client
+            return
         if params is not None and not isinstance(params, dict):
             self.notify(_error(message.get("id"), mcp_types.INVALID_REQUEST, "params must be an object"))
             return
@@ -209,6 +224,8 @@ class StdioFront:
 
     async def _outcome(self, rid: Any, method: str, params: dict[str, Any]) -> dict[str, Any]:
         if method == "initialize":
+            capabilities = params.get("capabilities")
+            self.capabilities = capabilities if isinstance(capabilities, dict) else {}
             try:
                 result, self.version = self.gateway.initialize(params)
             except RpcError as exc:
@@ -227,12 +244,21 @@ class StdioFront:
             version = LATEST_HANDSHAKE_VERSION
         else:
             version = self.version
-        request = Request(method, params, version, notify=self.notify, profile=self.profile)
+        if version == self.version:
+            request = Request(
+                method, params, version, notify=self.notify, profile=self.profile, ask=self._ask, client=self
+            )
+        else:
+            request = Request(method, params, version, notify=self.notify, profile=self.profile)
         try:
             result = await self.gateway.handle(request)
         except RpcError as exc:
             return {"jsonrpc": "2.0", "id": rid, "error": exc.to_json()}
         return {"jsonrpc": "2.0", "id": rid, "result": result}
+
+    async def _ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send an upstream's request to the client (on stdout, never dropped) and wait for its answer."""
+        return await self.answers.ask(self._answer, method, params)
 
     async def _listen(self, rid: Any, params: dict[str, Any]) -> NoReturn:
         """A 2026-07-28 ``subscriptions/listen`` on stdio: the acknowledgement, then list changes until cancelled."""

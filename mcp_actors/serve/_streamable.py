@@ -749,10 +749,14 @@ class HttpFront:
         kinds = frozenset(kind for kind in _LIST_KINDS if wanted.get(f"{kind}ListChanged") is True)
         meta = {SUBSCRIPTION_ID_META_KEY: rid}
         queue = _EventQueue(kinds=kinds, meta=meta)
+        honoured: dict[str, Any] = {f"{kind}ListChanged": True for kind in sorted(kinds)}
+        uris = await self.gateway.listen_resources(queue, wanted.get("resourceSubscriptions"), meta)
+        if uris:
+            honoured["resourceSubscriptions"] = uris
         ack = {
             "jsonrpc": "2.0",
             "method": "notifications/subscriptions/acknowledged",
-            "params": {"notifications": {f"{kind}ListChanged": True for kind in sorted(kinds)}, "_meta": meta},
+            "params": {"notifications": honoured, "_meta": meta},
         }
         # A graceful end (the gateway stops): the listen request's result closes the stream.
         last = _sse({"jsonrpc": "2.0", "id": rid, "result": {"resultType": "complete", "_meta": meta}})
@@ -763,6 +767,7 @@ class HttpFront:
             await self._stream_events(conn, queue, last=last)
         finally:
             self.gateway.listeners.discard(queue)
+            self.gateway.subscriptions.forget(queue)
 
 
 async def _cancel_on_close(conn: HttpConnection, scope: trio.CancelScope) -> None:

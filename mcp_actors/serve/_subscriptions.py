@@ -170,14 +170,17 @@ class LogRelay:
             finally:
                 self._events = None
 
-    async def settle(self, server_id: str) -> None:
+    async def settle(self, server_id: str, log_level: str | None) -> None:
         """Before a call to ``server_id`` answers: its log messages sent before its answer go on its stream.
 
         The runtime hands a server's notifications to the event bus from a task of its own, so
         a message the server sent just before its answer may not be on the bus yet when the
         answer is: a few scheduler passes let it arrive, then what is queued is routed now.
+        Paid by a call whose client asked for a level (``log_level``), and by a call whose
+        client takes every level (``None``) to a server that has logged before; never by a
+        call that takes none (``"off"``).
         """
-        if server_id not in self._logging or self._events is None:
+        if log_level == "off" or self._events is None or (log_level is None and server_id not in self._logging):
             return
         for _ in range(_SETTLE_CHECKPOINTS):
             await trio.lowlevel.checkpoint()
