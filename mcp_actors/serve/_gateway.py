@@ -205,7 +205,9 @@ class Gateway:
         self.prompts = NameTable(self._naming)
         self.relays = ClientRequests(server_names=self._server_name)
         self.subscriptions = Subscriptions(self.service.subscribe_resource, self.service.unsubscribe_resource)
-        self.logs = LogRelay(self.service.subscribe, self.relays, self.listeners, self.subscriptions)
+        self.logs = LogRelay(
+            self.service.subscribe, self.service.initialize_result, self.relays, self.listeners, self.subscriptions
+        )
         self._handlers = {
             "ping": self._ping,
             "tools/list": self._list_tools,

@@ -152,12 +152,14 @@ class LogRelay:
     """
 
     service_subscribe: Callable[..., events.Subscription]
+    initialize_result: Callable[[str], Awaitable[Any]]
+    """The runtime's ``initialize_result``: whether a server declares ``logging`` (it may log during a call)."""
     calls: ClientRequests
     listeners: Iterable[Any]
     subscriptions: Subscriptions
     _events: events.Subscription | None = None
-    _logging: set[str] = attrs.field(factory=set)
-    """Servers that sent a log message: a call to one of them settles before it answers."""
+    _logging: dict[str, bool] = attrs.field(factory=dict)
+    """Whether each server may log (it declared ``logging``, or sent a message): a call to it settles."""
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Relay log messages and resource updates until cancelled."""
@@ -176,11 +178,20 @@ class LogRelay:
         The runtime hands a server's notifications to the event bus from a task of its own, so
         a message the server sent just before its answer may not be on the bus yet when the
         answer is: a few scheduler passes let it arrive, then what is queued is routed now.
-        Paid by a call whose client asked for a level (``log_level``), and by a call whose
-        client takes every level (``None``) to a server that has logged before; never by a
-        call that takes none (``"off"``).
+        Paid by a call whose client takes log messages (not ``"off"``) to a server that may
+        send them (it declared ``logging``, or sent one before).
         """
-        if log_level == "off" or self._events is None or (log_level is None and server_id not in self._logging):
+        if log_level == "off" or self._events is None:
+            return
+        may_log = self._logging.get(server_id)
+        if may_log is None:
+            try:
+                result = await self.initialize_result(server_id)  # the connection's own: nothing is sent
+            except McpActorsError:
+                return
+            capabilities = getattr(result, "capabilities", None)
+            may_log = self._logging[server_id] = getattr(capabilities, "logging", None) is not None
+        if not may_log:
             return
         for _ in range(_SETTLE_CHECKPOINTS):
             await trio.lowlevel.checkpoint()
@@ -196,7 +207,7 @@ class LogRelay:
         if event.type == events.RESOURCE_UPDATED:
             self.subscriptions.updated(server_id, str(data.get("uri")))
             return
-        self._logging.add(server_id)
+        self._logging[server_id] = True
         level = str(data.get("level") or "info")
         params: dict[str, Any] = {"level": level, "data": data.get("data")}
         if data.get("logger") is not None:

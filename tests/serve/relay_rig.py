@@ -35,6 +35,16 @@ BOUND = 30.0
 @contextlib.asynccontextmanager
 async def demo_gateway(tmp_path: Path, protocol: str) -> AsyncIterator[tuple[Runtime, HttpGateway]]:
     """A runtime whose one server ``demo`` (in memory, ``config.protocol`` = ``protocol``) a gateway serves."""
+    async with demo_runtime(tmp_path, protocol) as runtime, trio.open_nursery() as nursery:
+        gateway: HttpGateway = await nursery.start(serve_http, runtime.service)
+        yield runtime, gateway
+        with trio.fail_after(BOUND):
+            await gateway.stop(1.0)
+
+
+@contextlib.asynccontextmanager
+async def demo_runtime(tmp_path: Path, protocol: str) -> AsyncIterator[Runtime]:
+    """A runtime whose one server is ``demo``, in memory, spoken to with ``config.protocol`` = ``protocol``."""
     made: dict[str, MemoryParams] = {}
 
     def from_record(record: McpServerRecord) -> TransportParams:
@@ -50,11 +60,7 @@ async def demo_gateway(tmp_path: Path, protocol: str) -> AsyncIterator[tuple[Run
             argv = demo_server_command()
             entry = {"type": "stdio", "command": argv[0], "args": argv[1:], "config": {"protocol": protocol}}
             await runtime.service.add_json(json.dumps({"mcpServers": {"demo": entry}}))
-            async with trio.open_nursery() as nursery:
-                gateway: HttpGateway = await nursery.start(serve_http, runtime.service)
-                yield runtime, gateway
-                with trio.fail_after(BOUND):
-                    await gateway.stop(1.0)
+            yield runtime
     finally:
         register_transport_kind(ServerType.STDIO, StdioParams.from_record)
 
