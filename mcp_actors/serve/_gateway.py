@@ -71,6 +71,8 @@ _INSTRUCTIONS: Final = (
     " (<server>__<name>); resources keep their URIs."
 )
 _MODERN: Final = frozenset(MODERN_PROTOCOL_VERSIONS)
+_ASKABLE: Final = frozenset({"sampling", "elicitation", "roots"})
+"""The client capabilities an upstream's request to the client needs (one of them)."""
 _RESOURCE_NOT_FOUND: Final = -32002
 """The code MCP gives an unknown resource URI."""
 
@@ -629,8 +631,15 @@ class Gateway:
         )
 
     async def _with_caller(self, request: Request, caller: Caller, op: Callable[[], Awaitable[Any]]) -> Any:
-        """Run ``op`` (a request to ``caller.server_id``) with its caller known to the relays."""
-        if request.version in _MODERN:
+        """Run ``op`` (a request to ``caller.server_id``) with its caller known to the relays.
+
+        A 2026-07-28 request whose client can be asked something (it declared sampling,
+        elicitation or roots), or that resumes a parked call, runs as a parked call; any other
+        runs in the request's own task, as at the handshake revisions (no task of its own).
+        """
+        if request.version in _MODERN and (
+            "requestState" in request.params or not _ASKABLE.isdisjoint(caller.capabilities)
+        ):
 
             async def settled() -> Any:
                 result = await op()
