@@ -139,3 +139,42 @@ async def test_a_request_outside_any_call_is_refused_upstream() -> None:
     with pytest.raises(MCPError) as ambiguous:
         await relays._sampling("s1", params)
     assert "several clients" in ambiguous.value.error.message
+
+
+async def test_a_retry_naming_no_parked_call_is_refused_clearly(tmp_path: Path) -> None:
+    """A 2026-07-28 retry whose ``requestState`` names no call waiting at the gateway: -32602, saying what to do."""
+    async with demo_gateway(tmp_path, "auto") as (_, gateway):
+        async with sdk_client(gateway.url, "2026-07-28") as client:
+            with trio.fail_after(BOUND), pytest.raises(MCPError) as refused:
+                await client.session.call_tool(
+                    "demo__ask_model", {"prompt": "hi"}, request_state="forged", allow_input_required=True
+                )
+    assert refused.value.error.code == types.INVALID_PARAMS
+    assert "requestState" in refused.value.error.message and "without it" in refused.value.error.message
+
+
+async def test_a_parked_call_nobody_retries_is_cancelled_upstream(autojump_clock: trio.abc.Clock) -> None:
+    """An ``InputRequiredResult`` handed out and never retried: after PARK_TIMEOUT its upstream call ends."""
+    from mcp_actors.serve._client_requests import PARK_TIMEOUT
+
+    relays = ClientRequests()
+    ended = trio.Event()
+
+    async def op() -> Any:
+        try:
+            return await relays._relay("s1", "elicitation/create", {"message": "go on?", "requestedSchema": {}})
+        finally:
+            ended.set()
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(relays.run, None)
+        caller = Caller("s1", client=object(), capabilities={"elicitation": {}})
+        answer = await relays.run_parked(caller, {}, op)
+        assert answer["resultType"] == "input_required"
+        assert [request["method"] for request in answer["inputRequests"].values()] == ["elicitation/create"]
+        assert answer["requestState"] in relays.parked
+        await trio.sleep(PARK_TIMEOUT - 1)
+        assert not ended.is_set()
+        await trio.sleep(2)
+        assert ended.is_set() and not relays.parked
+        nursery.cancel_scope.cancel()
