@@ -107,7 +107,6 @@ PUBLIC_SUBMODULES = {
     "mcp_actors.integrations.llamaindex",
     "mcp_actors.integrations.openai_agents",
     "mcp_actors.integrations.pydantic_ai",
-    "mcp_actors.testing.conformance_gateway",
     "mcp_actors.testing.conformance_server",
     "mcp_actors.testing.fault_server",
     "mcp_actors.testing.hostile",

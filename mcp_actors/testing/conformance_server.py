@@ -72,11 +72,13 @@ import mcp_types as types
 import trio
 import uvicorn
 from mcp.server import ServerRequestContext
+from mcp.server.elicitation import render_elicitation_schema
 from mcp.server.mcpserver import Context, MCPServer, RequestStateSecurity
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.prompts.base import Prompt, UserMessage
 from mcp.server.streamable_http import EventCallback, EventMessage, EventStore
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import BaseModel, Field
 from starlette.applications import Starlette
 
@@ -482,36 +484,73 @@ def _add_content_tools(server: MCPServer[Any], levels: _LogLevels) -> None:
 
 
 def _add_callback_tools(server: MCPServer[Any]) -> None:
-    """The tools that ask the client for something during the call (2025 revisions)."""
+    """The tools that ask the client for something during the call.
+
+    At the handshake revisions they send the request (on the call's own stream); at 2026-07-28,
+    where a server has no such channel, the same question goes in an ``InputRequiredResult``
+    and the retry carries the answer. The suite runs these scenarios at 2025-11-25; a gateway
+    that speaks 2026-07-28 to this server relays them in either form.
+    """
 
     @server.tool(description="Tests server-initiated sampling (LLM completion request)")
-    async def test_sampling(prompt: str, ctx: Context) -> str:
-        # Sent on the call's own stream: without related_request_id it would go to the
-        # standalone GET stream, which the client may not have opened.
-        message = types.SamplingMessage(role="user", content=types.TextContent(text=prompt))
-        result = await ctx.session.create_message(messages=[message], max_tokens=100, related_request_id=ctx.request_id)
+    async def test_sampling(prompt: str, ctx: Context) -> str | types.InputRequiredResult:
+        if _modern(ctx):
+            answer = (ctx.input_responses or {}).get("sample")
+            if not isinstance(answer, types.CreateMessageResult | types.CreateMessageResultWithTools):
+                return types.InputRequiredResult(input_requests={"sample": _sample(prompt, 100)})
+            result: Any = answer
+        else:
+            # Sent on the call's own stream: without related_request_id it would go to the
+            # standalone GET stream, which the client may not have opened.
+            message = types.SamplingMessage(role="user", content=types.TextContent(text=prompt))
+            result = await ctx.session.create_message(
+                messages=[message], max_tokens=100, related_request_id=ctx.request_id
+            )
         text = result.content.text if isinstance(result.content, types.TextContent) else "No response"
         return f"LLM response: {text}"
 
+    async def elicited(
+        ctx: Context, message: str, schema: type[BaseModel]
+    ) -> tuple[str, str] | types.InputRequiredResult:
+        """``(action, content JSON)`` of the client's answer, or the question (2026-07-28, not asked yet)."""
+        if _modern(ctx):
+            answer = (ctx.input_responses or {}).get("form")
+            if not isinstance(answer, types.ElicitResult):
+                params = types.ElicitRequestFormParams(
+                    message=message, requested_schema=render_elicitation_schema(schema)
+                )
+                return types.InputRequiredResult(input_requests={"form": types.ElicitRequest(params=params)})
+            content = (
+                schema.model_validate(answer.content or {}).model_dump_json() if answer.action == "accept" else "{}"
+            )
+            return answer.action, content
+        result = await ctx.elicit(message=message, schema=schema)
+        return result.action, (result.data.model_dump_json() if result.action == "accept" else "{}")
+
     @server.tool(description="Tests server-initiated elicitation (user input request)")
-    async def test_elicitation(message: str, ctx: Context) -> str:
-        result = await ctx.elicit(message=message, schema=_UserInfo)
-        content = result.data.model_dump_json() if result.action == "accept" else "{}"
-        return f"User response: action={result.action}, content={content}"
+    async def test_elicitation(message: str, ctx: Context) -> str | types.InputRequiredResult:
+        answer = await elicited(ctx, message, _UserInfo)
+        if isinstance(answer, types.InputRequiredResult):
+            return answer
+        return f"User response: action={answer[0]}, content={answer[1]}"
 
     @server.tool(description="Tests elicitation with default values for all primitive types (SEP-1034)")
-    async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
-        result = await ctx.elicit(message="Please provide user information", schema=_Sep1034Defaults)
-        content = result.data.model_dump_json() if result.action == "accept" else "{}"
-        return f"Elicitation result: action={result.action}, content={content}"
+    async def test_elicitation_sep1034_defaults(ctx: Context) -> str | types.InputRequiredResult:
+        answer = await elicited(ctx, "Please provide user information", _Sep1034Defaults)
+        if isinstance(answer, types.InputRequiredResult):
+            return answer
+        return f"Elicitation result: action={answer[0]}, content={answer[1]}"
 
     @server.tool(description="Tests elicitation with enum schema variations (SEP-1330)")
-    async def test_elicitation_sep1330_enums(ctx: Context) -> str:
-        result = await ctx.elicit(
-            message="Please select values using different enum schema types", schema=_Sep1330Enums
-        )
-        content = result.data.model_dump_json() if result.action == "accept" else "{}"
-        return f"Elicitation completed: action={result.action}, content={content}"
+    async def test_elicitation_sep1330_enums(ctx: Context) -> str | types.InputRequiredResult:
+        answer = await elicited(ctx, "Please select values using different enum schema types", _Sep1330Enums)
+        if isinstance(answer, types.InputRequiredResult):
+            return answer
+        return f"Elicitation completed: action={answer[0]}, content={answer[1]}"
+
+
+def _modern(ctx: Context) -> bool:
+    return ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
 
 
 def _add_input_required_tools(server: MCPServer[Any]) -> None:

@@ -230,15 +230,6 @@ def test_server_runs_against_a_url_or_the_fixture_never_both_nor_neither() -> No
     assert gateway.gateway and not gateway.fixture and gateway.spec_version == "2026-07-28"
 
 
-def test_server_gateway_is_a_third_target_exclusive_of_the_others() -> None:
-    """`server --gateway` runs through a gateway in front of the fixture; never with `--fixture` or `--url`."""
-    args = runner.parse_args(["server", "--gateway", "--spec-version", "2026-07-28"])
-    assert args.gateway and not args.fixture and args.url is None
-    for argv in (["server", "--gateway", "--fixture"], ["server", "--gateway", "--url", "http://127.0.0.1:1/mcp"]):
-        with pytest.raises(SystemExit):
-            runner.parse_args(argv)
-
-
 def test_the_table_shows_each_client_and_the_failing_check() -> None:
     """One row per scenario: a cell per client, the expected failures marked, ours' failing check quoted."""
     failing = runner.Outcome(
