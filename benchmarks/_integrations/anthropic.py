@@ -70,7 +70,27 @@ async def own(server_argv: list[str]) -> AsyncIterator[Call]:
         yield call
 
 
-CONTENDERS = {"ours": ours, "own": own}
+@asynccontextmanager
+async def floor(server_argv: list[str]) -> AsyncIterator[Call]:
+    """The SDK's own floor: a ``beta_async_tool`` whose coroutine answers the echoed text; ``call`` as above."""
+    from anthropic.lib.tools import beta_async_tool
+
+    del server_argv
+
+    @beta_async_tool
+    async def echo(text: str) -> Any:
+        """Return the given text unchanged."""
+        return [{"type": "text", "text": text}]
+
+    async def call() -> object:
+        return _check(await echo.call(_ARGUMENTS))
+
+    yield call
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor}
+CONTENDER_NAMES = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":
     main(CONTENDERS)

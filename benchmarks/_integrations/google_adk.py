@@ -89,7 +89,23 @@ async def own(server: list[str]) -> AsyncIterator[Call]:
         await toolset.close()
 
 
-CONTENDERS = {"ours": ours, "own": own}
+@contextlib.asynccontextmanager
+async def floor(server: list[str]) -> AsyncIterator[Call]:
+    """ADK's own floor: a ``FunctionTool`` whose coroutine answers the echoed text, through ``run_async``."""
+    from google.adk.tools.function_tool import FunctionTool
+
+    del server
+
+    async def echo(text: str) -> dict[str, Any]:
+        """Return the given text unchanged."""
+        return {"content": [{"type": "text", "text": text}]}
+
+    yield caller(FunctionTool(echo), await tool_context())
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor}
+CONTENDER_NAMES = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":
     main(CONTENDERS)

@@ -68,7 +68,28 @@ async def open_own(server: list[str]) -> AsyncIterator[Call]:
         yield call
 
 
-CONTENDERS: Final = {"ours": open_ours, "own": open_own}
+@contextlib.asynccontextmanager
+async def open_floor(server: list[str]) -> AsyncIterator[Call]:
+    """LangChain's own floor: a plain ``StructuredTool`` whose coroutine returns its text; ``ainvoke`` as above."""
+    from langchain_core.tools import StructuredTool
+
+    del server
+
+    async def echo(text: str) -> str:
+        """Return the given text unchanged."""
+        return text
+
+    tool = StructuredTool.from_function(coroutine=echo)
+
+    async def call() -> Any:
+        return await tool.ainvoke(_ARGUMENTS)
+
+    yield call
+
+
+CONTENDERS: Final = {"ours": open_ours, "own": open_own, "floor": open_floor}
+CONTENDER_NAMES: Final = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":
     main(CONTENDERS)

@@ -67,7 +67,23 @@ async def own(server: list[str]) -> AsyncIterator[Call]:
     yield _echo_call(echo)
 
 
-CONTENDERS = {"ours": ours, "own": own}
+@contextlib.asynccontextmanager
+async def floor(server: list[str]) -> AsyncIterator[Call]:
+    """LlamaIndex's own floor: a ``FunctionTool`` whose coroutine returns its text, through ``acall``."""
+    from llama_index.core.tools import FunctionTool
+
+    del server
+
+    async def echo(text: str) -> str:
+        """Return the given text unchanged."""
+        return text
+
+    yield _echo_call(FunctionTool.from_defaults(async_fn=echo))
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor}
+CONTENDER_NAMES = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":
     main(CONTENDERS)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import mcp.types as mcp_types
 from agents.mcp import MCPServerStdio, MCPServerStdioParams
 
 from benchmarks._integrations._measure import Call, main, open_bench_runtime
@@ -73,7 +74,26 @@ async def open_own(server_argv: list[str]) -> AsyncIterator[Call]:
         yield call
 
 
-CONTENDERS = {"ours": open_ours, "own": open_own}
+@contextlib.asynccontextmanager
+async def open_floor(server_argv: list[str]) -> AsyncIterator[Call]:
+    """The framework's floor on this path: none. ``MCPServer.call_tool`` is the server object's own
+    method (the SDK's wrapper is left out of both contenders), so the floor is an ``MCPServer``
+    whose ``call_tool`` answers a ready result: this harness alone."""
+    del server_argv
+    answer = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="hi")])
+
+    async def call_tool(name: str, arguments: dict[str, object] | None) -> mcp_types.CallToolResult:
+        return answer
+
+    async def call() -> None:
+        _check(await call_tool("echo", {"text": "hi"}))
+
+    yield call
+
+
+CONTENDERS = {"ours": open_ours, "own": open_own, "floor": open_floor}
+CONTENDER_NAMES = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":
     main(CONTENDERS)

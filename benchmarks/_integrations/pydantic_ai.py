@@ -79,7 +79,31 @@ async def own(server: list[str]) -> AsyncIterator[Call]:
         yield call
 
 
-CONTENDERS = {"ours": ours, "own": own}
+@contextlib.asynccontextmanager
+async def floor(server: list[str]) -> AsyncIterator[Call]:
+    """pydantic-ai's own floor: a ``FunctionToolset`` whose ``echo`` returns its text, called the same way."""
+    from pydantic_ai.toolsets import FunctionToolset
+
+    del server
+
+    async def echo(text: str) -> str:
+        """Return the given text unchanged."""
+        return text
+
+    toolset: Any = FunctionToolset([echo])
+    ctx = _bare_context()
+    async with toolset:
+        tool = (await toolset.get_tools(ctx))["echo"]
+
+        async def call() -> object:
+            return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
+
+        yield call
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor}
+CONTENDER_NAMES = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 
 def _own_available() -> bool:
