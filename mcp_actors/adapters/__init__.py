@@ -139,7 +139,7 @@ class McpToolAdapter:
             tool=tool.name,
             server=tool.server_name,
             timeout=self.timeout,
-            status=lambda: service.status(server_id),
+            connected=lambda: service.is_connected(server_id),
             connect=lambda: service.connect(server_id),
             call=call,
         )
