@@ -11,7 +11,11 @@ venv of its own under ``benchmarks/.venvs/`` (its module's ``PEER_PACKAGES``), m
 use like the other peers'.
 
 The goal line per framework: our per-call cost (sequential latency, and 1 / calls/s at
-``--inflight``) at most ``GOAL_RATIO`` times the framework's own client's.
+``--inflight``) at most ``GOAL_RATIO`` times the framework's own client's. A module may
+measure a ``floor`` contender too: the same framework path with a no-op local tool (a plain
+function tool of that framework), the cost no MCP client can go under; the table then says
+how far above it each client is, and whether the goal is within reach at all (a floor over
+``GOAL_RATIO`` times the framework's own client's total puts it out of reach).
 
     python -m benchmarks.integrations [--quick] [--frameworks a,b] [--rounds N] [--json PATH]
 """
@@ -129,7 +133,7 @@ def summarize(stem: str, runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dic
             "errors": errors,
         }
     summary: dict[str, Any] = {"framework": stem, "contenders": rows}
-    ours, own = rows.get("ours"), rows.get("own")
+    ours, own, floor = rows.get("ours"), rows.get("own"), rows.get("floor")
     if ours and own and ours["sequential_ms"] and own["sequential_ms"] and ours["calls_per_s"] and own["calls_per_s"]:
         seq_ratio = ours["sequential_ms"] / own["sequential_ms"]
         flight_ratio = own["calls_per_s"] / ours["calls_per_s"]  # per-call cost: 1 / (calls/s)
@@ -138,6 +142,15 @@ def summarize(stem: str, runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dic
             inflight_cost_ratio=flight_ratio,
             goal_met=seq_ratio <= GOAL_RATIO and flight_ratio <= GOAL_RATIO,
         )
+        if floor and floor["sequential_ms"] is not None:
+            # The framework's own tool layer with a no-op tool: no contender's call can cost less.
+            floor_ms = floor["sequential_ms"]
+            summary.update(
+                floor_sequential_ms=floor_ms,
+                ours_above_floor_ms=ours["sequential_ms"] - floor_ms,
+                own_above_floor_ms=own["sequential_ms"] - floor_ms,
+                goal_reachable=floor_ms <= GOAL_RATIO * own["sequential_ms"],
+            )
     return summary
 
 
@@ -146,7 +159,7 @@ def _fmt(value: float | None, spec: str) -> str:
 
 
 def render(summaries: Sequence[Mapping[str, Any]], inflight: int) -> str:
-    """The markdown table people read: one row per contender, ratios on the ``ours`` row."""
+    """The markdown table people read: one row per contender, ratios (and the floor's) on the ``ours`` row."""
     lines = [
         f"| framework | contender | sequential ms (median) | calls/s at {inflight} in flight | ours / own per call |",
         "|---|---|---:|---:|---|",
@@ -160,6 +173,13 @@ def render(summaries: Sequence[Mapping[str, Any]], inflight: int) -> str:
                     f"{summary['sequential_ratio']:.2f}x sequential, {summary['inflight_cost_ratio']:.2f}x in"
                     f" flight: {verdict}"
                 )
+                if "floor_sequential_ms" in summary:
+                    ratio += (
+                        f"; above the floor: ours +{summary['ours_above_floor_ms'] * 1e3:.0f} us,"
+                        f" own +{summary['own_above_floor_ms'] * 1e3:.0f} us"
+                    )
+                    if not summary["goal_reachable"]:
+                        ratio += f" (the floor alone is over {GOAL_RATIO}x own: goal out of reach)"
             if row["errors"]:
                 ratio = (ratio + " " if ratio else "") + "failed: " + row["errors"][0][:120]
             lines.append(

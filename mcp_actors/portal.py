@@ -572,6 +572,10 @@ class _Reads:
         """One server's connection status (see :meth:`McpService.status`)."""
         return self._portal.run_sync(lambda: self._portal.service.status(server))
 
+    def is_connected(self, server: str) -> bool:
+        """Whether the server's connection is up now (see :meth:`McpService.is_connected`)."""
+        return self._portal.run_sync(lambda: self._portal.service.is_connected(server))
+
     def resolve_tool_id(self, tool_id: str) -> tuple[McpServerRecord, str]:
         """``(record, tool name)`` for a tool id (see :meth:`McpService.resolve_tool_id`)."""
         return self._portal.run_sync(lambda: self._portal.service.resolve_tool_id(tool_id))

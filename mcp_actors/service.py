@@ -34,7 +34,7 @@ from mcp_actors._connection.call_ids import new_call_id
 from mcp_actors._connection.call_input import check_timeout, checked_arguments
 from mcp_actors._connection.callbacks import DEFAULT_CALLBACK_TIMEOUT, HostCallbacks, RootsSource
 from mcp_actors._connection.handle import ConnectionHandle
-from mcp_actors._connection.status import ConnectionStatus, ProgressCallback
+from mcp_actors._connection.status import ConnectionState, ConnectionStatus, ProgressCallback
 from mcp_actors._registry.actor import (
     AddServers,
     ForgetTools,
@@ -257,6 +257,15 @@ class McpService:
         if handle is None:
             return ConnectionStatus(server_id=record.id, server_name=record.name)
         return handle.status()
+
+    def is_connected(self, server: str) -> bool:
+        """Whether the server's connection is up now: :meth:`status`'s state, without a snapshot built.
+
+        The tool adapters ask it before every call (a server that is not connected is
+        connected first, within the call's bound).
+        """
+        handle = self._registry.snapshot.handles.get(self._record(server).id)
+        return handle is not None and handle.state is ConnectionState.CONNECTED
 
     @property
     def tool_list_requests(self) -> int:

@@ -23,12 +23,13 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-__all__ = ["CALL_TIMEOUT", "Call", "Opener", "main", "measure"]
+__all__ = ["CALL_TIMEOUT", "Call", "Opener", "main", "measure", "open_bench_runtime"]
 
 CALL_TIMEOUT = 60.0
 """Upper bound of one call: a wedged contender fails its run, never hangs it."""
@@ -73,6 +74,28 @@ async def measure(call: Call, *, seconds: float, inflight: int, sequential: int,
         "concurrent_cpu_ms": (time.process_time() - cpu0) / max(1, done) * 1e3,
         "inflight": inflight,
     }
+
+
+@asynccontextmanager
+async def open_bench_runtime(server_argv: list[str]) -> AsyncIterator[Any]:
+    """``mcp_actors.asyncio.open_runtime()`` on a temporary config holding the light server as ``bench``.
+
+    The way in an asyncio host is shown everywhere (README, the framework pages): the default
+    mode, trio as a guest on this loop. Yields ``rt.service``, the asyncio facade every
+    integration takes.
+    """
+    import mcp_actors.asyncio
+    from mcp_actors._config.codec import record_from_json_dict
+    from mcp_actors._config.record import new_server_id
+    from mcp_actors._config.store import ConfigStore
+
+    with tempfile.TemporaryDirectory(prefix="mcp-actors-bench-") as home:
+        os.environ["MCP_ACTORS_STATE_DIR"] = home
+        config = os.path.join(home, "mcp-config.json")
+        record = {"name": "bench", "type": "stdio", "config": {"command": server_argv[0], "args": server_argv[1:]}}
+        ConfigStore(config).save([record_from_json_dict({"id": new_server_id(), **record})])
+        async with mcp_actors.asyncio.open_runtime(config) as rt:
+            yield rt.service
 
 
 def main(contenders: Mapping[str, Opener], argv: list[str] | None = None) -> None:

@@ -1,7 +1,8 @@
 """The Anthropic SDK's tool runner: one ``echo`` call through each contender's function tool.
 
-* ``ours``: :func:`mcp_actors.integrations.anthropic.async_tools` over the portal's asyncio
-  facade (a temporary config with the light stdio server as ``bench``); one call is
+* ``ours``: :func:`mcp_actors.integrations.anthropic.async_tools` over the service of
+  ``mcp_actors.asyncio.open_runtime()`` (its default mode; a temporary config with the
+  light stdio server as ``bench``); one call is
   ``await tool.call({"text": ...})`` — what ``BetaAsyncToolRunner`` awaits for a ``tool_use``.
 * ``own``: the SDK's own MCP helper, ``anthropic.lib.tools.mcp.async_mcp_tool``, over an
   ``mcp.ClientSession`` on the official SDK's stdio client to the same server; one call is
@@ -16,14 +17,11 @@ camelCase ones), so "own" needs nothing beyond ``mcp-actors[anthropic]`` and ``m
 
 from __future__ import annotations
 
-import json
-import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from pathlib import Path
 from typing import Any
 
-from benchmarks._integrations._measure import Call, main
+from benchmarks._integrations._measure import Call, main, open_bench_runtime
 
 __all__ = ["CONTENDERS"]
 
@@ -39,30 +37,16 @@ def _check(result: Any) -> object:
 
 @asynccontextmanager
 async def ours(server_argv: list[str]) -> AsyncIterator[Call]:
-    """The light server behind a portal; ``echo`` as an ``McpAsyncFunctionTool``."""
+    """The light server on the asyncio runtime (default mode); ``echo`` as an ``McpAsyncFunctionTool``."""
     from mcp_actors.integrations.anthropic import async_tools
-    from mcp_actors.portal import start_portal
-    from mcp_actors.records import new_server_id
 
-    with tempfile.TemporaryDirectory(prefix="bench-anthropic-") as tmp:
-        config = Path(tmp) / "mcp-config.json"
-        record = {
-            "id": new_server_id(),
-            "name": "bench",
-            "type": "stdio",
-            "config": {"command": server_argv[0], "args": server_argv[1:]},
-        }
-        config.write_text(json.dumps({"mcpServers": [record]}), encoding="utf-8")
-        portal = start_portal(str(config))
-        try:
-            [echo] = await async_tools(portal.asyncio_service(), ["bench"], tools=["echo"])
+    async with open_bench_runtime(server_argv) as service:
+        [echo] = await async_tools(service, ["bench"], tools=["echo"])
 
-            async def call() -> object:
-                return _check(await echo.call(_ARGUMENTS))
+        async def call() -> object:
+            return _check(await echo.call(_ARGUMENTS))
 
-            yield call
-        finally:
-            portal.close()
+        yield call
 
 
 @asynccontextmanager
@@ -86,7 +70,27 @@ async def own(server_argv: list[str]) -> AsyncIterator[Call]:
         yield call
 
 
-CONTENDERS = {"ours": ours, "own": own}
+@asynccontextmanager
+async def floor(server_argv: list[str]) -> AsyncIterator[Call]:
+    """The SDK's own floor: a ``beta_async_tool`` whose coroutine answers the echoed text; ``call`` as above."""
+    from anthropic.lib.tools import beta_async_tool
+
+    del server_argv
+
+    @beta_async_tool
+    async def echo(text: str) -> Any:
+        """Return the given text unchanged."""
+        return [{"type": "text", "text": text}]
+
+    async def call() -> object:
+        return _check(await echo.call(_ARGUMENTS))
+
+    yield call
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor}
+CONTENDER_NAMES = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":
     main(CONTENDERS)

@@ -1,7 +1,8 @@
 """Google ADK: one ``echo`` call through the tool object ADK's agent loop would run, ``run_async``.
 
-* ``ours``: :class:`~mcp_actors.integrations.google_adk.McpActorsToolset` over the portal's
-  asyncio facade, the light stdio server as the only record of a private config file.
+* ``ours``: :class:`~mcp_actors.integrations.google_adk.McpActorsToolset` over the service of
+  ``mcp_actors.asyncio.open_runtime()`` (its default mode), the light stdio server as the only record of a
+  private config file.
 * ``own``: ADK's own ``McpToolset`` with ``StdioConnectionParams`` on the same server. It
   runs in our venv: google-adk's MCP client works with our ``mcp`` 2.3 (its
   ``google.adk.dependencies._mcp`` speaks both SDK majors), so no peer venv is needed. Its
@@ -19,10 +20,7 @@ over an in-memory session). A tool error, or a failure answered as ``{"error": .
 from __future__ import annotations
 
 import contextlib
-import json
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 from google.adk.agents.invocation_context import InvocationContext
@@ -34,10 +32,8 @@ from google.adk.tools.mcp_tool.mcp_toolset import McpToolset
 from google.adk.tools.tool_context import ToolContext
 from mcp import StdioServerParameters
 
-from benchmarks._integrations._measure import CALL_TIMEOUT, Call, main
+from benchmarks._integrations._measure import CALL_TIMEOUT, Call, main, open_bench_runtime
 from mcp_actors.integrations.google_adk import McpActorsToolset
-from mcp_actors.portal import start_portal
-from mcp_actors.records import new_server_id
 
 __all__ = ["CONTENDERS"]
 
@@ -71,16 +67,12 @@ def config_of(server: list[str]) -> dict[str, Any]:
 
 @contextlib.asynccontextmanager
 async def ours(server: list[str]) -> AsyncIterator[Call]:
-    """Our toolset over the portal's asyncio facade, the server the config's only record."""
-    with tempfile.TemporaryDirectory() as state:
-        path = Path(state) / "mcp-config.json"
-        record = {"id": new_server_id(), "name": "bench", "type": "stdio"}
-        path.write_text(json.dumps({"version": 1, "mcpServers": [{**record, "config": config_of(server)}]}))
-        with start_portal(str(path)) as portal:
-            toolset = McpActorsToolset(portal.asyncio_service(), ["bench"], tools=["echo"])
-            [echo] = await toolset.get_tools()
-            yield caller(echo, await tool_context())
-            await toolset.close()
+    """Our toolset over the asyncio runtime's service (default mode), the server the config's only record."""
+    async with open_bench_runtime(server) as service:
+        toolset = McpActorsToolset(service, ["bench"], tools=["echo"])
+        [echo] = await toolset.get_tools()
+        yield caller(echo, await tool_context())
+        await toolset.close()
 
 
 @contextlib.asynccontextmanager
@@ -97,7 +89,23 @@ async def own(server: list[str]) -> AsyncIterator[Call]:
         await toolset.close()
 
 
-CONTENDERS = {"ours": ours, "own": own}
+@contextlib.asynccontextmanager
+async def floor(server: list[str]) -> AsyncIterator[Call]:
+    """ADK's own floor: a ``FunctionTool`` whose coroutine answers the echoed text, through ``run_async``."""
+    from google.adk.tools.function_tool import FunctionTool
+
+    del server
+
+    async def echo(text: str) -> dict[str, Any]:
+        """Return the given text unchanged."""
+        return {"content": [{"type": "text", "text": text}]}
+
+    yield caller(FunctionTool(echo), await tool_context())
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor}
+CONTENDER_NAMES = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":
     main(CONTENDERS)

@@ -3,8 +3,8 @@
 Both contenders call ``await tool.ainvoke({"text": ...})`` on the LangChain ``BaseTool`` an
 agent's ``ToolNode`` would run, against the same light stdio server.
 
-* ``ours``: :func:`mcp_actors.integrations.langchain.load_tools` on the portal's asyncio
-  facade, over a temporary config holding only that server.
+* ``ours``: :func:`mcp_actors.integrations.langchain.load_tools` on the service of
+  ``mcp_actors.asyncio.open_runtime()`` (its default mode), over a temporary config holding only that server.
 * ``own``: ``langchain-mcp-adapters``' ``MultiServerMCPClient`` on its fast path, a session
   kept open (``async with client.session("bench")`` + ``load_mcp_tools(session)``). Its
   default path, ``client.get_tools()``, opens a new session (a new server process) for every
@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any, Final
 
-from benchmarks._integrations._measure import Call, main
+from benchmarks._integrations._measure import Call, main, open_bench_runtime
 
 __all__ = ["CONTENDERS", "PEER_PACKAGES", "open_ours", "open_own"]
 
@@ -41,25 +39,16 @@ _ARGUMENTS: Final = {"text": "hello"}
 
 @contextlib.asynccontextmanager
 async def open_ours(server: list[str]) -> AsyncIterator[Call]:
-    """Our runtime on a temporary config with the one server; the call is our LangChain tool's ``ainvoke``."""
-    from mcp_actors._config.codec import record_from_json_dict
-    from mcp_actors._config.record import new_server_id
-    from mcp_actors._config.store import ConfigStore
+    """Our runtime (asyncio, default mode) with the one server; the call is our LangChain tool's ``ainvoke``."""
     from mcp_actors.integrations.langchain import load_tools
-    from mcp_actors.portal import start_portal
 
-    with tempfile.TemporaryDirectory(prefix="mcp-actors-bench-") as home:
-        config = Path(home) / "mcp-config.json"
-        record = {"name": "bench", "type": "stdio", "config": {"command": server[0], "args": server[1:]}}
-        ConfigStore(config).save([record_from_json_dict({"id": new_server_id(), **record})])
-        with start_portal(str(config)) as portal:
-            tools = await load_tools(portal.asyncio_service(), ["bench"], tools=["echo"])
-            (echo,) = tools
+    async with open_bench_runtime(server) as service:
+        (echo,) = await load_tools(service, ["bench"], tools=["echo"])
 
-            async def call() -> Any:
-                return await echo.ainvoke(_ARGUMENTS)
+        async def call() -> Any:
+            return await echo.ainvoke(_ARGUMENTS)
 
-            yield call
+        yield call
 
 
 @contextlib.asynccontextmanager
@@ -79,7 +68,28 @@ async def open_own(server: list[str]) -> AsyncIterator[Call]:
         yield call
 
 
-CONTENDERS: Final = {"ours": open_ours, "own": open_own}
+@contextlib.asynccontextmanager
+async def open_floor(server: list[str]) -> AsyncIterator[Call]:
+    """LangChain's own floor: a plain ``StructuredTool`` whose coroutine returns its text; ``ainvoke`` as above."""
+    from langchain_core.tools import StructuredTool
+
+    del server
+
+    async def echo(text: str) -> str:
+        """Return the given text unchanged."""
+        return text
+
+    tool = StructuredTool.from_function(coroutine=echo)
+
+    async def call() -> Any:
+        return await tool.ainvoke(_ARGUMENTS)
+
+    yield call
+
+
+CONTENDERS: Final = {"ours": open_ours, "own": open_own, "floor": open_floor}
+CONTENDER_NAMES: Final = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":
     main(CONTENDERS)

@@ -3,9 +3,9 @@
 Both contenders call the light stdio server's ``echo`` as LlamaIndex's agents call a tool,
 ``await tool.acall(text=...)``, on the tool object the framework's agent would hold:
 
-* ``ours``: a temporary config with the server as the record ``bench``, the runtime in a
-  portal (:func:`mcp_actors.portal.start_portal`), and the tool from
-  ``McpActorsToolSpec(portal.asyncio_service(), ["bench"], tools=["echo"])``.
+* ``ours``: a temporary config with the server as the record ``bench``, the runtime of
+  ``mcp_actors.asyncio.open_runtime()`` (its default mode), and the tool from
+  ``McpActorsToolSpec(rt.service, ["bench"], tools=["echo"])``.
 * ``own``: LlamaIndex's own MCP client, ``McpToolSpec(BasicMCPClient(argv[0], args=argv[1:]),
   allowed_tools=["echo"])``. Its client opens a new session for every call: over stdio, a new
   server process per call, which is what this contender measures.
@@ -24,11 +24,9 @@ that neither our venv nor our extras change.
 from __future__ import annotations
 
 import contextlib
-import os
-import tempfile
 from collections.abc import AsyncIterator
 
-from benchmarks._integrations._measure import Call, main
+from benchmarks._integrations._measure import Call, main, open_bench_runtime
 
 PEER_PACKAGES: dict[str, tuple[str, ...]] = {"own": ("llama-index-tools-mcp==0.6.0", "mcp>=2.3,<2.4")}
 """What ``own`` needs beyond the standard library, for its venv (``benchmarks.integrations``)."""
@@ -46,21 +44,13 @@ def _echo_call(tool: object) -> Call:
 
 @contextlib.asynccontextmanager
 async def ours(server: list[str]) -> AsyncIterator[Call]:
-    """Our toolset's ``echo`` tool over a portal whose config holds the server as ``bench``."""
-    from mcp_actors._config.codec import record_from_json_dict
-    from mcp_actors._config.record import new_server_id
-    from mcp_actors._config.store import ConfigStore
+    """Our toolset's ``echo`` tool over the asyncio runtime (default mode), the server named ``bench``."""
     from mcp_actors.integrations.llamaindex import McpActorsToolSpec
-    from mcp_actors.portal import start_portal
 
-    with tempfile.TemporaryDirectory() as directory:
-        path = os.path.join(directory, "bench-config.json")
-        record = {"name": "bench", "type": "stdio", "config": {"command": server[0], "args": server[1:]}}
-        ConfigStore(path).save([record_from_json_dict({"id": new_server_id(), **record})])
-        with start_portal(path) as portal:
-            spec = McpActorsToolSpec(portal.asyncio_service(), ["bench"], tools=["echo"])
-            [echo] = await spec.to_tool_list_async()
-            yield _echo_call(echo)
+    async with open_bench_runtime(server) as service:
+        spec = McpActorsToolSpec(service, ["bench"], tools=["echo"])
+        [echo] = await spec.to_tool_list_async()
+        yield _echo_call(echo)
 
 
 @contextlib.asynccontextmanager
@@ -77,7 +67,23 @@ async def own(server: list[str]) -> AsyncIterator[Call]:
     yield _echo_call(echo)
 
 
-CONTENDERS = {"ours": ours, "own": own}
+@contextlib.asynccontextmanager
+async def floor(server: list[str]) -> AsyncIterator[Call]:
+    """LlamaIndex's own floor: a ``FunctionTool`` whose coroutine returns its text, through ``acall``."""
+    from llama_index.core.tools import FunctionTool
+
+    del server
+
+    async def echo(text: str) -> str:
+        """Return the given text unchanged."""
+        return text
+
+    yield _echo_call(FunctionTool.from_defaults(async_fn=echo))
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor}
+CONTENDER_NAMES = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":
     main(CONTENDERS)

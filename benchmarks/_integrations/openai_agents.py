@@ -5,9 +5,9 @@ SDK's tool wrapper (``MCPUtil.invoke_mcp_tool``, behind the ``FunctionTool`` an 
 model calls) awaits for every call, so both pay the same wrapper on top and the wrapper is
 left out of both. Each lists its tools once first, as an agent's first turn does.
 
-* "ours": a portal on a temporary config holding the light stdio server, its asyncio
-  facade, and the server's ``SupervisedMcpServer`` (the tool's default name,
-  ``mcp__bench__echo``).
+* "ours": ``mcp_actors.asyncio.open_runtime()`` (its default mode, trio as a guest on the
+  loop) on a temporary config holding the light stdio server, and the server's
+  ``SupervisedMcpServer`` (the tool's default name, ``mcp__bench__echo``).
 * "own": ``MCPServerStdio`` with ``cache_tools_list=True``, connected (``async with``) to the
   same server program, as ``benchmarks/drivers/openai_agents.py`` configures it (session
   read timeout raised to 60 s so a queue of in-flight calls measures speed, not time-outs).
@@ -21,16 +21,13 @@ our ``mcp`` 2.x, so no peer venv is needed.
 from __future__ import annotations
 
 import contextlib
-import json
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
 
+import mcp.types as mcp_types
 from agents.mcp import MCPServerStdio, MCPServerStdioParams
 
-from benchmarks._integrations._measure import Call, main
+from benchmarks._integrations._measure import Call, main, open_bench_runtime
 from mcp_actors.integrations.openai_agents import SupervisedMcpServer, mcp_servers
-from mcp_actors.portal import start_portal
 
 __all__ = ["CONTENDERS", "open_ours", "open_own"]
 
@@ -45,25 +42,15 @@ def _check(result: object) -> None:
 
 @contextlib.asynccontextmanager
 async def open_ours(server_argv: list[str]) -> AsyncIterator[Call]:
-    """A runtime on a temporary config with the light server; yields one ``echo`` through our MCPServer."""
-    with tempfile.TemporaryDirectory(prefix="bench-openai-agents-") as tmp:
-        config = Path(tmp) / "mcp-config.json"
-        record = {
-            "id": "mcp_bench",
-            "name": "bench",
-            "type": "stdio",
-            "config": {"command": server_argv[0], "args": server_argv[1:]},
-            "isTrusted": True,
-        }
-        config.write_text(json.dumps({"version": 1, "mcpServers": [record]}), encoding="utf-8")
-        with start_portal(str(config)) as portal:
-            [server] = await mcp_servers(portal.asyncio_service(), ["bench"])
-            await _first_listing(server)
+    """Our runtime (asyncio, default mode) with the light server; yields one ``echo`` through our MCPServer."""
+    async with open_bench_runtime(server_argv) as service:
+        [server] = await mcp_servers(service, ["bench"])
+        await _first_listing(server)
 
-            async def call() -> None:
-                _check(await server.call_tool("mcp__bench__echo", {"text": "hi"}))
+        async def call() -> None:
+            _check(await server.call_tool("mcp__bench__echo", {"text": "hi"}))
 
-            yield call
+        yield call
 
 
 async def _first_listing(server: SupervisedMcpServer | MCPServerStdio) -> None:
@@ -87,7 +74,26 @@ async def open_own(server_argv: list[str]) -> AsyncIterator[Call]:
         yield call
 
 
-CONTENDERS = {"ours": open_ours, "own": open_own}
+@contextlib.asynccontextmanager
+async def open_floor(server_argv: list[str]) -> AsyncIterator[Call]:
+    """The framework's floor on this path: none. ``MCPServer.call_tool`` is the server object's own
+    method (the SDK's wrapper is left out of both contenders), so the floor is an ``MCPServer``
+    whose ``call_tool`` answers a ready result: this harness alone."""
+    del server_argv
+    answer = mcp_types.CallToolResult(content=[mcp_types.TextContent(type="text", text="hi")])
+
+    async def call_tool(name: str, arguments: dict[str, object] | None) -> mcp_types.CallToolResult:
+        return answer
+
+    async def call() -> None:
+        _check(await call_tool("echo", {"text": "hi"}))
+
+    yield call
+
+
+CONTENDERS = {"ours": open_ours, "own": open_own, "floor": open_floor}
+CONTENDER_NAMES = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":
     main(CONTENDERS)

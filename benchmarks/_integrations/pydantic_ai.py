@@ -4,9 +4,9 @@ Both contenders are driven as pydantic-ai's agent loop drives a toolset: ``get_t
 once, then ``toolset.call_tool("echo", args, ctx, tool)`` per call, with a bare
 ``RunContext`` (as pydantic-ai's own tests build one: no agent, no event stream).
 
-* ``ours`` — :class:`mcp_actors.integrations.pydantic_ai.McpActorsToolset` over the
-  portal's asyncio facade (``start_portal`` on a temp config holding the light stdio
-  server), in this project's venv.
+* ``ours`` — :class:`mcp_actors.integrations.pydantic_ai.McpActorsToolset` over
+  ``mcp_actors.asyncio.open_runtime()``'s service (its default mode, on a temp config
+  holding the light stdio server), in this project's venv.
 * ``own`` — ``pydantic_ai.mcp.MCPToolset`` over a FastMCP ``StdioTransport`` of the same
   server (pydantic-ai 2.x replaced ``MCPServerStdio`` with this toolset). It needs
   ``pydantic-ai-slim[mcp]`` (which brings ``fastmcp-slim[client]``, :data:`PEER_PACKAGES`),
@@ -26,12 +26,10 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-from benchmarks._integrations._measure import Call, main
+from benchmarks._integrations._measure import Call, main, open_bench_runtime
 
 __all__ = ["CONTENDERS", "PEER_PACKAGES", "own", "ours"]
 
@@ -49,24 +47,19 @@ def _bare_context() -> Any:
 
 @contextlib.asynccontextmanager
 async def ours(server: list[str]) -> AsyncIterator[Call]:
-    """Our toolset over the portal's asyncio facade, offering the light server's echo (a temp config)."""
+    """Our toolset over the asyncio runtime's service, offering the light server's echo (a temp config)."""
     from mcp_actors.integrations.pydantic_ai import McpActorsToolset
-    from mcp_actors.portal import start_portal
 
-    with tempfile.TemporaryDirectory(prefix="mcp-actors-bench-") as state:
-        record = {"name": "bench", "type": "stdio", "config": {"command": server[0], "args": server[1:]}}
-        with start_portal(str(Path(state) / "mcp-config.json")) as portal:
-            service = portal.asyncio_service()
-            await service.add(record)  # the built-in demo server is in the config too, never started
-            toolset = McpActorsToolset(service, ["bench"], tools=["echo"], naming="tool")
-            ctx = _bare_context()
-            async with toolset:
-                tool = (await toolset.get_tools(ctx))["echo"]
+    async with open_bench_runtime(server) as service:
+        toolset = McpActorsToolset(service, ["bench"], tools=["echo"], naming="tool")
+        ctx = _bare_context()
+        async with toolset:
+            tool = (await toolset.get_tools(ctx))["echo"]
 
-                async def call() -> object:
-                    return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
+            async def call() -> object:
+                return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
 
-                yield call
+            yield call
 
 
 @contextlib.asynccontextmanager
@@ -86,7 +79,31 @@ async def own(server: list[str]) -> AsyncIterator[Call]:
         yield call
 
 
-CONTENDERS = {"ours": ours, "own": own}
+@contextlib.asynccontextmanager
+async def floor(server: list[str]) -> AsyncIterator[Call]:
+    """pydantic-ai's own floor: a ``FunctionToolset`` whose ``echo`` returns its text, called the same way."""
+    from pydantic_ai.toolsets import FunctionToolset
+
+    del server
+
+    async def echo(text: str) -> str:
+        """Return the given text unchanged."""
+        return text
+
+    toolset: Any = FunctionToolset([echo])
+    ctx = _bare_context()
+    async with toolset:
+        tool = (await toolset.get_tools(ctx))["echo"]
+
+        async def call() -> object:
+            return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
+
+        yield call
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor}
+CONTENDER_NAMES = ("ours", "own", "floor")
+"""What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 
 def _own_available() -> bool:

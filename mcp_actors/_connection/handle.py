@@ -39,6 +39,7 @@ from mcp_actors._connection.status import (
     RESOURCE_CACHE_TTL,
     STOP_BOUND,
     ConnectionSettings,
+    ConnectionState,
     ConnectionStatus,
     ProgressCallback,
     _StatusCell,
@@ -91,6 +92,15 @@ class ConnectionHandle:
     def server_id(self) -> str:
         """The server record's id."""
         return self.settings.server_id
+
+    @property
+    def state(self) -> ConnectionState:
+        """The connection's state now, as :meth:`status` reports it, without building a snapshot.
+
+        For the call path: :meth:`status` copies the snapshot whenever the calls in flight
+        changed, which at 50 calls in flight is every call.
+        """
+        return self._cell.status.state
 
     def status(self) -> ConnectionStatus:
         """The latest status snapshot (no round trip)."""

@@ -270,6 +270,10 @@ class AsyncioMcpService:
         """One server's connection status (see :meth:`McpService.status`)."""
         return self._hop.read(lambda s: s.status(server))
 
+    def is_connected(self, server: str) -> bool:
+        """Whether the server's connection is up now (see :meth:`McpService.is_connected`)."""
+        return self._hop.read(lambda s: s.is_connected(server))
+
     def resolve_tool_id(self, tool_id: str) -> tuple[McpServerRecord, str]:
         """``(record, tool name)`` for a tool id (see :meth:`McpService.resolve_tool_id`)."""
         return self._hop.read(lambda s: s.resolve_tool_id(tool_id))

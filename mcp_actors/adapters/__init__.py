@@ -112,6 +112,8 @@ class McpToolAdapter:
     service: McpService | RuntimeHop
     timeout: float = attrs.field(default=DEFAULT_TOOL_TIMEOUT, kw_only=True, validator=_check_timeout)
     on_progress: ProgressCallback | None = attrs.field(default=None, kw_only=True)
+    _last_target: list[tuple[McpService, _Target]] = attrs.field(factory=list, init=False, eq=False, repr=False)
+    """The target of the last call without a per-call relay, and its service: built once, not per call."""
 
     @property
     def name(self) -> str:
@@ -139,10 +141,19 @@ class McpToolAdapter:
             tool=tool.name,
             server=tool.server_name,
             timeout=self.timeout,
-            status=lambda: service.status(server_id),
+            connected=lambda: service.is_connected(server_id),
             connect=lambda: service.connect(server_id),
             call=call,
         )
+
+    def _steady_target(self, service: McpService) -> _Target:
+        """:meth:`_target` with the adapter's own ``on_progress``, kept for the next call on the same service."""
+        last = self._last_target
+        if last and last[0][0] is service:
+            return last[0][1]
+        target = self._target(service, self.on_progress)
+        last[:] = [(service, target)]
+        return target
 
     async def call(self, params: Mapping[str, Any] | None = None) -> mcp_types.CallToolResult:
         """Call the tool and return the raw MCP result (for hosts that want images, say).
@@ -152,8 +163,10 @@ class McpToolAdapter:
         """
         hop = hop_for(self.service, f"tool {self.name!r}")
         if hop is None:
-            return await _call(self._target(cast(McpService, self.service), self.on_progress), params)
-        relay = hop.relay_progress(self.on_progress) if self.on_progress is not None else None
+            return await _call(self._steady_target(cast(McpService, self.service)), params)
+        if self.on_progress is None:
+            return await hop.run_in_runtime(lambda runtime_service: _call(self._steady_target(runtime_service), params))
+        relay = hop.relay_progress(self.on_progress)  # on the caller's loop: one per call
         return await hop.run_in_runtime(lambda runtime_service: _call(self._target(runtime_service, relay), params))
 
     async def execute(self, params: Mapping[str, Any] | None = None) -> str:

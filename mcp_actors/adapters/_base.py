@@ -16,7 +16,6 @@ import mcp.types as mcp_types
 import trio
 
 from mcp_actors._connection.call_ids import new_call_id
-from mcp_actors._connection.status import ConnectionState, ConnectionStatus
 from mcp_actors.errors import McpActorsError, ToolCallTimeout
 
 __all__ = [
@@ -193,7 +192,7 @@ class _Target:
     tool: str
     server: str
     timeout: float
-    status: Callable[[], ConnectionStatus]
+    connected: Callable[[], bool]
     connect: Callable[[], Awaitable[None]]
     call: Callable[[dict[str, Any], float, str], Awaitable[mcp_types.CallToolResult]]
 
@@ -214,7 +213,7 @@ async def _call(target: _Target, params: Mapping[str, Any] | None) -> mcp_types.
     connected = True
     try:
         with trio.move_on_at(deadline):
-            if target.status().state is not ConnectionState.CONNECTED:
+            if not target.connected():
                 connected = False
                 await target.connect()
                 connected = trio.current_time() < deadline  # else the call is never sent

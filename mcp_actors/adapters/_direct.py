@@ -28,7 +28,7 @@ from mcp_actors._connection.callbacks import (
     SamplingHandler,
 )
 from mcp_actors._connection.handle import ConnectionHandle, open_connection
-from mcp_actors._connection.status import STOP_BOUND, ConnectionStatus
+from mcp_actors._connection.status import STOP_BOUND, ConnectionState, ConnectionStatus
 from mcp_actors._process.tracker import ProcessIdentity, ProcessTracker
 from mcp_actors._registry.actor import enabled_tools, server_inactive, settings_for
 from mcp_actors.adapters._base import (
@@ -190,7 +190,7 @@ class DirectMcpToolAdapter:
             tool=tool_name,
             server=self.connection.name,
             timeout=self.timeout,
-            status=handle.status,
+            connected=lambda: handle.state is ConnectionState.CONNECTED,
             connect=handle.connect,
             call=call,
         )

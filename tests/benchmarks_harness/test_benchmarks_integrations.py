@@ -56,3 +56,23 @@ def test_a_slower_ours_misses_the_goal() -> None:
     summary = integrations.summarize("fw", runs)
     assert summary["goal_met"] is False
     assert "not met" in integrations.render([summary], 50)
+
+
+def test_the_floor_says_how_far_above_it_each_client_is_and_whether_the_goal_is_in_reach() -> None:
+    """A floor over half of own's total puts the goal out of reach; the table says so."""
+    runs = {
+        "ours": [{"sequential_ms": 0.5, "calls_per_s": 3000.0}],
+        "own": [{"sequential_ms": 0.8, "calls_per_s": 2000.0}],
+        "floor": [{"sequential_ms": 0.45, "calls_per_s": 9000.0}],
+    }
+    summary = integrations.summarize("fw", runs)
+    assert summary["floor_sequential_ms"] == pytest.approx(0.45)
+    assert summary["ours_above_floor_ms"] == pytest.approx(0.05)
+    assert summary["own_above_floor_ms"] == pytest.approx(0.35)
+    assert summary["goal_reachable"] is False
+    table = integrations.render([summary], 50)
+    assert "ours +50 us, own +350 us" in table and "out of reach" in table
+    runs["floor"] = [{"sequential_ms": 0.1, "calls_per_s": 9000.0}]
+    reachable = integrations.summarize("fw", runs)
+    assert reachable["goal_reachable"] is True
+    assert "out of reach" not in integrations.render([reachable], 50)

@@ -480,7 +480,11 @@ async def test_an_added_server_spawns_nothing_until_its_first_use(
         for name in ("added", "imported"):
             assert servers_in_memory.starts[name] == 0, name
             assert svc.status(name).state.value == "disconnected"
+            assert svc.is_connected(name) is False
         assert text_of(await svc.call_tool("added", "echo", {"text": "first use"})) == "first use"
+        assert svc.is_connected("added") is True and svc.status("added").state.value == "connected"
+        with pytest.raises(ServerNotFound):
+            svc.is_connected("nobody")
         assert (servers_in_memory.starts["added"], servers_in_memory.starts["imported"]) == (1, 0)
     async with runtime_at(tmp_path, sweep_ledger=False, connect_on_add=True) as rt:
         sub = rt.service.subscribe()
