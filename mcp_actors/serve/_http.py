@@ -162,7 +162,7 @@ def _encode_headers(headers: Iterable[tuple[str, str]]) -> bytes:
     out = []
     for name, value in headers:
         line = f"{name}: {value}\r\n".encode("latin-1")
-        if line.count(b"\r") != 1 or line.count(b"\n") != 1 or b"\x00" in line:
+        if line.count(b"\r") != 1 or line.count(b"\n") != 1 or line.find(b"\x00") >= 0:
             raise ValueError(f"header {name!r} holds CR, LF or NUL")
         out.append(line)
     return b"".join(out)
@@ -309,10 +309,12 @@ class HttpConnection:
         limits = self._limits
         if len(head) > limits.max_head:
             raise ProtocolViolation(431, f"the request head exceeds {limits.max_head} bytes")
-        if b"\r\n" in head:
+        # find, not ``in``: ``bytes in bytes`` first tries its operand as an integer and formats
+        # the TypeError it then drops (~2,300 instructions each, five a request).
+        if head.find(b"\r\n") >= 0:
             head = head.replace(b"\r\n", b"\n")
         head = head.lstrip(b"\n")  # RFC 9112 2.2: empty lines before a request line are ignored
-        if b"\r" in head or b"\x00" in head:
+        if head.find(b"\r") >= 0 or head.find(b"\x00") >= 0:
             raise ProtocolViolation(400, "a bare CR or a NUL in the request head")
         request_line, _, fields = head.partition(b"\n")
         parts = request_line.split(b" ")
