@@ -1,55 +1,37 @@
-"""Gateway: what serving the runtime's servers as one MCP server costs a client, against a direct connection.
+"""Gateway: what serving the servers as one MCP server costs a client, against a direct connection and peers.
 
 The client is always ours (``open_runtime`` + ``McpService.call_tool``, the ``ours`` driver of
-``benchmarks/drivers``), over streamable HTTP, in a fresh process per run. What it talks to:
+``benchmarks/drivers``), over streamable HTTP, in a fresh process per run, at the handshake
+revision (``protocol: legacy``). What it talks to, always the same light stdlib server
+(``benchmarks/_toolserver.py``) in the end:
 
-* ``direct``: the light stdlib server (``benchmarks/_toolserver.py --http``) on its own port;
+* ``direct``: the light server's own streamable-HTTP mode (``--http``) on its own port;
 * ``lean``: ``mcp_actors.serve`` (our HTTP/1.1 server side, each request dispatched straight
-  into the runtime's ``McpService`` in the same trio loop) in front of the same light server
-  over stdio;
+  into the runtime's ``McpService`` in the same trio loop) in front of the light server over stdio;
 * ``sdk``: the SDK's server stack in front of the same upstream on the same runtime: a
   low-level ``mcp.server.Server`` whose two handlers call the same ``McpService``, served by
-  ``StreamableHTTPSessionManager`` (``Server.streamable_http_app(json_response=True)``, its
-  cheaper mode) under hypercorn's trio worker in the runtime's own trio loop. The cheapest
-  credible gateway built on the SDK (``benchmarks/_gateway_server.py`` has both).
+  ``StreamableHTTPSessionManager`` (JSON responses, its cheaper mode) under hypercorn's trio
+  worker (``benchmarks/_gateway_server.py``): the cheapest credible gateway built on the SDK;
+* ``fastmcp``: fastmcp's proxy (``fastmcp.server.create_proxy`` of an ``mcpServers`` config,
+  its ``http`` transport under uvicorn) in front of the light server over stdio;
+* ``mcp-proxy``: the ``mcp-proxy`` command (PyPI) exposing the light server over streamable HTTP.
 
-Per target: the median latency of sequential echo calls and the calls/s with 50 in flight;
-the load average before and after is printed with them (this machine is shared: read the
-ratios, which the load moves far less than the absolute figures).
+The peers run in venvs of their own under ``benchmarks/.venvs/gw-<target>/`` (:data:`PEER_PACKAGES`,
+installed on first use: ``mcp-proxy`` needs ``mcp<2``), started by ``benchmarks/_peer_gateway.py``.
 
-    python -m benchmarks.gateway [--quick] [--json PATH] [--rounds N] [--targets direct,lean,sdk]
+Per target: the median and the p99 latency of sequential echo calls, the calls/s with 50 in
+flight, and the RSS its processes grow by per idle session (``--sessions`` opened with raw
+HTTP ``initialize`` + ``notifications/initialized`` after 100 to warm up,
+``benchmarks/_sessions.py``). ``--replicas 1,2,3`` also measures N ``lean`` gateways behind
+haproxy (``benchmarks/_replicas.py``: round-robin per request; our client at 2026-07-28,
+whose requests stand alone). The load average before and after is printed (this machine is
+shared: read the ratios, which the load moves far less than the absolute figures).
 
-**The decision: our own lean server** (``mcp_actors/serve/_http.py``, ``_streamable.py``), not
-the SDK's server stack. Measured on the shared 2-core machine (2026-12-05, 3 rounds in rotating
-order, load average 7.9 before and 7.6 after, other jobs running):
+    python -m benchmarks.gateway [--quick] [--json PATH] [--rounds N] [--targets direct,lean,...|none]
+                                 [--replicas 1,2,3] [--sessions N]
 
-==========================  ============  ===========  ===========
-target                      seq. latency  calls/s @50  vs direct
-==========================  ============  ===========  ===========
-direct (light server)       211 us        2,400        1.00x
-lean gateway (ours)         745 us        770          0.32x
-SDK stack (hypercorn/trio)  6,249 us      217          0.09x
-==========================  ============  ===========  ===========
-
-(Two one-round ``--quick`` runs: 0.60x at load 6.3, 0.46x at load 5.1, where the SDK stack
-made 0.09x; the sequential latency through the lean gateway was 1.1 and 3.1 ms. ``python -m
-benchmarks.gateway`` prints the current table; docs/gateway.md keeps the figures of record.)
-
-The SDK stack is 3.5x behind ours in calls/s and 8x in latency before the gateway does any
-work of its own: starlette's request objects, the session
-manager's memory streams and task per request, every message validated by pydantic on the way
-in and out, hypercorn's HTTP/1.1 machinery on anyio's trio backend. The lean server parses a
-request with a few ``bytes`` operations and one regex, reads and writes the socket's
-descriptor directly (trio's ``SocketStream`` takes a conflict detector and a scheduler pass per
-write), keeps one cancel scope per connection instead of one per phase (bounds are watched once
-a second), and hands the request to the core in the connection's own task, where it calls the
-runtime's ``McpService`` directly. It keeps the SDK's request check and result shaping
-(``mcp_types.methods``: ~16 us a call) so the protocol's rules stay the SDK's. What is left:
-the gateway process spends ~350 us CPU per call at this load (~190 us serving HTTP, the rest
-the upstream call over stdio), against ~100 us for the light server's whole HTTP side, and a
-sequential call through a third process on two cores waits for four scheduler wake-ups
-instead of two. Goals (>= 0.5x calls/s, <= 0.2 ms added latency): not met on this machine
-under this load.
+Figures of record, and why the gateway has its own HTTP server side rather than the SDK's:
+docs/gateway.md ("Cost") and docs/performance.md ("Gateway").
 """
 
 from __future__ import annotations
