@@ -4,7 +4,10 @@ Run as the benchmark harness runs an HTTP server (``{"http": argv}``): it prints
 endpoint URL as the first line on stdout and serves until its stdin closes, then stops the
 runtime (the upstream's process with it)::
 
-    python benchmarks/_gateway_server.py --kind lean|sdk -- <upstream argv...>
+    python benchmarks/_gateway_server.py --kind lean|sdk [--profile STATS] -- <upstream argv...>
+
+``--profile``: the whole run under cProfile, its stats written to ``STATS`` when it ends (where
+the gateway's CPU per call goes: ``python -m pstats STATS``).
 
 Kinds:
 
@@ -24,6 +27,7 @@ import functools
 import os
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +123,7 @@ def main() -> None:
     """Parse, start the runtime, serve the chosen kind until stdin closes."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", choices=("lean", "sdk"), required=True)
+    parser.add_argument("--profile", type=Path, default=None, help="write cProfile stats of the whole run here")
     parser.add_argument("upstream", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     upstream = [a for a in args.upstream if a != "--"]
@@ -129,7 +134,16 @@ def main() -> None:
             await runtime.service.list_server_tools("up")  # connected before the URL is announced
             await (_lean if args.kind == "lean" else _sdk)(runtime.service)
 
-    trio.run(run)
+    if args.profile is None:
+        trio.run(run)
+        return
+    import cProfile
+
+    profiler = cProfile.Profile(time.process_time)  # CPU, not the waits for a core on a busy machine
+    try:
+        profiler.runcall(trio.run, run)
+    finally:
+        profiler.dump_stats(args.profile)
 
 
 if __name__ == "__main__":

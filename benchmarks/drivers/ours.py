@@ -27,6 +27,10 @@ from mcp_actors.service import McpService
 
 CONNECT_TIMEOUT = 600.0
 """Seconds a server may take to connect: the raw SDK has no such bound, so ours must not fire first."""
+PROTOCOL = os.environ.get("MCP_ACTORS_BENCH_PROTOCOL", "legacy")
+"""The servers' ``protocol`` mode: ``legacy`` (the default, see ``prepare``), or ``auto`` where a
+benchmark wants the 2026-07-28 revision when the server offers it (``benchmarks/gateway.py --replicas``:
+stateless requests, so a load balancer may send each anywhere)."""
 
 
 class OursSession:
@@ -64,7 +68,7 @@ class OursDriver:
                     # protocol "legacy": the classic initialize, the handshake every other contender
                     # uses (raw_sdk.py's mode="legacy"). Our default, "auto" (as the SDK's Client's),
                     # first asks server/discover: one more round trip per server at start-up.
-                    "config": {"url": server, "connectTimeout": CONNECT_TIMEOUT, "protocol": "legacy"}
+                    "config": {"url": server, "connectTimeout": CONNECT_TIMEOUT, "protocol": PROTOCOL}
                     if isinstance(server, str)
                     else {
                         "command": server[0],

@@ -73,6 +73,7 @@ _INSTRUCTIONS: Final = (
 _MODERN: Final = frozenset(MODERN_PROTOCOL_VERSIONS)
 _ASKABLE: Final = frozenset({"sampling", "elicitation", "roots"})
 """The client capabilities an upstream's request to the client needs (one of them)."""
+_PLAIN_CALL_KEYS: Final = frozenset({"name", "arguments"})
 _RESOURCE_NOT_FOUND: Final = -32002
 """The code MCP gives an unknown resource URI."""
 
@@ -144,6 +145,20 @@ def _dump(value: Any) -> dict[str, Any]:
         dumped: dict[str, Any] = value.model_dump(by_alias=True, mode="json", exclude_none=True)
         return dumped
     return dict(value)
+
+
+def _plain_call(method: str, version: str, params: Mapping[str, Any]) -> bool:
+    """Whether a request is a ``tools/call`` that the SDK's check passes whatever it holds, so it need not run.
+
+    At a handshake revision, params of only a string ``name`` and an object (or null)
+    ``arguments``: every such request validates (``tests/serve/test_plain_call.py``). The
+    check is a pydantic validation of the whole request, a twentieth of the gateway's work
+    on a call; anything else (``_meta``, ``task``, another type) still goes through it.
+    """
+    if method != "tools/call" or version in _MODERN or type(params.get("name")) is not str:
+        return False
+    arguments = params.get("arguments")
+    return (arguments is None or type(arguments) is dict) and params.keys() <= _PLAIN_CALL_KEYS
 
 
 def _tool_error(text: str) -> dict[str, Any]:
@@ -279,12 +294,13 @@ class Gateway:
         if request.profile is not None and self.profiles is not None and self.profiles.applies(request.profile):
             return await self.profiles.handle(self, request)
         method, version = request.method, request.version
-        try:
-            _methods.validate_client_request(method, version, request.params)
-        except KeyError:
-            raise RpcError(mcp_types.METHOD_NOT_FOUND, "Method not found", method) from None
-        except pydantic.ValidationError as exc:
-            raise RpcError(mcp_types.INVALID_PARAMS, "Invalid request parameters", _errors(exc)) from None
+        if not _plain_call(method, version, request.params):
+            try:
+                _methods.validate_client_request(method, version, request.params)
+            except KeyError:
+                raise RpcError(mcp_types.METHOD_NOT_FOUND, "Method not found", method) from None
+            except pydantic.ValidationError as exc:
+                raise RpcError(mcp_types.INVALID_PARAMS, "Invalid request parameters", _errors(exc)) from None
         handler = self._handlers.get(method)
         if handler is None:
             raise RpcError(mcp_types.METHOD_NOT_FOUND, "Method not found", method)

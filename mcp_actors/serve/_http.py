@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Final
@@ -63,9 +62,6 @@ _REASONS: Final = {
 _READ_SIZE: Final = 65536
 _TOKEN: Final = b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 """The characters of an RFC 9110 token (a method, a header name): deleted by ``translate``, nothing may be left."""
-_HEADER_LINE: Final = re.compile(rb"^([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*(.*?)[ \t]*$", re.MULTILINE)
-"""One header line: a token, a colon, the value without the spaces around it (no obs-fold: a
-continuation line matches nothing, and a head with a line that matches nothing is refused)."""
 
 
 def reason_phrase(status: int) -> str:
@@ -142,11 +138,31 @@ class HttpRequest:
         self.profile: str | None = None
 
 
+def _header_lines(fields: bytes) -> list[tuple[str, str]]:
+    """Every header line as ``(lower-case name, value)``: a token, a colon, the value without the spaces around it.
+
+    No obs-fold: a continuation line has no token before a colon, and a head with a line that
+    is not a header is refused. ``split`` and ``partition`` rather than a regular expression:
+    a lazy match of the value backtracked at every character and cost a tenth of the
+    gateway's instructions per call.
+
+    Raises:
+        ProtocolViolation: A line that is not ``token: value`` (400).
+    """
+    lines = []
+    for line in fields.split(b"\n"):
+        name, colon, value = line.partition(b":")
+        if not colon or not name or name.translate(None, _TOKEN):
+            raise ProtocolViolation(400, "malformed header line")
+        lines.append((name.lower().decode("ascii"), value.strip(b" \t").decode("latin-1")))
+    return lines
+
+
 def _encode_headers(headers: Iterable[tuple[str, str]]) -> bytes:
     out = []
     for name, value in headers:
         line = f"{name}: {value}\r\n".encode("latin-1")
-        if line.count(b"\r") != 1 or line.count(b"\n") != 1 or b"\x00" in line:
+        if line.count(b"\r") != 1 or line.count(b"\n") != 1 or line.find(b"\x00") >= 0:
             raise ValueError(f"header {name!r} holds CR, LF or NUL")
         out.append(line)
     return b"".join(out)
@@ -293,10 +309,12 @@ class HttpConnection:
         limits = self._limits
         if len(head) > limits.max_head:
             raise ProtocolViolation(431, f"the request head exceeds {limits.max_head} bytes")
-        if b"\r\n" in head:
+        # find, not ``in``: ``bytes in bytes`` first tries its operand as an integer and formats
+        # the TypeError it then drops (~2,300 instructions each, five a request).
+        if head.find(b"\r\n") >= 0:
             head = head.replace(b"\r\n", b"\n")
         head = head.lstrip(b"\n")  # RFC 9112 2.2: empty lines before a request line are ignored
-        if b"\r" in head or b"\x00" in head:
+        if head.find(b"\r") >= 0 or head.find(b"\x00") >= 0:
             raise ProtocolViolation(400, "a bare CR or a NUL in the request head")
         request_line, _, fields = head.partition(b"\n")
         parts = request_line.split(b" ")
@@ -309,12 +327,9 @@ class HttpConnection:
             raise ProtocolViolation(400, "malformed request line")
         if method_b.translate(None, _TOKEN):
             raise ProtocolViolation(400, "malformed method")
-        found = _HEADER_LINE.findall(fields) if fields else []
-        if len(found) != (fields.count(b"\n") + 1 if fields else 0):
-            raise ProtocolViolation(400, "malformed header line")
-        if len(found) > limits.max_headers:
+        raw = _header_lines(fields) if fields else []
+        if len(raw) > limits.max_headers:
             raise ProtocolViolation(431, f"more than {limits.max_headers} header lines")
-        raw = [(name.lower().decode("ascii"), value.decode("latin-1")) for name, value in found]
         headers = dict(raw)
         path = target_b.partition(b"?")[0].decode("latin-1")
         connection = headers.get("connection", "").lower()
