@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_LIST_TIMEOUT",
+    "Answer",
+    "Around",
     "Gateway",
     "Listener",
     "Request",
@@ -113,6 +115,8 @@ class Request:
             this request's stream (2025 revisions), or ``None`` when it cannot.
         client: The client (a 2025 session, the stdio client) for what outlives the request:
             its capabilities, its log level, its resource subscriptions; ``None`` at 2026-07-28.
+        headers: The transport's headers (HTTP, lower-case names), or ``None``: where a trace
+            context the request's ``_meta`` does not carry may be (``traceparent``).
     """
 
     method: str
@@ -122,6 +126,24 @@ class Request:
     profile: str | None = None
     ask: Ask | None = None
     client: Client | None = None
+    headers: Mapping[str, str] | None = None
+
+
+Answer = Callable[[Request], Awaitable[dict[str, Any]]]
+"""What answers one request: the gateway's own handling, or the next :class:`Around`'s."""
+
+
+class Around:
+    """Work done around every request the gateway answers (metrics, tracing: ``mcp_actors.serve._metrics``).
+
+    The gateway calls it with the request and what answers it; it awaits ``answer(request)``
+    and returns (or raises) what that does. It runs in the request's task, so a span it makes
+    current is the parent of the upstream call's.
+    """
+
+    async def __call__(self, request: Request, answer: Answer) -> dict[str, Any]:
+        """Answer ``request`` with ``answer``, observing it."""
+        raise NotImplementedError
 
 
 class Listener:
@@ -177,12 +199,14 @@ class Gateway:
             goes on without it.
         profiles: The profiles served (:mod:`mcp_actors.serve._profiles`); a request with a
             :attr:`Request.profile` is answered as that profile sees the gateway.
+        around: What observes every request (:class:`Around`), or ``None``.
     """
 
     service: McpService
     naming: str | Naming | None = None
     list_timeout: float = DEFAULT_LIST_TIMEOUT
     profiles: Profiles | None = None
+    around: Around | None = None
     tools: NameTable = attrs.field(init=False)
     prompts: NameTable = attrs.field(init=False)
     resources: UriTable = attrs.field(factory=UriTable, init=False)
@@ -277,7 +301,14 @@ class Gateway:
             RpcError: The JSON-RPC error to answer with.
         """
         if request.profile is not None and self.profiles is not None and self.profiles.applies(request.profile):
+            # A profile answers through the core with a plain request (``_profiles``): that one is observed.
             return await self.profiles.handle(self, request)
+        if self.around is not None:
+            return await self.around(request, self._handle)
+        return await self._handle(request)
+
+    async def _handle(self, request: Request) -> dict[str, Any]:
+        """:meth:`handle` without what observes it."""
         method, version = request.method, request.version
         try:
             _methods.validate_client_request(method, version, request.params)
