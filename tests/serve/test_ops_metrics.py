@@ -16,8 +16,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from opskit import BOUND, Samples, config, get, open_gateway, scrape, series, value
-from test_gateway import upstreams_in_memory
+from test_gateway import until, upstreams_in_memory
 
+from mcp_actors.connection import ConnectionState
 from mcp_actors.serve import serve_http
 from mcp_actors.serve._metrics import MetricsUnavailable
 
@@ -112,8 +113,7 @@ async def test_a_server_that_dies_shows_as_unavailable_calls_and_state_changes(t
                 with trio.fail_after(BOUND):
                     await client.list_tools()
                     upstreams.kill_for_good("alpha")
-                    while ops.runtime.service.status("alpha").state.value == "connected":
-                        await trio.sleep(0.01)
+                    await until(lambda: ops.runtime.service.status("alpha").state is ConnectionState.ERROR)
                     assert (await client.call_tool("alpha__echo", {"text": "x"})).is_error
             samples = await scrape(ops.gateway.metrics_url or "")
     assert value(samples, f"{P}_tool_call_errors_total", server="alpha", tool="echo", kind="unavailable") == 1.0
