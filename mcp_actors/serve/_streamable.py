@@ -343,8 +343,8 @@ class HttpFront:
                 )
                 return
             await self._exchange(conn, request)
-            if self._stopping.is_set():
-                request.keep_alive = False
+            if self._stopping.is_set() and request.path not in self.routes:
+                request.keep_alive = False  # a probe's connection stays: it reads /readyz's 503 through the drain
 
         self._watch.add(conn)
         try:
