@@ -95,6 +95,7 @@ _KIND_OF_CODE: Final = {
 }
 _STATES: Final = tuple(state.value for state in ConnectionState)
 _LE: Final = (*(repr(bound) for bound in BUCKETS), "+Inf")
+_clock: Final = time.perf_counter
 
 
 class MetricsUnavailable(RuntimeError):
@@ -206,39 +207,48 @@ class GatewayMetrics(Around):
 
     async def __call__(self, request: Request, answer: Answer) -> dict[str, Any]:
         """Answer ``request`` with ``answer``, counting and timing it."""
-        tool_call = request.method == "tools/call"
+        if request.method == "tools/call":
+            return await self._tool_call(request, answer)
         self.in_flight += 1
-        if tool_call:
-            self.tool_calls_in_flight += 1
-        start = time.perf_counter()
+        start = _clock()
         try:
             result = await answer(request)
         except BaseException as exc:
-            self._record(request, time.perf_counter() - start, _kind(exc))
-            raise
-        finally:
             self.in_flight -= 1
-            if tool_call:
-                self.tool_calls_in_flight -= 1
-        kind = None
-        if tool_call and result.get("isError") is True:
-            kind = self._tool_error_kind(request)
-        self._record(request, time.perf_counter() - start, kind)
+            self._method_series(request.method).observe(_clock() - start, _kind(exc))
+            raise
+        seconds = _clock() - start
+        self.in_flight -= 1
+        self._method_series(request.method).observe(seconds, None)
         return result
 
-    def _record(self, request: Request, seconds: float, kind: str | None) -> None:
-        method = request.method
+    async def _tool_call(self, request: Request, answer: Answer) -> dict[str, Any]:
+        """:meth:`__call__` for ``tools/call``: counted by method and by server and tool."""
+        self.in_flight += 1
+        self.tool_calls_in_flight += 1
+        start = _clock()
+        try:
+            result = await answer(request)
+        except BaseException as exc:
+            self._tool_done(request, _clock() - start, _kind(exc))
+            raise
+        seconds = _clock() - start
+        self._tool_done(request, seconds, self._tool_error_kind(request) if result.get("isError") is True else None)
+        return result
+
+    def _tool_done(self, request: Request, seconds: float, kind: str | None) -> None:
+        self.in_flight -= 1
+        self.tool_calls_in_flight -= 1
+        self._methods["tools/call"].observe(seconds, kind)
+        name = request.params.get("name")
+        if isinstance(name, str):
+            (self._tools.get(name) or self._tool_series(name)).observe(seconds, kind)
+        else:
+            self._unlisted.observe(seconds, kind)
+
+    def _method_series(self, method: str) -> _Series:
         series = self._methods.get(method)
-        if series is None:
-            series = self._methods["other"]
-        series.observe(seconds, kind)
-        if method == "tools/call":
-            name = request.params.get("name")
-            if isinstance(name, str):
-                tool = self._tools.get(name) or self._tool_series(name)
-            else:
-                tool = self._unlisted
-            tool.observe(seconds, kind)
+        return series if series is not None else self._methods["other"]
 
     def _target(self, name: Any) -> tuple[str, str] | None:
         return self.gateway.tools.resolve(name) if isinstance(name, str) else None

@@ -19,8 +19,7 @@ from opskit import BOUND, Samples, config, get, open_gateway, scrape, series, va
 from test_gateway import until, upstreams_in_memory
 
 from mcp_actors.connection import ConnectionState
-from mcp_actors.serve import serve_http
-from mcp_actors.serve._metrics import MetricsUnavailable
+from mcp_actors.serve import MetricsUnavailable, serve_http
 
 P = "mcp_actors_gateway"
 
