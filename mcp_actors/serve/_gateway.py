@@ -49,9 +49,9 @@ if TYPE_CHECKING:
     from mcp_actors.serve._profiles import Profiles
 
 __all__ = [
-    "DEFAULT_LIST_TIMEOUT",
     "Answer",
     "Around",
+    "DEFAULT_LIST_TIMEOUT",
     "Gateway",
     "Listener",
     "Request",

@@ -68,9 +68,11 @@ class Tracing(Around):
 
     Args:
         inner: What runs inside the span (the metrics' :class:`Around`), or ``None``.
+        tracer: Where the spans go (default: the global tracer provider's).
     """
 
     inner: Around | None = None
+    tracer: otel_trace.Tracer = _tracer
 
     async def __call__(self, request: Request, answer: Answer) -> dict[str, Any]:
         """Answer ``request`` inside its server span; the span's status says how it ended."""
@@ -84,7 +86,7 @@ class Tracing(Around):
                 attributes["gen_ai.tool.name"] = target
         elif method == "prompts/get" and target is not None:
             attributes["gen_ai.prompt.name"] = target
-        with _tracer.start_as_current_span(
+        with self.tracer.start_as_current_span(
             f"{method} {target}" if target else method,
             kind=otel_trace.SpanKind.SERVER,
             attributes=attributes,

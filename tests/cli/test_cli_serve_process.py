@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 import trio
 from clikit import invoke, stdio, write_config
 from mcp import Client
@@ -161,6 +162,17 @@ def test_serve_refuses_bad_options_before_starting(tmp_path: Path) -> None:
     assert bad_separator.rc == 2 and "--separator must not be empty" in bad_separator.stderr
     bad_naming = invoke(config, "serve", "--naming", "server")
     assert bad_naming.rc == 2 and "--naming must be one of prefixed, tool" in bad_naming.stderr
+    stdio_metrics = invoke(config, "serve", "--stdio", "--metrics-port", "0")
+    assert stdio_metrics.rc == 2 and "--stdio serves no metrics" in stdio_metrics.stderr
+
+
+def test_serve_metrics_without_prometheus_client_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--metrics`` where prometheus-client cannot be imported: exit 2 naming the extra, nothing started."""
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # what an environment without it imports
+    result = invoke(write_config(tmp_path / "cfg.json"), "serve", "--metrics")
+    assert result.rc == 2 and "pip install 'mcp-actors[gateway]'" in result.stderr
 
 
 async def test_serve_stdio_is_a_desktop_apps_only_server(tmp_path: Path) -> None:

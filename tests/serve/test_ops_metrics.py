@@ -148,3 +148,13 @@ async def test_without_prometheus_client_the_gateway_serves_without_metrics(
                 assert _text(await client.call_tool("alpha__echo", {"text": "still"})) == "still"
         with pytest.raises(MetricsUnavailable, match=r"pip install 'mcp-actors\[gateway\]'"):
             await serve_http(ops.runtime.service, metrics=True)  # refused before it listens
+
+
+def test_the_cost_benchmark_times_each_wrapper(capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m benchmarks.gateway_ops`` prints the bare, metrics and tracing cost per request."""
+    from benchmarks import gateway_ops
+
+    gateway_ops.main(["--requests", "200", "--blocks", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[1:]] == ["bare", "metrics", "tracing"]
+    assert all("us CPU per request" in line for line in lines[1:])
