@@ -21,6 +21,7 @@ from mcp_actors.serve._reload import DEFAULT_RELOAD_INTERVAL, start_profiles, wa
 from mcp_actors.serve._sessions import SessionBook
 from mcp_actors.serve._stdio import DEFAULT_MAX_MESSAGE, StdioFront
 from mcp_actors.serve._streamable import DEFAULT_GRACE, LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpFront
+from mcp_actors.serve._tracing import Tracing, tracing_enabled
 from mcp_actors.service import McpService
 
 __all__ = ["HttpGateway", "serve_http", "serve_stdio"]
@@ -211,6 +212,7 @@ async def serve_stdio(
         stdout = trio.lowlevel.FdStream(os.dup(1))
         owned.append(stdout)
     gateway = Gateway(service, naming=naming, list_timeout=list_timeout)
+    gateway.around = Tracing() if tracing_enabled() else None  # the client's trace, continued upstream
     try:
         seen = await start_profiles(gateway, profile=profile)
         front = StdioFront(gateway, stdin, stdout, max_message=max_message, profile=profile)

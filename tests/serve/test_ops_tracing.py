@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import pytest
 import trio
 from mcp import Client
 from mcp.server.mcpserver import Context, MCPServer
@@ -108,10 +109,11 @@ def _traceparent(meta: dict[str, Any]) -> tuple[str, str]:
     return trace_id, span_id
 
 
-async def test_one_trace_spans_client_gateway_and_upstream(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_one_trace_spans_client_gateway_and_upstream(tmp_path: Path, mode: Any) -> None:
     """Client span -> the gateway's server span -> its client span -> the traceparent the upstream read."""
     with installed_tracer_provider() as exporter, recording_upstream() as seen:
-        async with gateway_over(tmp_path) as gateway, Client(gateway.url, mode="legacy") as client:
+        async with gateway_over(tmp_path) as gateway, Client(gateway.url, mode=mode) as client:
             assert isinstance(gateway.gateway.around, Tracing)
             with trio.fail_after(BOUND):
                 await client.list_tools()
@@ -121,7 +123,9 @@ async def test_one_trace_spans_client_gateway_and_upstream(tmp_path: Path) -> No
     client_trace, client_span, _ = _ids(spans["MCP send tools/call up__where"])
     served = spans["tools/call up__where"]
     assert served.kind is otel_trace.SpanKind.SERVER
-    assert dict(served.attributes or {})["gen_ai.tool.name"] == "up__where"
+    attributes = dict(served.attributes or {})
+    assert attributes["gen_ai.tool.name"] == "up__where"
+    assert (attributes["mcp.protocol.version"] == "2026-07-28") == (mode == "2026-07-28")
     trace_id, served_span, served_parent = _ids(served)
     assert (trace_id, served_parent) == (client_trace, client_span)
     hop_trace, hop_span, hop_parent = _ids(spans["MCP send tools/call where"])
@@ -176,3 +180,34 @@ async def test_without_an_opentelemetry_sdk_nothing_is_traced_or_sent(tmp_path: 
             with trio.fail_after(BOUND):
                 assert not (await client.call_tool("up__where", {})).is_error
     assert "traceparent" not in seen[-1]
+
+
+async def test_the_stdio_front_continues_the_trace_too(tmp_path: Path) -> None:
+    """Over stdio, a request's ``_meta.traceparent`` is continued by the gateway's span and carried upstream."""
+    import trio.testing
+    from test_stdio_front import Client as StdioClient
+
+    from mcp_actors.serve import serve_stdio
+
+    with installed_tracer_provider() as exporter, recording_upstream() as seen:
+        async with open_runtime(config(tmp_path / "cfg.json", "up")) as runtime:
+            stdin_send, stdin_receive = trio.testing.memory_stream_one_way_pair()
+            stdout_send, stdout_receive = trio.testing.memory_stream_one_way_pair()
+            client = StdioClient(stdin_send, stdout_receive)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    functools.partial(serve_stdio, runtime.service, stdin=stdin_receive, stdout=stdout_send, grace=1.0)
+                )
+                info = {"name": "t", "version": "1"}
+                init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": info}
+                await client.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init})
+                await client.answer_to(1)
+                await client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+                meta = {"traceparent": f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"}
+                params = {"name": "up__where", "arguments": {}, "_meta": meta}
+                await client.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params})
+                assert "result" in await client.answer_to(2)
+                await stdin_send.aclose()
+        served = [s for s in exporter.get_finished_spans() if s.name == "tools/call up__where"]
+    assert [_ids(span)[0::2] for span in served] == [(CLIENT_TRACE, CLIENT_SPAN)]
+    assert _traceparent(seen[-1])[0] == CLIENT_TRACE
