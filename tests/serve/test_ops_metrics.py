@@ -158,3 +158,18 @@ def test_the_cost_benchmark_times_each_wrapper(capsys: pytest.CaptureFixture[str
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[1:]] == ["bare", "metrics", "tracing"]
     assert all("us CPU per request" in line for line in lines[1:])
+
+
+async def test_a_call_through_a_profile_counts_once_under_the_servers_own_tool(tmp_path: Path) -> None:
+    """A profile's renamed tool: one request counted, labelled with the server and the tool's own name."""
+    from test_profiles import profiled_gateway
+
+    profiles = {"coder": {"servers": {"alpha": {"tools": ["echo"], "rename": {"echo": "say"}}}}}
+    async with profiled_gateway(tmp_path, profiles) as rig, Client(rig.url("coder")) as client:
+        with trio.fail_after(BOUND):
+            await client.list_tools()
+            assert _text(await client.call_tool("say", {"text": "once"})) == "once"
+        samples = await scrape(rig.gateway.metrics_url or "")
+    assert value(samples, f"{P}_requests_total", method="tools/call") == 1.0
+    assert value(samples, f"{P}_requests_total", method="tools/list") == 1.0
+    assert value(samples, f"{P}_tool_calls_total", server="alpha", tool="echo") == 1.0
