@@ -100,3 +100,22 @@ async def test_a_stop_makes_readyz_503_while_the_call_in_flight_finishes(
         "answers while unready": [],
     }
     assert answers == ["slept 1 s"]  # the call in flight finished within the grace
+
+
+async def test_with_inbound_auth_the_endpoint_asks_credentials_and_the_operators_port_does_not(
+    tmp_path: Path,
+) -> None:
+    """Auth on: /readyz and /metrics on the endpoint's listener need a key (401 without); the operator's port not."""
+    from authkit import auth_gateway
+
+    from mcp_actors.serve import GatewayAuth, MemoryApiKeyTable, create_api_key
+
+    table = MemoryApiKeyTable()
+    key, _ = await create_api_key(table, "probe")
+    async with auth_gateway(tmp_path, GatewayAuth(api_keys=table), metrics_port=0) as gateway:
+        base = gateway.url.removesuffix("/mcp")
+        assert (await get(base + "/readyz")).status_code == 401
+        assert (await get(base + "/readyz", headers={"authorization": f"Bearer {key}"})).status_code == 200
+        ops_base = (gateway.metrics_url or "").removesuffix("/metrics")
+        assert (await get(ops_base + "/readyz")).status_code == 200
+        assert (await get(ops_base + "/metrics")).status_code == 200
