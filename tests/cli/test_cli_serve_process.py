@@ -107,7 +107,7 @@ async def test_serve_prints_its_url_serves_and_stops_on_sigterm_reaping_its_serv
                     servers += [p for p in _descendants(process.pid) if "fault_server" in " ".join(p.cmdline())]
 
                     async def slow_call() -> None:
-                        answers.append(_text(await client.call_tool("alpha__sleep", {"seconds": 1.0})))
+                        answers.append(_text(await client.call_tool("alpha__sleep", {"seconds": 3.0})))
 
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(slow_call)
@@ -119,7 +119,7 @@ async def test_serve_prints_its_url_serves_and_stops_on_sigterm_reaping_its_serv
                         answered_when_unready = len(answers)
         assert readiness[0] == 200 and readiness[-1] == 503
         assert answered_when_unready == 1  # unready while the slow call was still in flight
-        assert answers == ["through", "slept 1 s"]  # the call in flight finished within the grace
+        assert answers == ["through", "slept 3 s"]  # the call in flight finished within the grace
         assert servers, "the upstream server should be a child of the gateway"
         with trio.fail_after(BOUND):
             assert await process.wait() == 0

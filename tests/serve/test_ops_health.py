@@ -81,7 +81,7 @@ async def test_a_stop_makes_readyz_503_while_the_call_in_flight_finishes(
                     await client.list_tools()  # what the client checks a result against, known before the stop
 
                     async def slow_call() -> None:
-                        result = await client.call_tool("alpha__sleep", {"seconds": 1.0})
+                        result = await client.call_tool("alpha__sleep", {"seconds": 3.0})
                         answers.append("".join(getattr(block, "text", "") for block in result.content))
 
                     async with trio.open_nursery() as calls:
@@ -99,7 +99,7 @@ async def test_a_stop_makes_readyz_503_while_the_call_in_flight_finishes(
         "kept connection": (503, {"status": "draining"}),
         "answers while unready": [],
     }
-    assert answers == ["slept 1 s"]  # the call in flight finished within the grace
+    assert answers == ["slept 3 s"]  # the call in flight finished within the grace
 
 
 async def test_with_inbound_auth_the_endpoint_asks_credentials_and_the_operators_port_does_not(

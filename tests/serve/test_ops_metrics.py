@@ -53,7 +53,7 @@ async def test_calls_errors_latency_in_flight_and_sessions_are_counted(tmp_path:
                     await client.call_tool("nobody__nothing", {})
 
                 async with trio.open_nursery() as nursery:
-                    nursery.start_soon(client.call_tool, "alpha__sleep", {"seconds": 0.5})
+                    nursery.start_soon(client.call_tool, "alpha__sleep", {"seconds": 2.0})
                     during = await _scrape_until(url, f"{P}_tool_calls_in_flight", 1.0)
                 assert value(during, f"{P}_requests_in_flight") == 1.0
                 assert value(during, f"{P}_upstream_requests_in_flight", server="alpha") == 1.0
@@ -75,7 +75,7 @@ async def test_calls_errors_latency_in_flight_and_sessions_are_counted(tmp_path:
         assert value(samples, f"{P}_tool_call_errors_total", server="alpha", tool="fail", kind="tool_error") == 1.0
         assert value(samples, f"{P}_tool_calls_total", server="alpha", tool="sleep") == 1.0
         sleep_fast = value(samples, f"{P}_tool_call_duration_seconds_bucket", server="alpha", tool="sleep", le="0.25")
-        assert sleep_fast == 0.0  # it slept 0.5 s: the histogram put it above
+        assert sleep_fast == 0.0  # it slept 2 s: the histogram put it above
         # A name the gateway never listed has no series of its own.
         unlisted = {"server": "_unlisted", "tool": "_unlisted"}
         assert value(samples, f"{P}_tool_call_errors_total", **unlisted, kind="invalid_params") == 1.0
