@@ -4,13 +4,14 @@ Kept apart from :mod:`mcp_actors.cli._app`, which registers the command::
 
     mcp-actors serve [--host 127.0.0.1] [--port N] [--path /mcp] [--separator __] [--naming tool] [--grace S]
                      [--api-keys] [--oauth-issuer URL [--oauth-audience URL] [--oauth-scope S]...]
+                     [--metrics/--no-metrics] [--metrics-port N]
     mcp-actors serve --stdio [--profile NAME]
     mcp-actors serve keys add|list|rm ...     (cli/_serve_keys.py)
     mcp-actors serve --session-key-file key --redis-url redis://redis:6379/0   # one of N replicas
 
 Over HTTP the endpoint's URL is the first line on stdout (a script reads it; ``--port 0``
 picks a free port), and SIGINT or SIGTERM stop it gracefully: no new connections, event
-streams ended, requests in flight given ``--grace`` seconds; then every server is closed
+streams ended, ``/readyz`` answering 503, requests in flight given ``--grace`` seconds; then every server is closed
 and its process reaped (the runtime's kill ladder). A second signal stops at once. Over
 stdio the protocol owns stdout: the command points file descriptor 1 at stderr, so nothing
 but the protocol can reach the client, and the end of stdin stops it.
@@ -120,6 +121,22 @@ def serve(
             help="Replicas: the Redis they share (ended sessions, OAuth tokens), e.g. redis://host:6379/0.",
         ),
     ] = None,
+    metrics: Annotated[
+        bool | None,
+        typer.Option(
+            "--metrics/--no-metrics",
+            help="Serve Prometheus metrics at /metrics (default: when prometheus-client is installed).",
+        ),
+    ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            "--metrics-port",
+            min=0,
+            max=65535,
+            help="Serve /metrics, /healthz and /readyz on this port of --host instead of the endpoint's.",
+        ),
+    ] = None,
 ) -> None:
     """Serve every enabled server's tools, prompts and resources as one MCP server (a gateway).
 
@@ -145,10 +162,19 @@ def serve(
             raise CliError(f"--naming must be one of {', '.join(NAMINGS)}, got {naming!r}")
         rule: str | Callable[[str, str], str] = separator if naming == "prefixed" else _own_name
         if stdio:
+            if metrics or metrics_port is not None:
+                raise CliError("--metrics and --metrics-port are for HTTP; --stdio serves no metrics")
             return await _serve_stdio(opts, rule, profile)
+        if metrics:
+            from mcp_actors.serve._metrics import MetricsUnavailable, metrics_available
+
+            if not metrics_available():
+                raise CliError(str(MetricsUnavailable()))
         oauth = {"issuer": oauth_issuer, "audience": oauth_audience, "scopes": oauth_scope, "jwksUri": oauth_jwks_uri}
         auth = _gateway_auth(opts, api_keys, oauth, redis_url)
-        return await _serve_http(opts, host, port, path, rule, grace, auth, session_key_file, redis_url)
+        return await _serve_http(
+            opts, host, port, path, rule, grace, auth, session_key_file, redis_url, metrics, metrics_port
+        )
 
     _run_async(ctx, body)
 
@@ -193,6 +219,8 @@ async def _serve_http(
     auth: GatewayAuth | None,
     session_key_file: Path | None,
     redis_url: str | None,
+    metrics: bool | None = None,
+    metrics_port: int | None = None,
 ) -> ExitCode:
     import functools
 
@@ -227,11 +255,16 @@ async def _serve_http(
                 naming=naming,
                 auth=auth,
                 sessions=sessions,
+                metrics=metrics,
+                metrics_port=metrics_port,
             )
             try:
                 gateway = await nursery.start(start)
             except OSError as exc:
-                raise CliError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port") from None
+                ports = f"{port} or {metrics_port}" if metrics_port is not None else str(port)
+                raise CliError(
+                    f"cannot listen on {host}:{ports}: {exc.strerror or exc}; pick another --port or --metrics-port"
+                ) from None
             sys.stdout.write(gateway.url + "\n")
             sys.stdout.flush()
             active = sum(1 for record in await runtime.service.list() if record.is_active)
@@ -243,6 +276,13 @@ async def _serve_http(
             if profiles:
                 shown = ", ".join(f"{gateway.url}/{name}" for name in profiles)
                 print(f"mcp-actors serve: profiles at {shown}", file=sys.stderr, flush=True)
+            if gateway.metrics_url is not None:
+                shown = f"at {gateway.metrics_url}"
+            elif metrics is False:
+                shown = "off"
+            else:
+                shown = "off: prometheus-client is not installed (pip install 'mcp-actors[gateway]')"
+            print(f"mcp-actors serve: metrics {shown}", file=sys.stderr, flush=True)
             async for _ in signals:
                 break
             print(f"mcp-actors serve: stopping (requests in flight get {grace:g}s)", file=sys.stderr, flush=True)

@@ -20,7 +20,9 @@ front), ``_http.py`` (HTTP/1.1 server side, bounded), ``_names.py`` (public name
 file followed while serving), ``_authn.py`` (inbound authentication: the front's one hook), ``_auth_keys.py`` (API keys,
 stored as digests), ``_auth_oauth.py`` (OAuth access tokens checked against the issuer's JWKS),
 ``_sessions.py`` (signed session ids: any replica continues a session), ``_store.py`` (what
-replicas share: ended sessions, OAuth tokens, API keys; in memory or Redis).
+replicas share: ended sessions, OAuth tokens, API keys; in memory or Redis),
+``_ops.py`` (health, metrics and tracing fitted to an HTTP gateway: ``_health.py``,
+``_metrics.py``, ``_tracing.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from mcp_actors.serve._authn import Principal as Principal
 from mcp_actors.serve._gateway import DEFAULT_LIST_TIMEOUT as DEFAULT_LIST_TIMEOUT
 from mcp_actors.serve._gateway import Gateway as Gateway
 from mcp_actors.serve._http import HttpLimits as HttpLimits
+from mcp_actors.serve._metrics import MetricsUnavailable as MetricsUnavailable
 from mcp_actors.serve._names import Joined as Joined
 from mcp_actors.serve._names import Naming as Naming
 from mcp_actors.serve._serve import HttpGateway as HttpGateway
@@ -63,6 +66,7 @@ __all__ = [
     "Joined",
     "MemoryApiKeyTable",
     "MemoryGatewayStore",
+    "MetricsUnavailable",
     "Naming",
     "OAuthSettings",
     "Principal",

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     from mcp_actors.serve._profiles import Profiles
 
 __all__ = [
+    "Answer",
+    "Around",
     "DEFAULT_LIST_TIMEOUT",
     "Gateway",
     "Listener",
@@ -114,6 +116,8 @@ class Request:
             this request's stream (2025 revisions), or ``None`` when it cannot.
         client: The client (a 2025 session, the stdio client) for what outlives the request:
             its capabilities, its log level, its resource subscriptions; ``None`` at 2026-07-28.
+        headers: The transport's headers (HTTP, lower-case names), or ``None``: where a trace
+            context the request's ``_meta`` does not carry may be (``traceparent``).
     """
 
     method: str
@@ -123,6 +127,24 @@ class Request:
     profile: str | None = None
     ask: Ask | None = None
     client: Client | None = None
+    headers: Mapping[str, str] | None = None
+
+
+Answer = Callable[[Request], Awaitable[dict[str, Any]]]
+"""What answers one request: the gateway's own handling, or the next :class:`Around`'s."""
+
+
+class Around:
+    """Work done around every request the gateway answers (metrics, tracing: ``mcp_actors.serve._metrics``).
+
+    The gateway calls it with the request and what answers it; it awaits ``answer(request)``
+    and returns (or raises) what that does. It runs in the request's task, so a span it makes
+    current is the parent of the upstream call's.
+    """
+
+    async def __call__(self, request: Request, answer: Answer) -> dict[str, Any]:
+        """Answer ``request`` with ``answer``, observing it."""
+        raise NotImplementedError
 
 
 class Listener:
@@ -192,12 +214,14 @@ class Gateway:
             goes on without it.
         profiles: The profiles served (:mod:`mcp_actors.serve._profiles`); a request with a
             :attr:`Request.profile` is answered as that profile sees the gateway.
+        around: What observes every request (:class:`Around`), or ``None``.
     """
 
     service: McpService
     naming: str | Naming | None = None
     list_timeout: float = DEFAULT_LIST_TIMEOUT
     profiles: Profiles | None = None
+    around: Around | None = None
     tools: NameTable = attrs.field(init=False)
     prompts: NameTable = attrs.field(init=False)
     resources: UriTable = attrs.field(factory=UriTable, init=False)
@@ -292,7 +316,14 @@ class Gateway:
             RpcError: The JSON-RPC error to answer with.
         """
         if request.profile is not None and self.profiles is not None and self.profiles.applies(request.profile):
+            # A profile answers through the core with a plain request (``_profiles``): that one is observed.
             return await self.profiles.handle(self, request)
+        if self.around is not None:
+            return await self.around(request, self._handle)
+        return await self._handle(request)
+
+    async def _handle(self, request: Request) -> dict[str, Any]:
+        """:meth:`handle` without what observes it."""
         method, version = request.method, request.version
         if not _plain_call(method, version, request.params):
             try:

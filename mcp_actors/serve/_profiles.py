@@ -313,8 +313,8 @@ _HANDLERS: Final[dict[str, _Handler]] = {
 
 
 def _plain(request: Request, params: dict[str, Any], method: str | None = None) -> Request:
-    """The request as the core answers it for everyone (no profile)."""
-    return Request(method or request.method, params, request.version, notify=request.notify)
+    """The request as the core answers it for everyone (no profile; its headers kept for the trace it continues)."""
+    return Request(method or request.method, params, request.version, notify=request.notify, headers=request.headers)
 
 
 def _server_name(gateway: Gateway, server_id: str) -> str | None:

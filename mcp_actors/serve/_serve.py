@@ -13,12 +13,15 @@ import trio
 
 from mcp_actors.serve._authn import Authenticator, GatewayAuth
 from mcp_actors.serve._gateway import DEFAULT_LIST_TIMEOUT, Gateway, connect_all, relay_changes
+from mcp_actors.serve._health import Health
 from mcp_actors.serve._http import HttpLimits
 from mcp_actors.serve._names import Naming
+from mcp_actors.serve._ops import Operations
 from mcp_actors.serve._reload import DEFAULT_RELOAD_INTERVAL, start_profiles, watch_config
 from mcp_actors.serve._sessions import SessionBook
 from mcp_actors.serve._stdio import DEFAULT_MAX_MESSAGE, StdioFront
 from mcp_actors.serve._streamable import DEFAULT_GRACE, LOOPBACK_HOSTS, LOOPBACK_ORIGINS, HttpFront
+from mcp_actors.serve._tracing import Tracing, tracing_enabled
 from mcp_actors.service import McpService
 
 __all__ = ["HttpGateway", "serve_http", "serve_stdio"]
@@ -42,18 +45,24 @@ class HttpGateway:
     Attributes:
         url: The endpoint clients connect to (``http://127.0.0.1:8000/mcp``).
         gateway: The core that answers (its name tables, its listeners).
+        metrics_url: Where ``/metrics`` is served (``None``: metrics are off).
+        health: Its liveness and readiness (``/healthz``, ``/readyz``).
     """
 
     url: str
     gateway: Gateway
     _front: HttpFront = attrs.field(repr=False)
+    metrics_url: str | None = None
+    health: Health | None = attrs.field(default=None, repr=False)
 
     async def stop(self, grace: float = DEFAULT_GRACE) -> None:
         """Stop accepting and give the requests in flight ``grace`` seconds; then :func:`serve_http` returns.
 
         Event streams (GET, ``subscriptions/listen``) end at once; a request still running
-        after ``grace`` is cancelled, and so is its upstream call.
+        after ``grace`` is cancelled, and so is its upstream call. ``/readyz`` answers 503 from the start.
         """
+        if self.health is not None:
+            self.health.drain()
         await self._front.stop(grace)
 
 
@@ -72,6 +81,8 @@ async def serve_http(
     reload_interval: float | None = DEFAULT_RELOAD_INTERVAL,
     auth: GatewayAuth | None = None,
     sessions: SessionBook | None = None,
+    metrics: bool | None = None,
+    metrics_port: int | None = None,
     task_status: trio.TaskStatus[HttpGateway] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve every enabled server of ``service`` as one MCP server over streamable HTTP, until stopped.
@@ -107,6 +118,11 @@ async def serve_http(
         sessions: How 2025 sessions are signed and shared between replicas
             (:class:`~mcp_actors.serve.SessionBook`: a shared key, the shared store); default:
             a random key of this process, sessions known to this process only.
+        metrics: Serve Prometheus metrics at ``/metrics``: ``None`` (default) when
+            ``prometheus-client`` is installed, ``True`` requires it (:class:`MetricsUnavailable`).
+        metrics_port: Serve ``/metrics``, ``/healthz`` and ``/readyz`` on this port (of
+            ``host``; 0: a free one) instead of the endpoint's, answering through the drain;
+            ``None``: on the endpoint's listener (``/healthz`` and ``/readyz`` are always there).
 
     Raises:
         InvalidProfile: The config file's profiles section is malformed (at start).
@@ -125,6 +141,7 @@ async def serve_http(
         limits=limits or HttpLimits(),
         sessions_book=sessions or SessionBook(),
     )
+    ops = Operations.install(front, metrics=metrics, metrics_port=metrics_port)
     listeners = await trio.open_tcp_listeners(port, host=host)
     bound = listeners[0].socket.getsockname()
     shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
@@ -134,6 +151,7 @@ async def serve_http(
     elif not _is_loopback(host):
         logger.warning("serving %s without inbound authentication: anyone who can connect uses every server", url)
     async with trio.open_nursery() as nursery:
+        metrics_url = await nursery.start(ops.run, host, f"http://{shown}:{bound[1]}")
         await nursery.start(relay_changes, gateway)
         if reload_interval is not None:
             nursery.start_soon(
@@ -142,7 +160,10 @@ async def serve_http(
         if connect:
             nursery.start_soon(connect_all, service)
         await nursery.start(front.serve, listeners)
-        task_status.started(HttpGateway(url=url, gateway=gateway, front=front))
+        ops.health.started()
+        task_status.started(
+            HttpGateway(url=url, gateway=gateway, front=front, metrics_url=metrics_url, health=ops.health)
+        )
         await front.stopped()
         nursery.cancel_scope.cancel()
 
@@ -191,6 +212,7 @@ async def serve_stdio(
         stdout = trio.lowlevel.FdStream(os.dup(1))
         owned.append(stdout)
     gateway = Gateway(service, naming=naming, list_timeout=list_timeout)
+    gateway.around = Tracing() if tracing_enabled() else None  # the client's trace, continued upstream
     try:
         seen = await start_profiles(gateway, profile=profile)
         front = StdioFront(gateway, stdin, stdout, max_message=max_message, profile=profile)

@@ -33,7 +33,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Final
 
 import attrs
@@ -226,6 +226,8 @@ class HttpFront:
         session_idle_timeout: Seconds a session may go unused before this front forgets it (it
             ends, unless a shared session key lets any replica, this one too, take it up again).
         sessions_book: How sessions are signed, continued from their id and ended everywhere.
+        routes: Other paths answered on the same listener (``/healthz``, ``/readyz``, ``/metrics``),
+            after the ``Host`` and ``Origin`` checks, and while the gateway stops too.
     """
 
     gateway: Gateway
@@ -237,6 +239,7 @@ class HttpFront:
     session_idle_timeout: float = 30 * 60.0
     auth: Authenticator | None = None
     sessions_book: SessionBook = attrs.field(factory=SessionBook)
+    routes: Mapping[str, Callable[[HttpConnection, HttpRequest], Awaitable[None]]] = attrs.field(factory=dict)
     sessions: dict[str, _Session] = attrs.field(factory=dict, init=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _idle: trio.Event = attrs.field(factory=trio.Event, init=False)
@@ -332,7 +335,7 @@ class HttpFront:
         conn = HttpConnection(stream, self.limits)
 
         async def exchange(request: HttpRequest) -> None:
-            if self._stopping.is_set():
+            if self._stopping.is_set() and request.path not in self.routes:
                 # A stopping gateway takes no new work: an answer, not a dropped connection.
                 request.keep_alive = False
                 await conn.respond(
@@ -340,8 +343,8 @@ class HttpFront:
                 )
                 return
             await self._exchange(conn, request)
-            if self._stopping.is_set():
-                request.keep_alive = False
+            if self._stopping.is_set() and request.path not in self.routes:
+                request.keep_alive = False  # a probe's connection stays: it reads /readyz's 503 through the drain
 
         self._watch.add(conn)
         try:
@@ -369,16 +372,21 @@ class HttpFront:
         if self.auth is not None and await self.auth.admit(conn, request) is None:
             return  # answered: refused, or the protected-resource metadata
         headers = request.headers
-        request.profile = profile_of_path(request.path, self.path, self.gateway.profiles)
-        if request.profile is None:
-            await self._refuse(conn, 404, not_served(request.path, self.path, self.gateway.profiles))
-            return
+        route = self.routes.get(request.path)
+        if route is None:
+            request.profile = profile_of_path(request.path, self.path, self.gateway.profiles)
+            if request.profile is None:
+                await self._refuse(conn, 404, not_served(request.path, self.path, self.gateway.profiles))
+                return
         if self.allowed_hosts is not None and not self._host_ok(headers.get("host", "")):
             await self._refuse(conn, 421, "Invalid Host header")
             return
         origin = headers.get("origin")
         if origin is not None and not _matches(origin, self.allowed_origins):
             await self._refuse(conn, 403, "Invalid Origin header")
+            return
+        if route is not None:
+            await route(conn, request)
             return
         version = headers.get(VERSION_HEADER)
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -509,7 +517,14 @@ class HttpFront:
         try:
             await self._answer(
                 conn,
-                Request(method, params or {}, session.version, profile=session.profile, client=session),
+                Request(
+                    method,
+                    params or {},
+                    session.version,
+                    profile=session.profile,
+                    client=session,
+                    headers=request.headers,
+                ),
                 rid,
                 scope,
                 sid_header,
@@ -725,7 +740,7 @@ class HttpFront:
             return
         await self._answer(
             conn,
-            Request(method, params, verdict.protocol_version, profile=request.profile),
+            Request(method, params, verdict.protocol_version, profile=request.profile, headers=request.headers),
             rid,
             trio.CancelScope(),
             (),

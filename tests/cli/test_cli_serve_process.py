@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import psutil
+import pytest
 import trio
 from clikit import invoke, stdio, write_config
 from mcp import Client
@@ -47,6 +48,36 @@ async def _started(config: Path) -> tuple[trio.Process, str]:
     return process, line.decode().strip()
 
 
+class _KeptConnection:
+    """One keep-alive HTTP connection to the gateway, for a probe's GETs (a load balancer keeps its own)."""
+
+    def __init__(self, stream: trio.SocketStream, host: str) -> None:
+        self.stream, self.host, self.buffer = stream, host, b""
+
+    @classmethod
+    async def open(cls, url: str) -> _KeptConnection:
+        host = url.split("/")[2]
+        name, port = host.rsplit(":", 1)
+        return cls(await trio.open_tcp_stream(name, int(port)), host)
+
+    async def get(self, path: str) -> tuple[int, bytes]:
+        """``(status, body)`` of one GET; ``(0, b"")`` once the gateway has closed the connection."""
+        await self.stream.send_all(f"GET {path} HTTP/1.1\r\nhost: {self.host}\r\n\r\n".encode())
+        while b"\r\n\r\n" not in self.buffer:
+            chunk = await self.stream.receive_some(65536)
+            if not chunk:
+                return 0, b""
+            self.buffer += chunk
+        head, self.buffer = self.buffer.split(b"\r\n\r\n", 1)
+        length = next(
+            int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")
+        )
+        while len(self.buffer) < length:
+            self.buffer += await self.stream.receive_some(65536)
+        body, self.buffer = self.buffer[:length], self.buffer[length:]
+        return int(head.split()[1]), body
+
+
 def _descendants(pid: int) -> list[psutil.Process]:
     try:
         return psutil.Process(pid).children(recursive=True)
@@ -55,13 +86,18 @@ def _descendants(pid: int) -> list[psutil.Process]:
 
 
 async def test_serve_prints_its_url_serves_and_stops_on_sigterm_reaping_its_servers(tmp_path: Path) -> None:
-    """SIGTERM mid-call: the call finishes, the process exits 0, the server it spawned is gone."""
+    """SIGTERM mid-call: /readyz turns 503, the call finishes, the process exits 0, the server it spawned is gone."""
     config = write_config(tmp_path / "cfg.json", stdio("alpha", fault_server_command()))
     process, url = await _started(config)
     assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
     answers: list[str] = []
     servers: list[psutil.Process] = []
+    probe = await _KeptConnection.open(url)
+    readiness: list[int] = []
+    answered_when_unready = -1
     try:
+        with trio.fail_after(BOUND):
+            readiness.append((await probe.get("/readyz"))[0])
         # No assertion in this block: the client's own close (its DELETE) may meet the stopped
         # gateway and fail, which says nothing about the gateway; what matters is checked after.
         with contextlib.suppress(Exception):
@@ -71,19 +107,26 @@ async def test_serve_prints_its_url_serves_and_stops_on_sigterm_reaping_its_serv
                     servers += [p for p in _descendants(process.pid) if "fault_server" in " ".join(p.cmdline())]
 
                     async def slow_call() -> None:
-                        answers.append(_text(await client.call_tool("alpha__sleep", {"seconds": 1.0})))
+                        answers.append(_text(await client.call_tool("alpha__sleep", {"seconds": 3.0})))
 
                     async with trio.open_nursery() as nursery:
                         nursery.start_soon(slow_call)
                         await trio.sleep(0.3)  # the call is in flight
                         process.send_signal(signal.SIGTERM)
-        assert answers == ["through", "slept 1 s"]  # the call in flight finished within the grace
+                        while readiness[-1] == 200:  # until the signal is handled: then unready, the call still running
+                            readiness.append((await probe.get("/readyz"))[0])
+                            await trio.sleep(0.01)
+                        answered_when_unready = len(answers)
+        assert readiness[0] == 200 and readiness[-1] == 503
+        assert answered_when_unready == 1  # unready while the slow call was still in flight
+        assert answers == ["through", "slept 3 s"]  # the call in flight finished within the grace
         assert servers, "the upstream server should be a child of the gateway"
         with trio.fail_after(BOUND):
             assert await process.wait() == 0
         _, alive = psutil.wait_procs(servers, timeout=10)
         assert not alive, f"left running: {alive}"
     finally:
+        await probe.stream.aclose()
         if process.returncode is None:
             process.kill()
             await process.wait()
@@ -119,6 +162,17 @@ def test_serve_refuses_bad_options_before_starting(tmp_path: Path) -> None:
     assert bad_separator.rc == 2 and "--separator must not be empty" in bad_separator.stderr
     bad_naming = invoke(config, "serve", "--naming", "server")
     assert bad_naming.rc == 2 and "--naming must be one of prefixed, tool" in bad_naming.stderr
+    stdio_metrics = invoke(config, "serve", "--stdio", "--metrics-port", "0")
+    assert stdio_metrics.rc == 2 and "--stdio serves no metrics" in stdio_metrics.stderr
+
+
+def test_serve_metrics_without_prometheus_client_says_what_to_install(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--metrics`` where prometheus-client cannot be imported: exit 2 naming the extra, nothing started."""
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # what an environment without it imports
+    result = invoke(write_config(tmp_path / "cfg.json"), "serve", "--metrics")
+    assert result.rc == 2 and "pip install 'mcp-actors[gateway]'" in result.stderr
 
 
 async def test_serve_stdio_is_a_desktop_apps_only_server(tmp_path: Path) -> None:
