@@ -42,7 +42,6 @@ def _child(request: dict[str, Any]) -> int:
     """In the forked child: become ``python script`` and run it; the exit status."""
     import random
     import runpy
-    import traceback
 
     stdin = os.open(os.devnull, os.O_RDONLY)
     out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -68,8 +67,11 @@ def _child(request: dict[str, Any]) -> int:
             return stop.code or 0
         print(stop.code, file=sys.stderr)
         return 1
-    except BaseException:  # what the interpreter does with an uncaught exception
-        traceback.print_exc()
+    except BaseException as error:  # what the interpreter does with an uncaught exception
+        tb = error.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != script:
+            tb = tb.tb_next  # the traceback starts at the script, as Python's does
+        sys.excepthook(type(error), error.with_traceback(tb), tb)
         return 1
     return 0
 
