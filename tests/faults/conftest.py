@@ -18,13 +18,14 @@ from fault_bed import SIBLING, FaultBed
 from mcp_actors.errors import McpActorsError
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
+from mcp_actors.testing import fault_server_command
 
 _FAULTS_DIR = Path(__file__).parent
 
 
 @pytest.fixture
 async def bed(tmp_path: Path, no_leaked_tasks: None) -> AsyncIterator[FaultBed]:
-    """A runtime on a fresh config with the demo sibling starting in the background.
+    """A runtime on a fresh config with the healthy sibling (``SIBLING``) starting in the background.
 
     After the test the runtime is closed and the file checked once more: closing (with
     the fault still active) must not lose a record either.
@@ -33,6 +34,8 @@ async def bed(tmp_path: Path, no_leaked_tasks: None) -> AsyncIterator[FaultBed]:
     async with open_runtime(config_path) as runtime:
         fault_bed = FaultBed(runtime=runtime, config_path=config_path)
         fault_bed.expected.update({r.id: r.name for r in await runtime.service.list()})
+        argv = fault_server_command()
+        await fault_bed.add({"name": SIBLING, "type": "stdio", "config": {"command": argv[0], "args": argv[1:]}})
         async with trio.open_nursery() as nursery:
             # The sibling starts while the scenario sets up its faulty server.
             nursery.start_soon(_warm_sibling, runtime.service)

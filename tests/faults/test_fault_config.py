@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from fault_bed import CALL_BOUND, FAULT_CONFIG, FaultBed, text_of
+from fault_bed import CALL_BOUND, FAULT_CONFIG, SIBLING, FaultBed, text_of
 
 from mcp_actors.errors import (
     CommandNotFound,
@@ -86,7 +86,7 @@ async def test_malformed_config_entries_are_refused_and_nothing_is_lost(bed: Fau
     # The good entries still work, the refused ones left no trace.
     assert text_of(await svc.call_tool("imported", "echo", {"text": "in"})) == "in"
     assert text_of(await svc.call_tool(good.id, "echo", {"text": "good"})) == "good"
-    assert {r.name for r in await svc.list()} == {"demo", "good", "imported"}
+    assert {r.name for r in await svc.list()} == {"demo", SIBLING, "good", "imported"}
     await bed.survived()
 
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
+import forkrun
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -35,8 +34,7 @@ def test_example_runs(index: int, tmp_path: Path) -> None:
     script = tmp_path / "example.py"
     script.write_text(examples()[index], encoding="utf-8")
     env = {**os.environ, "MCP_ACTORS_CONFIG": str(tmp_path / "mcp-config.json"), "PYTHONPATH": str(ROOT)}
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=RUN_BOUND
-    )
+    # ``python example.py``, forked from an interpreter that has the MCP SDK imported (forkrun)
+    done = forkrun.run_script(script, env=env, cwd=tmp_path, bound=RUN_BOUND)
     assert done.returncode == 0, f"example {index}:\n{examples()[index]}\n{done.stderr}"
     assert done.stdout.strip()
