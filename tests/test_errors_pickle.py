@@ -10,6 +10,7 @@ import pytest
 from mcp_actors import errors
 
 _VALUES = {
+    "url": "redis://127.0.0.1:6379/0",
     "path": "/tmp/cfg.json",
     "reason": "Read-only file system",
     "command": "npx",
