@@ -212,7 +212,7 @@ class Profiles:
         """``(server id, server name, tool)`` of a tool name of the profile, listing once if it is new."""
         target = view.tools.resolve(name)
         if target is None and time.monotonic() - view.listed_at.get("tools", -math.inf) > _RELIST_AFTER:
-            await self._list_tools(gateway, view, _plain(request, {}, "tools/list"))
+            await self._list_tools(gateway, view, _plain(request, _envelope(request), "tools/list"))
             target = view.tools.resolve(name)
         if target is not None:
             server = _server_name(gateway, target[0])
@@ -244,7 +244,7 @@ class Profiles:
         """The core's name of a prompt of the profile."""
         target = view.prompts.resolve(name)
         if target is None and time.monotonic() - view.listed_at.get("prompts", -math.inf) > _RELIST_AFTER:
-            await self._list_prompts(gateway, view, _plain(request, {}, "prompts/list"))
+            await self._list_prompts(gateway, view, _plain(request, _envelope(request), "prompts/list"))
             target = view.prompts.resolve(name)
         server = _server_name(gateway, target[0]) if target is not None else None
         if target is None or server is None:
@@ -315,6 +315,12 @@ _HANDLERS: Final[dict[str, _Handler]] = {
 def _plain(request: Request, params: dict[str, Any], method: str | None = None) -> Request:
     """The request as the core answers it for everyone (no profile; its headers kept for the trace it continues)."""
     return Request(method or request.method, params, request.version, notify=request.notify, headers=request.headers)
+
+
+def _envelope(request: Request) -> dict[str, Any]:
+    """Params of a listing made for ``request``: its ``_meta`` (at 2026-07-28, the envelope every request needs)."""
+    meta = request.params.get("_meta")
+    return {"_meta": meta} if isinstance(meta, dict) else {}
 
 
 def _server_name(gateway: Gateway, server_id: str) -> str | None:

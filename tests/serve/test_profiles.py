@@ -381,3 +381,16 @@ async def test_mcp_param_headers_are_checked_under_a_profiles_names(tmp_path: Pa
                 refused = await http.post(url, json=body, headers=headers)
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["code"] == -32020
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_profiles_first_request_may_be_a_call_or_a_get(tmp_path: Path, mode: str) -> None:
+    """A client that calls a renamed tool, or gets a prompt, before it ever lists is answered (at either era)."""
+    profiles = {"coder": {"servers": {"alpha": {"tools": ["echo"], "rename": {"echo": "say"}}}}}
+    async with profiled_gateway(tmp_path, profiles) as rig:
+        with trio.fail_after(BOUND):
+            async with Client(rig.url("coder"), mode=mode) as client:
+                assert _text(await client.call_tool("say", {"text": "first"})) == "first"
+            async with Client(rig.url("coder"), mode=mode) as client:
+                prompt = await client.get_prompt("alpha__compose", {"topic": "trio"})
+                assert prompt.messages
