@@ -21,7 +21,10 @@ import psutil
 import pytest
 from testkit import is_infrastructure
 
+import mcp_actors._hosts.guest
 import mcp_actors.asyncio as maio
+import mcp_actors.portal
+import mcp_actors.runtime
 from mcp_actors import events
 from mcp_actors.errors import ActorStopped, ServerNotFound, ToolCallDenied, ToolCallTimeout
 from mcp_actors.service import ApprovalRequest
@@ -83,8 +86,28 @@ async def wait_stderr(service: maio.AsyncioMcpService, server: str, text: str, *
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_start_and_stop_never_block_the_loop(config: str, mode: str) -> None:
-    """Another task of the loop keeps running while the runtime starts and while it stops (servers and all)."""
+def test_start_and_stop_never_block_the_loop(config: str, mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another task of the loop keeps running while the runtime starts and while it stops (servers and all).
+
+    The runtime's own start and stop are made to take a fifth of a second each (on its trio
+    loop), so the loop must be free meanwhile: without that a start that happens to be done
+    before the first look (a fast thread on a busy machine) would never need the loop to wait.
+    """
+    import contextlib
+
+    import trio
+
+    real = mcp_actors.runtime.open_runtime
+
+    @contextlib.asynccontextmanager
+    async def slow_runtime(*args: Any, **kwargs: Any) -> Any:
+        await trio.sleep(0.2)
+        async with real(*args, **kwargs) as runtime:
+            yield runtime
+        await trio.sleep(0.2)
+
+    monkeypatch.setattr(mcp_actors.portal, "open_runtime", slow_runtime)
+    monkeypatch.setattr(mcp_actors._hosts.guest, "open_runtime", slow_runtime)
 
     async def main() -> tuple[int, int, int]:
         ticks = 0
