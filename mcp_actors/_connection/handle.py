@@ -44,7 +44,7 @@ from mcp_actors._connection.status import (
     ProgressCallback,
     _StatusCell,
 )
-from mcp_actors._connection.tasks import TASKS_EXTENSION, TERMINAL, ExtensionTask
+from mcp_actors._connection.tasks import TASK_STARTED, TASKS_EXTENSION, TERMINAL, ExtensionTask
 from mcp_actors._sdk import InputRequiredRoundsExceededError
 from mcp_actors.errors import (
     ActorStopped,
@@ -793,6 +793,9 @@ class ConnectionHandle:
 
         task = created
         publish(task)
+        started = TASK_STARTED.get()
+        if started is not None:
+            started(created)
         detailed = False  # a CreateTaskResult carries no payload: even a terminal one is fetched once
         answered: set[str] = set()
         finished = False

@@ -32,7 +32,8 @@ connection handle's, next to the 2025-11-25 driver.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import contextvars
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 import attrs
@@ -50,6 +51,7 @@ __all__ = [
     "TERMINAL",
     "CreatedTask",
     "ExtensionTask",
+    "TASK_STARTED",
     "TaskStatusWatch",
     "negotiated",
     "session_kwargs",
@@ -57,6 +59,15 @@ __all__ = [
 
 TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
 """The extension's identifier, in ``capabilities.extensions`` on both sides."""
+
+TASK_STARTED: contextvars.ContextVar[Callable[[ExtensionTask], None] | None] = contextvars.ContextVar(
+    "mcp_actors_task_started", default=None
+)
+"""Told, in the caller's task, when a ``tools/call``'s server answered with a task (2026-07-28).
+
+Why: a caller that serves tasks itself (the gateway) turns its own call into a task exactly
+when the upstream made one; every other caller leaves it unset and sees a plain call.
+"""
 
 TERMINAL: Final = frozenset({"completed", "failed", "cancelled"})
 """The statuses a task never leaves."""

@@ -176,6 +176,8 @@ class ParkedCall:
     token: str | None = None
     caller: Caller | None = None
     """The call's caller; each retry points its ``notify`` at the retry's own stream."""
+    task_answer: dict[str, Any] | None = None
+    """The ``CreateTaskResult`` the client's request gets once the call became a task (:mod:`._tasks`)."""
     _keys: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
 
     async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -428,6 +430,8 @@ class ClientRequests:
     async def _await(self, parked: ParkedCall) -> Any:
         try:
             while True:
+                if parked.task_answer is not None:
+                    return parked.task_answer  # the call goes on as a task: the client follows it by its id
                 if parked.finished:
                     if parked.error is not None:
                         raise parked.error

@@ -43,6 +43,8 @@ from mcp_actors.records import McpServerRecord
 from mcp_actors.serve._client_requests import Ask, Caller, ClientRequests, client_capabilities
 from mcp_actors.serve._names import Joined, NameTable, Naming, UriTable, uri_prefix
 from mcp_actors.serve._subscriptions import Client, LogRelay, Subscriptions
+from mcp_actors.serve._tasks import METHODS as _TASK_METHODS
+from mcp_actors.serve._tasks import TASKS_EXTENSION, GatewayTasks, declared
 from mcp_actors.service import McpService
 
 if TYPE_CHECKING:
@@ -237,6 +239,8 @@ class Gateway:
     """The upstreams' requests to the clients (sampling, elicitation, roots), by the call that caused them."""
     subscriptions: Subscriptions = attrs.field(init=False)
     logs: LogRelay = attrs.field(init=False)
+    tasks: GatewayTasks = attrs.field(init=False)
+    """The gateway's own tasks (2026-07-28, the tasks extension): calls whose upstream answered with a task."""
 
     def __attrs_post_init__(self) -> None:
         if not (isinstance(self.list_timeout, int | float) and 0 < self.list_timeout < math.inf):
@@ -245,6 +249,7 @@ class Gateway:
         self.tools = NameTable(self._naming)
         self.prompts = NameTable(self._naming)
         self.relays = ClientRequests(server_names=self._server_name)
+        self.tasks = GatewayTasks(self.relays, server_names=self._server_name)
         self.subscriptions = Subscriptions(self.service.subscribe_resource, self.service.unsubscribe_resource)
         self.logs = LogRelay(
             self.service.subscribe, self.service.initialize_result, self.relays, self.listeners, self.subscriptions
@@ -282,6 +287,8 @@ class Gateway:
         }
         if version not in _MODERN:
             caps["logging"] = {}  # 2026-07-28 has no logging/setLevel: a request opts in by its _meta
+        else:
+            caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
 
     def server_info(self) -> dict[str, Any]:
@@ -325,6 +332,8 @@ class Gateway:
     async def _handle(self, request: Request) -> dict[str, Any]:
         """:meth:`handle` without what observes it."""
         method, version = request.method, request.version
+        if version in _MODERN and method in _TASK_METHODS:
+            return await self._task_request(request)
         if not _plain_call(method, version, request.params):
             try:
                 _methods.validate_client_request(method, version, request.params)
@@ -347,6 +356,8 @@ class Gateway:
             # A fault of ours: this request fails, the gateway and the connection go on.
             logger.exception("the gateway failed on a %s request", method)
             raise RpcError(mcp_types.INTERNAL_ERROR, "the gateway failed on this request") from None
+        if version in _MODERN and result.get("resultType") == "task":
+            return self._stamped(result)  # the extension's CreateTaskResult: not a shape the SDK's surface has
         if version in _MODERN:
             result.setdefault("resultType", "complete")
             if method in _methods.CACHEABLE_METHODS:
@@ -364,6 +375,20 @@ class Gateway:
             stamp = {mcp_types.SERVER_INFO_META_KEY: self.server_info()}
             wire["_meta"] = {**meta, **stamp} if isinstance(meta, dict) else stamp
         return wire
+
+    def _stamped(self, wire: dict[str, Any]) -> dict[str, Any]:
+        meta = wire.get("_meta")
+        stamp = {mcp_types.SERVER_INFO_META_KEY: self.server_info()}
+        wire["_meta"] = {**meta, **stamp} if isinstance(meta, dict) else stamp
+        return wire
+
+    async def _task_request(self, request: Request) -> dict[str, Any]:
+        """``tasks/get``, ``tasks/update``, ``tasks/cancel`` (the extension's, outside the SDK's surface)."""
+        try:
+            result = await self.tasks.handle(request.method, request.params)
+        except MCPError as exc:
+            raise RpcError(exc.error.code, exc.error.message, exc.error.data) from None
+        return self._stamped({"resultType": "complete", **result})
 
     # ------------------------------------------------------------------ listings
 
@@ -684,6 +709,17 @@ class Gateway:
         elicitation or roots), or that resumes a parked call, runs as a parked call; any other
         runs in the request's own task, as at the handshake revisions (no task of its own).
         """
+        if request.version in _MODERN and request.method == "tools/call" and declared(request.params):
+
+            async def as_task() -> Any:
+                result = await op()
+                await self.logs.settle(caller.server_id, caller.log_level)
+                return result
+
+            try:
+                return await self.tasks.call(caller, request.params, as_task)
+            except MCPError as exc:
+                raise RpcError(exc.error.code, exc.error.message, exc.error.data) from None
         if request.version in _MODERN and (
             "requestState" in request.params or not _ASKABLE.isdisjoint(caller.capabilities)
         ):

@@ -45,6 +45,7 @@ from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
     InboundLadderRejection,
     classify_inbound_request,
+    decode_header_value,
     find_duplicated_routing_header,
     unsupported_protocol_version_rejection,
     validate_mcp_param_headers,
@@ -62,6 +63,7 @@ from mcp_actors.serve._profiles import not_served, profile_of_path
 from mcp_actors.serve._response_stream import ResponseStream
 from mcp_actors.serve._sessions import SessionBook, SessionState
 from mcp_actors.serve._subscriptions import admits
+from mcp_actors.serve._tasks import METHODS as TASK_METHODS
 
 __all__ = ["DEFAULT_GRACE", "HttpFront", "LOOPBACK_HOSTS", "LOOPBACK_ORIGINS"]
 
@@ -719,6 +721,13 @@ class HttpFront:
             await self._rejected(conn, verdict, rid)
             return
         params = message.get("params") or {}
+        if method in TASK_METHODS and decode_header_value(request.headers.get("mcp-name")) != params.get("taskId"):
+            # The extension's routing header: the SDK checks Mcp-Name for the core methods only.
+            rejection = InboundLadderRejection(
+                code=mcp_types.HEADER_MISMATCH, message="Mcp-Name header does not match the request's taskId"
+            )
+            await self._rejected(conn, rejection, rid)
+            return
         if method == "tools/call":
             # The SDK's rung for Mcp-Param-* headers: checked against the tool's own schema, as listed.
             name, arguments = params.get("name"), params.get("arguments")
