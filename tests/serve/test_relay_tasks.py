@@ -1,0 +1,195 @@
+"""Task-augmented calls through the gateway at 2026-07-28 (the ``io.modelcontextprotocol/tasks`` extension).
+
+In process and on loopback: the upstream is the conformance suite's fixture server (its task
+tools: ``slow_compute``, ``confirm_delete``, ``protocol_error_job``; ``greet`` never a task),
+served in memory under a stdio record the runtime speaks 2026-07-28 to; the gateway serves
+real sockets on 127.0.0.1. The client is raw JSON-RPC over httpx2 (the SDK's client has no
+API for the extension), declaring the extension in each request's ``_meta`` envelope.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import trio
+
+from mcp_actors._config.record import McpServerRecord, ServerType
+from mcp_actors._wire.transports import MemoryParams, StdioParams, TransportParams, register_transport_kind
+from mcp_actors.runtime import open_runtime
+from mcp_actors.serve import HttpGateway, serve_http
+from mcp_actors.testing import demo_server_command
+from mcp_actors.testing.conformance_server import create_conformance_server
+
+BOUND = 30.0
+"""Upper bound of any one step: real sockets, a loaded machine."""
+VERSION = "2026-07-28"
+TASKS = "io.modelcontextprotocol/tasks"
+WITH_TASKS: dict[str, Any] = {"elicitation": {}, "extensions": {TASKS: {}}}
+
+
+def own_name(server: str, name: str) -> str:
+    """Each tool under its own name (the gateway in front of one server)."""
+    return name
+
+
+@contextlib.asynccontextmanager
+async def fixture_gateway(tmp_path: Path) -> AsyncIterator[HttpGateway]:
+    """A gateway in front of the conformance fixture (in memory, ``protocol: auto``), tools named as their own."""
+
+    def from_record(record: McpServerRecord) -> TransportParams:
+        return MemoryParams(server=create_conformance_server)
+
+    register_transport_kind(ServerType.STDIO, from_record)
+    try:
+        async with open_runtime(tmp_path / "cfg.json") as runtime:
+            for record in await runtime.service.list():
+                await runtime.service.remove(record.id)
+            argv = demo_server_command()
+            entry = {"command": argv[0], "args": argv[1:], "config": {"protocol": "auto"}}
+            await runtime.service.add_json(json.dumps({"mcpServers": {"fixture": entry}}))
+            async with trio.open_nursery() as nursery:
+                serve = functools.partial(serve_http, runtime.service, naming=own_name)
+                gateway: HttpGateway = await nursery.start(serve)
+                yield gateway
+                with trio.fail_after(BOUND):
+                    await gateway.stop(1.0)
+    finally:
+        register_transport_kind(ServerType.STDIO, StdioParams.from_record)
+
+
+class Wire:
+    """Raw 2026-07-28 requests to the gateway, with the extension declared (or not)."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
+        self.http, self.url, self.ids = http, url, 0
+
+    async def post(
+        self, method: str, params: dict[str, Any], *, caps: dict[str, Any] | None = None, name: str | None = None
+    ) -> dict[str, Any]:
+        self.ids += 1
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": VERSION,
+            "io.modelcontextprotocol/clientCapabilities": WITH_TASKS if caps is None else caps,
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": VERSION,
+            "mcp-method": method,
+        }
+        routed = name if name is not None else params.get("name", params.get("taskId"))
+        if routed is not None:
+            headers["mcp-name"] = routed
+        body = {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": {**params, "_meta": meta}}
+        with trio.fail_after(BOUND):
+            answer = await self.http.post(self.url, json=body, headers=headers)
+        text = answer.text
+        if answer.headers.get("content-type", "").startswith("text/event-stream"):
+            text = [line[5:] for line in text.splitlines() if line.startswith("data:")][-1]
+        message: dict[str, Any] = json.loads(text)
+        return message
+
+    async def until(self, task_id: str, statuses: set[str]) -> dict[str, Any]:
+        """Poll ``tasks/get`` until the task is in one of ``statuses``; its last answer."""
+        with trio.fail_after(BOUND):
+            while True:
+                got: dict[str, Any] = (await self.post("tasks/get", {"taskId": task_id}))["result"]
+                if got["status"] in statuses:
+                    return got
+                await trio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def wire(tmp_path: Path) -> AsyncIterator[tuple[Wire, HttpGateway]]:
+    async with fixture_gateway(tmp_path) as gateway, httpx2.AsyncClient(timeout=BOUND) as http:
+        w = Wire(http, gateway.url)
+        listed = (await w.post("tools/list", {}))["result"]["tools"]  # as a client does before it calls
+        assert "slow_compute" in {tool["name"] for tool in listed}
+        yield w, gateway
+
+
+async def test_the_extension_is_offered_and_a_task_tool_answers_with_a_task_of_the_gateways(tmp_path: Path) -> None:
+    async with wire(tmp_path) as (w, gateway):
+        discovered = (await w.post("server/discover", {}))["result"]
+        assert TASKS in discovered["capabilities"]["extensions"]
+
+        answer = await w.post("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.3}})
+        assert "result" in answer, answer
+        created = answer["result"]
+        assert created["resultType"] == "task"
+        assert created["status"] == "working"
+        assert {"createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"} <= created.keys()
+        done = await w.until(created["taskId"], {"completed", "failed", "cancelled"})
+        assert done["status"] == "completed"
+        assert done["result"]["content"][0]["text"] == "computed slow_compute in 0.3 s"
+        assert not gateway.gateway.relays.callers  # the runtime call ended with the task
+
+        plain = (await w.post("tools/call", {"name": "greet", "arguments": {"name": "Ada"}}))["result"]
+        assert plain["resultType"] == "complete"
+        assert plain["content"][0]["text"] == "Hello, Ada!"
+
+
+async def test_a_client_without_the_extension_gets_the_result_of_a_task_tool_plainly(tmp_path: Path) -> None:
+    async with wire(tmp_path) as (w, _gateway):
+        answer = await w.post("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2}}, caps={})
+        assert answer["result"]["resultType"] == "complete"
+        assert answer["result"]["content"][0]["text"] == "computed slow_compute in 0.2 s"
+
+
+async def test_input_requests_of_a_task_are_inline_and_answered_by_tasks_update(tmp_path: Path) -> None:
+    async with wire(tmp_path) as (w, _gateway):
+        created = await w.post("tools/call", {"name": "confirm_delete", "arguments": {"filename": "a.txt"}})
+        task_id = created["result"]["taskId"]
+        waiting = await w.until(task_id, {"input_required"})
+        ((key, request),) = waiting["inputRequests"].items()
+        assert request["method"] == "elicitation/create"
+        assert "a.txt" in request["params"]["message"]
+        answer = {"action": "accept", "content": {"confirm": True}}
+        acked = (await w.post("tasks/update", {"taskId": task_id, "inputResponses": {key: answer}}))["result"]
+        assert acked.keys() == {"resultType", "_meta"}  # an empty acknowledgement
+        done = await w.until(task_id, {"completed", "failed", "cancelled"})
+        assert done["status"] == "completed"
+        assert done["result"]["content"][0]["text"] == "deleted a.txt"
+
+
+async def test_a_failed_upstream_task_is_failed_with_its_error_inline(tmp_path: Path) -> None:
+    async with wire(tmp_path) as (w, _gateway):
+        created = (await w.post("tools/call", {"name": "protocol_error_job", "arguments": {}}))["result"]
+        done = await w.until(created["taskId"], {"completed", "failed", "cancelled"})
+        assert done["status"] == "failed"
+        assert "protocol_error_job crashed on purpose" in done["error"]["message"]
+
+
+async def test_tasks_cancel_ends_the_runtime_call(tmp_path: Path) -> None:
+    async with wire(tmp_path) as (w, gateway):
+        created = (await w.post("tools/call", {"name": "slow_compute", "arguments": {"seconds": 600}}))["result"]
+        task_id = created["taskId"]
+        assert gateway.gateway.relays.callers  # the call runs in the gateway
+        assert "result" in await w.post("tasks/cancel", {"taskId": task_id})
+        done = await w.until(task_id, {"cancelled"})
+        assert "result" not in done
+        with trio.fail_after(BOUND):
+            while gateway.gateway.relays.callers:  # the runtime call, hence the upstream task, ends  # noqa: ASYNC110
+                await trio.sleep(0.02)
+        again = await w.post("tasks/cancel", {"taskId": task_id})  # an ended task stays as it ended
+        assert "result" in again
+        assert (await w.post("tasks/get", {"taskId": task_id}))["result"]["status"] == "cancelled"
+
+
+async def test_tasks_methods_refuse_what_the_extension_refuses(tmp_path: Path) -> None:
+    async with wire(tmp_path) as (w, _gateway):
+        created = (await w.post("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.1}}))["result"]
+        task_id = created["taskId"]
+        undeclared = await w.post("tasks/get", {"taskId": task_id}, caps={})
+        assert undeclared["error"]["code"] == -32021
+        unknown = await w.post("tasks/get", {"taskId": "no-such-task"})
+        assert unknown["error"]["code"] == -32602
+        misrouted = await w.post("tasks/get", {"taskId": task_id}, name="another-task")
+        assert misrouted["error"]["code"] == -32020
+        required = await w.post("tools/call", {"name": "failing_job", "arguments": {}}, caps={"elicitation": {}})
+        assert required["error"]["code"] == -32021  # the upstream's refusal: the tool requires a task
