@@ -155,6 +155,8 @@ class _Question:
     params: dict[str, Any]
     done: trio.Event = attrs.field(factory=trio.Event)
     answer: Any = None
+    sent: bool = False
+    """Handed to a 2025-11-25 client on its ``tasks/result`` stream (:mod:`._tasks`)."""
 
 
 @attrs.define(eq=False)

@@ -43,6 +43,9 @@ from mcp_actors.records import McpServerRecord
 from mcp_actors.serve._client_requests import Ask, Caller, ClientRequests, client_capabilities
 from mcp_actors.serve._names import Joined, NameTable, Naming, UriTable, uri_prefix
 from mcp_actors.serve._subscriptions import Client, LogRelay, Subscriptions
+from mcp_actors.serve._tasks import CAPABILITY as _TASKS_CAPABILITY
+from mcp_actors.serve._tasks import LEGACY as _TASKS_LEGACY
+from mcp_actors.serve._tasks import LEGACY_METHODS as _LEGACY_TASK_METHODS
 from mcp_actors.serve._tasks import METHODS as _TASK_METHODS
 from mcp_actors.serve._tasks import TASKS_EXTENSION, GatewayTasks, declared
 from mcp_actors.service import McpService
@@ -287,6 +290,8 @@ class Gateway:
         }
         if version not in _MODERN:
             caps["logging"] = {}  # 2026-07-28 has no logging/setLevel: a request opts in by its _meta
+            if version == _TASKS_LEGACY:
+                caps["tasks"] = dict(_TASKS_CAPABILITY)
         else:
             caps["extensions"] = {TASKS_EXTENSION: {}}
         return caps
@@ -334,6 +339,8 @@ class Gateway:
         method, version = request.method, request.version
         if version in _MODERN and method in _TASK_METHODS:
             return await self._task_request(request)
+        if version == _TASKS_LEGACY and method in _LEGACY_TASK_METHODS:
+            return await self._task_request(request)
         if not _plain_call(method, version, request.params):
             try:
                 _methods.validate_client_request(method, version, request.params)
@@ -358,6 +365,8 @@ class Gateway:
             raise RpcError(mcp_types.INTERNAL_ERROR, "the gateway failed on this request") from None
         if version in _MODERN and result.get("resultType") == "task":
             return self._stamped(result)  # the extension's CreateTaskResult: not a shape the SDK's surface has
+        if version == _TASKS_LEGACY and method == "tools/call" and "task" in result:
+            return result  # CreateTaskResult: the SDK's surface has no tasks
         if version in _MODERN:
             result.setdefault("resultType", "complete")
             if method in _methods.CACHEABLE_METHODS:
@@ -385,6 +394,9 @@ class Gateway:
     async def _task_request(self, request: Request) -> dict[str, Any]:
         """``tasks/get``, ``tasks/update``, ``tasks/cancel`` (the extension's, outside the SDK's surface)."""
         try:
+            if request.version == _TASKS_LEGACY:
+                owner = request.client if request.client is not None else request
+                return await self.tasks.handle_legacy(request.method, request.params, owner, request.ask)
             result = await self.tasks.handle(request.method, request.params)
         except MCPError as exc:
             raise RpcError(exc.error.code, exc.error.message, exc.error.data) from None
@@ -438,6 +450,10 @@ class Gateway:
                     else {"name": tool.name, "description": tool.description, "inputSchema": tool.input_schema}
                 )
                 name = wire["name"] = self.tools.claim(record.id, record.name, tool.name)
+                if request is not None and request.version == _TASKS_LEGACY:
+                    # Any call can be a task of the gateway's (a runtime call it runs): optional
+                    # unless the server's own listing says otherwise.
+                    wire.setdefault("execution", {}).setdefault("taskSupport", "optional")
                 if x_mcp_header_map(tool.input_schema):
                     self.header_schemas[name] = tool.input_schema
                 else:
@@ -536,6 +552,11 @@ class Gateway:
         meta = params.get("_meta")
         if request.notify is not None and isinstance(meta, dict) and meta.get("progressToken") is not None:
             on_progress = _ProgressRelay(request.notify, meta["progressToken"])
+        if request.version == _TASKS_LEGACY and "task" in params:
+            try:
+                await self.tasks.check_allowed(self.service, server_id, tool, name)
+            except MCPError as exc:
+                raise RpcError(exc.error.code, exc.error.message) from None
         caller = self._caller(request, server_id)
         # At 2026-07-28 the upstream learns the client's capabilities from each request: the
         # relayed client's, so it asks only what that client can answer (and refuses with -32021
@@ -709,6 +730,12 @@ class Gateway:
         elicitation or roots), or that resumes a parked call, runs as a parked call; any other
         runs in the request's own task, as at the handshake revisions (no task of its own).
         """
+        if request.version == _TASKS_LEGACY and request.method == "tools/call" and "task" in request.params:
+            owner = request.client if request.client is not None else request
+            try:
+                return await self.tasks.start(caller, owner, request.params, op)
+            except MCPError as exc:
+                raise RpcError(exc.error.code, exc.error.message, exc.error.data) from None
         if request.version in _MODERN and request.method == "tools/call" and declared(request.params):
 
             async def as_task() -> Any:

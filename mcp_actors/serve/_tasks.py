@@ -34,13 +34,32 @@ from typing import Any, Final
 import attrs
 import mcp_types
 import pydantic
+import trio
 from mcp.shared.exceptions import MCPError
 
 from mcp_actors._connection.tasks import TASK_STARTED, TASKS_EXTENSION
 from mcp_actors.errors import McpActorsError, ToolTaskFailed
 from mcp_actors.serve._client_requests import Caller, ClientRequests, ParkedCall, client_capabilities
 
-__all__ = ["MAX_TASKS", "METHODS", "POLL_INTERVAL_MS", "TASKS_EXTENSION", "TTL_MS", "GatewayTasks", "declared"]
+LEGACY: Final = "2025-11-25"
+"""The handshake revision that has tasks in its core protocol (the ``tasks`` capability)."""
+LEGACY_METHODS: Final = frozenset({"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"})
+"""The 2025-11-25 task methods the gateway answers."""
+CAPABILITY: Final[Mapping[str, Any]] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+"""The gateway's ``tasks`` capability at 2025-11-25: task-augmented ``tools/call``, ``tasks/list``, ``tasks/cancel``."""
+
+__all__ = [
+    "CAPABILITY",
+    "LEGACY",
+    "LEGACY_METHODS",
+    "MAX_TASKS",
+    "METHODS",
+    "POLL_INTERVAL_MS",
+    "TASKS_EXTENSION",
+    "TTL_MS",
+    "GatewayTasks",
+    "declared",
+]
 
 TTL_MS: Final = 300_000
 """How long an ended task stays readable after its last change."""
@@ -81,6 +100,9 @@ class _Task:
     updated: float = attrs.field(factory=time.time)
     cancelled: bool = False
     ended_at: float | None = None
+    owner: object = None
+    """The 2025-11-25 session the task belongs to (its ``tasks/*`` only see its own); ``None`` at 2026-07-28."""
+    ttl_ms: int = TTL_MS
 
     def status(self) -> str:
         if self.cancelled:
@@ -121,6 +143,17 @@ class _Task:
             "lastUpdatedAt": _iso(self.last_updated()),
             "ttlMs": TTL_MS,
             "pollIntervalMs": POLL_INTERVAL_MS,
+        }
+
+    def legacy(self) -> dict[str, Any]:
+        """The task as 2025-11-25 shows it (``Task``: ``ttl``, ``pollInterval``)."""
+        return {
+            "taskId": self.task_id,
+            "status": self.status(),
+            "createdAt": _iso(self.created),
+            "lastUpdatedAt": _iso(self.last_updated()),
+            "ttl": self.ttl_ms,
+            "pollInterval": POLL_INTERVAL_MS,
         }
 
     def detailed(self) -> dict[str, Any]:
@@ -186,6 +219,98 @@ class GatewayTasks:
                 break
             if task.status() in _ENDED:
                 del self.tasks[task_id]
+
+    # ------------------------------------------------------------------ 2025-11-25: the tasks capability
+
+    async def start(
+        self, caller: Caller, owner: object, params: Mapping[str, Any], op: Callable[[], Awaitable[Any]]
+    ) -> dict[str, Any]:
+        """A 2025-11-25 ``tools/call`` with ``task``: start the call in the gateway's task; its ``CreateTaskResult``.
+
+        The call's questions to the client wait on the task (``input_required``) for the
+        client's ``tasks/result``, whose stream carries them (the call's own stream is answered).
+        """
+        self._forget_expired()
+        if len(self.tasks) >= MAX_TASKS:
+            raise MCPError(mcp_types.INTERNAL_ERROR, f"the gateway runs {MAX_TASKS} tasks already: call without task")
+        asked = params.get("task")
+        ttl = asked.get("ttl") if isinstance(asked, Mapping) else None
+        ttl_ms = min(ttl, TTL_MS) if isinstance(ttl, int) and not isinstance(ttl, bool) and ttl > 0 else TTL_MS
+        caller.ask = None  # the call's own request is answered at once: questions wait for tasks/result
+        made: list[_Task] = []
+
+        async def watched() -> Any:
+            parked = caller.parked
+            assert parked is not None  # run_parked set it before it started this
+            task = _Task(
+                secrets.token_urlsafe(16), parked, self.server_names(caller.server_id), owner=owner, ttl_ms=ttl_ms
+            )
+            self.tasks[task.task_id] = task
+            made.append(task)
+            parked.task_answer = {}
+            parked.wake.set()
+            return await op()
+
+        await self.relays.run_parked(caller, {}, watched)
+        return {"task": made[0].legacy()}
+
+    async def check_allowed(self, service: Any, server_id: str, tool: str, name: str) -> None:
+        """Refuse a task-augmented call of a tool whose listing forbids tasks (2025-11-25: ``-32601``)."""
+        for listed in await service.list_server_tools(server_id):
+            execution = getattr(listed.definition, "execution", None) if listed.name == tool else None
+            if execution is not None and execution.task_support == "forbidden":
+                raise MCPError(
+                    mcp_types.METHOD_NOT_FOUND, f"tool {name!r} cannot run as a task (taskSupport: forbidden)"
+                )
+
+    async def handle_legacy(self, method: str, params: Mapping[str, Any], owner: object, ask: Any) -> dict[str, Any]:
+        """``tasks/get``, ``tasks/result``, ``tasks/list``, ``tasks/cancel`` of a 2025-11-25 session.
+
+        Raises:
+            MCPError: The task is unknown to this session, or already ended (``tasks/cancel``): ``-32602``.
+        """
+        if method == "tasks/list":
+            return {"tasks": [task.legacy() for task in self.tasks.values() if task.owner is owner]}
+        task_id = params.get("taskId")
+        task = self.tasks.get(task_id) if isinstance(task_id, str) else None
+        if task is None or task.owner is not owner:
+            raise MCPError(mcp_types.INVALID_PARAMS, f"unknown task {task_id!r} (not this session's, or expired)")
+        if method == "tasks/get":
+            return task.legacy()
+        if method == "tasks/cancel":
+            if task.status() in _ENDED:
+                raise MCPError(mcp_types.INVALID_PARAMS, f"task {task_id!r} already ended {task.status()}")
+            task.cancelled = True
+            task.updated = time.time()
+            task.parked.scope.cancel()
+            return task.legacy()
+        return await self._result(task, ask)
+
+    async def _result(self, task: _Task, ask: Any) -> dict[str, Any]:
+        """``tasks/result``: wait for the end, asking the client on this request's stream what the call asks."""
+        parked = task.parked
+        related = {"io.modelcontextprotocol/related-task": {"taskId": task.task_id}}
+        while task.status() not in _ENDED:
+            open_questions = [(k, q) for k, q in parked.questions.items() if not q.done.is_set() and not q.sent]
+            if open_questions and ask is not None:
+                for key, question in open_questions:
+                    question.sent = True
+                    try:
+                        answer = await ask(question.method, {**question.params, "_meta": related})
+                    except MCPError:
+                        parked.scope.cancel()  # the client refused: the call cannot go on
+                        raise
+                    parked.deliver({key: answer})
+                continue
+            if parked.wake.is_set():
+                parked.wake = trio.Event()  # shared by every tasks/result of the task: each re-checks on waking
+            await parked.wake.wait()
+        status, payload = task.status(), task._outcome()[1]
+        if status == "completed":
+            return {**payload, "_meta": {**payload.get("_meta", {}), **related}}
+        if status == "cancelled":
+            raise MCPError(mcp_types.INVALID_REQUEST, f"task {task.task_id!r} was cancelled")
+        raise MCPError(int(payload.get("code", mcp_types.INTERNAL_ERROR)), str(payload.get("message")))
 
     async def handle(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Answer ``tasks/get``, ``tasks/update`` or ``tasks/cancel``.

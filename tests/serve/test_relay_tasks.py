@@ -1,10 +1,11 @@
-"""Task-augmented calls through the gateway at 2026-07-28 (the ``io.modelcontextprotocol/tasks`` extension).
+"""Task-augmented calls through the gateway: 2026-07-28 (the tasks extension) and 2025-11-25 (the capability).
 
 In process and on loopback: the upstream is the conformance suite's fixture server (its task
 tools: ``slow_compute``, ``confirm_delete``, ``protocol_error_job``; ``greet`` never a task),
 served in memory under a stdio record the runtime speaks 2026-07-28 to; the gateway serves
 real sockets on 127.0.0.1. The client is raw JSON-RPC over httpx2 (the SDK's client has no
-API for the extension), declaring the extension in each request's ``_meta`` envelope.
+task API at either revision): at 2026-07-28 declaring the extension in each request's
+``_meta`` envelope, at 2025-11-25 a session whose ``tools/call`` carries ``task``.
 """
 
 from __future__ import annotations
@@ -193,3 +194,124 @@ async def test_tasks_methods_refuse_what_the_extension_refuses(tmp_path: Path) -
         assert misrouted["error"]["code"] == -32020
         required = await w.post("tools/call", {"name": "failing_job", "arguments": {}}, caps={"elicitation": {}})
         assert required["error"]["code"] == -32021  # the upstream's refusal: the tool requires a task
+
+
+# ---------------------------------------------------------------------------------------- 2025-11-25
+
+LEGACY = "2025-11-25"
+
+
+class Session:
+    """A raw 2025-11-25 session with the gateway (the SDK's client has no task API)."""
+
+    def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
+        self.http, self.url, self.ids, self.headers = http, url, 0, {"accept": "application/json, text/event-stream"}
+        self.asked: list[dict[str, Any]] = []
+        """The gateway's requests to this client, as received."""
+
+    async def open(self, capabilities: dict[str, Any]) -> dict[str, Any]:
+        init = {"protocolVersion": LEGACY, "capabilities": capabilities, "clientInfo": {"name": "t", "version": "0"}}
+        answer = await self.http.post(self.url, json=self._body("initialize", init), headers=self.headers)
+        self.headers = {**self.headers, "mcp-session-id": answer.headers["mcp-session-id"]}
+        self.headers["mcp-protocol-version"] = LEGACY
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        await self.http.post(self.url, json=note, headers=self.headers)
+        result: dict[str, Any] = _last_message(answer.text, answer.headers)["result"]
+        return result
+
+    def _body(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.ids += 1
+        return {"jsonrpc": "2.0", "id": self.ids, "method": method, "params": params}
+
+    async def post(self, method: str, params: dict[str, Any], answers: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One request; a request of the gateway's on its stream is answered with ``answers[method]``."""
+        body = self._body(method, params)
+        with trio.fail_after(BOUND):
+            async with self.http.stream("POST", self.url, json=body, headers=self.headers) as answer:
+                if not answer.headers.get("content-type", "").startswith("text/event-stream"):
+                    message: dict[str, Any] = json.loads(await answer.aread())
+                    return message
+                async for line in answer.aiter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    message = json.loads(line[5:])
+                    if message.get("id") == body["id"] and "method" not in message:
+                        return message
+                    if "method" in message and "id" in message:
+                        assert answers is not None, message
+                        self.asked.append(message)
+                        reply = {"jsonrpc": "2.0", "id": message["id"], "result": answers[message["method"]]}
+                        await self.http.post(self.url, json=reply, headers=self.headers)
+        raise AssertionError(f"no answer to {method}")
+
+    async def until(self, task_id: str, statuses: set[str]) -> dict[str, Any]:
+        with trio.fail_after(BOUND):
+            while True:
+                got: dict[str, Any] = (await self.post("tasks/get", {"taskId": task_id}))["result"]
+                if got["status"] in statuses:
+                    return got
+                await trio.sleep(0.05)
+
+
+def _last_message(text: str, headers: Any) -> dict[str, Any]:
+    if headers.get("content-type", "").startswith("text/event-stream"):
+        text = [line[5:] for line in text.splitlines() if line.startswith("data:")][-1]
+    message: dict[str, Any] = json.loads(text)
+    return message
+
+
+@contextlib.asynccontextmanager
+async def session(tmp_path: Path, capabilities: dict[str, Any]) -> AsyncIterator[tuple[Session, dict[str, Any]]]:
+    async with fixture_gateway(tmp_path) as gateway, httpx2.AsyncClient(timeout=BOUND) as http:
+        s = Session(http, gateway.url)
+        initialized = await s.open(capabilities)
+        listed = (await s.post("tools/list", {}))["result"]["tools"]
+        assert {tool["name"]: tool.get("execution") for tool in listed}["greet"] == {"taskSupport": "optional"}
+        yield s, initialized
+
+
+async def test_2025_a_task_augmented_call_is_a_task_of_the_gateways(tmp_path: Path) -> None:
+    async with session(tmp_path, {}) as (s, initialized):
+        assert initialized["capabilities"]["tasks"]["requests"] == {"tools": {"call": {}}}
+        args = {"name": "slow_compute", "arguments": {"seconds": 0.3}, "task": {"ttl": 60_000}}
+        created = (await s.post("tools/call", args))["result"]["task"]
+        assert created["status"] == "working"
+        assert created["ttl"] == 60_000
+        listed = (await s.post("tasks/list", {}))["result"]["tasks"]
+        assert [task["taskId"] for task in listed] == [created["taskId"]]
+        result = (await s.post("tasks/result", {"taskId": created["taskId"]}))["result"]  # waits for the end
+        assert result["content"][0]["text"] == "computed slow_compute in 0.3 s"
+        assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": created["taskId"]}
+        assert (await s.post("tasks/get", {"taskId": created["taskId"]}))["result"]["status"] == "completed"
+        again = await s.post("tasks/cancel", {"taskId": created["taskId"]})
+        assert again["error"]["code"] == -32602  # an ended task cannot be cancelled
+
+
+async def test_2025_a_question_of_the_call_is_input_required_and_asked_on_tasks_result(tmp_path: Path) -> None:
+    async with session(tmp_path, {"elicitation": {}}) as (s, _init):
+        args = {"name": "confirm_delete", "arguments": {"filename": "b.txt"}, "task": {}}
+        created = (await s.post("tools/call", args))["result"]["task"]
+        await s.until(created["taskId"], {"input_required"})
+        answers = {"elicitation/create": {"action": "accept", "content": {"confirm": True}}}
+        result = (await s.post("tasks/result", {"taskId": created["taskId"]}, answers))["result"]
+        assert result["content"][0]["text"] == "deleted b.txt"
+        ((asked,),) = [s.asked]
+        assert asked["params"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": created["taskId"]}
+
+
+async def test_2025_tasks_cancel_cancels_the_call_and_tasks_are_per_session(tmp_path: Path) -> None:
+    async with fixture_gateway(tmp_path) as gateway, httpx2.AsyncClient(timeout=BOUND) as http:
+        one, other = Session(http, gateway.url), Session(http, gateway.url)
+        await one.open({})
+        await other.open({})
+        await one.post("tools/list", {})
+        args = {"name": "slow_compute", "arguments": {"seconds": 600}, "task": {}}
+        created = (await one.post("tools/call", args))["result"]["task"]
+        assert (await other.post("tasks/get", {"taskId": created["taskId"]}))["error"]["code"] == -32602
+        assert (await other.post("tasks/list", {}))["result"]["tasks"] == []
+        assert gateway.gateway.relays.callers
+        cancelled = (await one.post("tasks/cancel", {"taskId": created["taskId"]}))["result"]
+        assert cancelled["status"] == "cancelled"
+        with trio.fail_after(BOUND):
+            while gateway.gateway.relays.callers:  # noqa: ASYNC110  (the runtime call ends: polled)
+                await trio.sleep(0.02)
