@@ -254,15 +254,6 @@ class GatewayTasks:
         await self.relays.run_parked(caller, {}, watched)
         return {"task": made[0].legacy()}
 
-    async def check_allowed(self, service: Any, server_id: str, tool: str, name: str) -> None:
-        """Refuse a task-augmented call of a tool whose listing forbids tasks (2025-11-25: ``-32601``)."""
-        for listed in await service.list_server_tools(server_id):
-            execution = getattr(listed.definition, "execution", None) if listed.name == tool else None
-            if execution is not None and execution.task_support == "forbidden":
-                raise MCPError(
-                    mcp_types.METHOD_NOT_FOUND, f"tool {name!r} cannot run as a task (taskSupport: forbidden)"
-                )
-
     async def handle_legacy(self, method: str, params: Mapping[str, Any], owner: object, ask: Any) -> dict[str, Any]:
         """``tasks/get``, ``tasks/result``, ``tasks/list``, ``tasks/cancel`` of a 2025-11-25 session.
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +40,13 @@ def own_name(server: str, name: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def fixture_gateway(tmp_path: Path) -> AsyncIterator[HttpGateway]:
-    """A gateway in front of the conformance fixture (in memory, ``protocol: auto``), tools named as their own."""
+async def fixture_gateway(
+    tmp_path: Path, make: Callable[[], Any] = create_conformance_server, protocol: str = "auto"
+) -> AsyncIterator[HttpGateway]:
+    """A gateway in front of one in-memory server (the conformance fixture), tools named as their own."""
 
     def from_record(record: McpServerRecord) -> TransportParams:
-        return MemoryParams(server=create_conformance_server)
+        return MemoryParams(server=make)
 
     register_transport_kind(ServerType.STDIO, from_record)
     try:
@@ -52,7 +54,7 @@ async def fixture_gateway(tmp_path: Path) -> AsyncIterator[HttpGateway]:
             for record in await runtime.service.list():
                 await runtime.service.remove(record.id)
             argv = demo_server_command()
-            entry = {"command": argv[0], "args": argv[1:], "config": {"protocol": "auto"}}
+            entry = {"command": argv[0], "args": argv[1:], "config": {"protocol": protocol}}
             await runtime.service.add_json(json.dumps({"mcpServers": {"fixture": entry}}))
             async with trio.open_nursery() as nursery:
                 serve = functools.partial(serve_http, runtime.service, naming=own_name)
