@@ -552,6 +552,11 @@ class Gateway:
         meta = params.get("_meta")
         if request.notify is not None and isinstance(meta, dict) and meta.get("progressToken") is not None:
             on_progress = _ProgressRelay(request.notify, meta["progressToken"])
+        if request.version == _TASKS_LEGACY and "task" in params:
+            try:
+                await self.tasks.check_allowed(self.service, server_id, tool, name)
+            except MCPError as exc:
+                raise RpcError(exc.error.code, exc.error.message) from None
         caller = self._caller(request, server_id)
         # At 2026-07-28 the upstream learns the client's capabilities from each request: the
         # relayed client's, so it asks only what that client can answer (and refuses with -32021

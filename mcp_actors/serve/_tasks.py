@@ -254,6 +254,18 @@ class GatewayTasks:
         await self.relays.run_parked(caller, {}, watched)
         return {"task": made[0].legacy()}
 
+    async def check_allowed(self, service: Any, server_id: str, tool: str, name: str) -> None:
+        """Refuse a task-augmented call of a tool whose server's listing forbids tasks (2025-11-25: ``-32601``).
+
+        Raises:
+            MCPError: ``-32601``, naming the tool.
+        """
+        for listed in await service.list_server_tools(server_id):
+            execution = getattr(listed.definition, "execution", None) if listed.name == tool else None
+            if execution is not None and execution.task_support == "forbidden":
+                why = f"tool {name!r} cannot run as a task (its taskSupport is forbidden): call it without task"
+                raise MCPError(mcp_types.METHOD_NOT_FOUND, why)
+
     async def handle_legacy(self, method: str, params: Mapping[str, Any], owner: object, ask: Any) -> dict[str, Any]:
         """``tasks/get``, ``tasks/result``, ``tasks/list``, ``tasks/cancel`` of a 2025-11-25 session.
 

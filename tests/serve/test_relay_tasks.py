@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import mcp.types as types
 import trio
+from mcp.server.mcpserver import MCPServer
 
 from mcp_actors._config.record import McpServerRecord, ServerType
 from mcp_actors._wire.transports import MemoryParams, StdioParams, TransportParams, register_transport_kind
@@ -54,7 +56,7 @@ async def fixture_gateway(
             for record in await runtime.service.list():
                 await runtime.service.remove(record.id)
             argv = demo_server_command()
-            entry = {"command": argv[0], "args": argv[1:], "config": {"protocol": protocol}}
+            entry = {"type": "stdio", "command": argv[0], "args": argv[1:], "protocol": protocol}
             await runtime.service.add_json(json.dumps({"mcpServers": {"fixture": entry}}))
             async with trio.open_nursery() as nursery:
                 serve = functools.partial(serve_http, runtime.service, naming=own_name)
@@ -317,3 +319,54 @@ async def test_2025_tasks_cancel_cancels_the_call_and_tasks_are_per_session(tmp_
         with trio.fail_after(BOUND):
             while gateway.gateway.relays.callers:  # noqa: ASYNC110  (the runtime call ends: polled)
                 await trio.sleep(0.02)
+
+
+def marked_server() -> MCPServer[Any]:
+    """A server whose tool ``never`` forbids tasks in its listing, ``always`` requires one, ``plain`` says nothing."""
+    server: MCPServer[Any] = MCPServer("marked")
+
+    @server.tool(structured_output=False)
+    def never() -> str:
+        return "never ran"
+
+    @server.tool(structured_output=False)
+    def always() -> str:
+        return "always ran"
+
+    @server.tool(structured_output=False)
+    def plain() -> str:
+        return "plain ran"
+
+    listed = server.list_tools
+    marks = {
+        "never": types.ToolExecution(task_support="forbidden"),
+        "always": types.ToolExecution(task_support="required"),
+    }
+
+    async def list_tools() -> list[types.Tool]:
+        return [t.model_copy(update={"execution": marks[t.name]}) if t.name in marks else t for t in await listed()]
+
+    server.list_tools = list_tools  # type: ignore[method-assign]
+    return server
+
+
+async def test_2025_a_tool_that_forbids_tasks_refuses_a_task_augmented_call(tmp_path: Path) -> None:
+    async with (
+        fixture_gateway(tmp_path, marked_server, "legacy") as gateway,
+        httpx2.AsyncClient(timeout=BOUND) as http,
+    ):
+        s = Session(http, gateway.url)
+        await s.open({})
+        listed = {tool["name"]: tool["execution"] for tool in (await s.post("tools/list", {}))["result"]["tools"]}
+        assert listed == {
+            "never": {"taskSupport": "forbidden"},
+            "always": {"taskSupport": "required"},
+            "plain": {"taskSupport": "optional"},
+        }, listed
+        refused = await s.post("tools/call", {"name": "never", "arguments": {}, "task": {}})
+        assert refused["error"]["code"] == -32601
+        plainly = (await s.post("tools/call", {"name": "never", "arguments": {}}))["result"]
+        assert plainly["content"][0]["text"] == "never ran"
+        created = (await s.post("tools/call", {"name": "plain", "arguments": {}, "task": {}}))["result"]["task"]
+        result = (await s.post("tasks/result", {"taskId": created["taskId"]}))["result"]
+        assert result["content"][0]["text"] == "plain ran"
