@@ -178,6 +178,8 @@ class ParkedCall:
     token: str | None = None
     caller: Caller | None = None
     """The call's caller; each retry points its ``notify`` at the retry's own stream."""
+    on_end: Callable[[], None] | None = None
+    """Called once the call ended (a task's status notification, :mod:`._tasks`)."""
     task_answer: dict[str, Any] | None = None
     """The ``CreateTaskResult`` the client's request gets once the call became a task (:mod:`._tasks`)."""
     _keys: Iterator[int] = attrs.field(factory=lambda: itertools.count(1))
@@ -211,6 +213,8 @@ class ParkedCall:
     def end(self, result: Any = None, error: BaseException | None = None) -> None:
         self.result, self.error, self.finished = result, error, True
         self.wake.set()
+        if self.on_end is not None:
+            self.on_end()
 
 
 @attrs.define(eq=False)

@@ -247,6 +247,12 @@ class GatewayTasks:
             )
             self.tasks[task.task_id] = task
             made.append(task)
+            notify = getattr(owner, "notify", None)
+            if callable(notify):
+                # notifications/tasks/status (optional in the revision): the end, on the session's stream.
+                parked.on_end = lambda: notify(
+                    {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task.legacy()}
+                )
             parked.task_answer = {}
             parked.wake.set()
             return await op()

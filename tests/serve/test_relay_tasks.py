@@ -370,3 +370,31 @@ async def test_2025_a_tool_that_forbids_tasks_refuses_a_task_augmented_call(tmp_
         created = (await s.post("tools/call", {"name": "plain", "arguments": {}, "task": {}}))["result"]["task"]
         result = (await s.post("tasks/result", {"taskId": created["taskId"]}))["result"]
         assert result["content"][0]["text"] == "plain ran"
+
+
+async def test_2025_the_end_of_a_task_is_pushed_on_the_sessions_stream(tmp_path: Path) -> None:
+    async with session(tmp_path, {}) as (s, _init):
+        pushed: list[dict[str, Any]] = []
+        ended = trio.Event()
+        listening = trio.Event()
+
+        async def listen() -> None:
+            headers = {**s.headers, "accept": "text/event-stream"}
+            async with s.http.stream("GET", s.url, headers=headers) as stream:
+                listening.set()
+                async for line in stream.aiter_lines():
+                    if line.startswith("data:"):
+                        message = json.loads(line[5:])
+                        if message.get("method") == "notifications/tasks/status":
+                            pushed.append(message["params"])
+                            ended.set()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(listen)
+            with trio.fail_after(BOUND):
+                await listening.wait()
+                args = {"name": "slow_compute", "arguments": {"seconds": 0.2}, "task": {}}
+                created = (await s.post("tools/call", args))["result"]["task"]
+                await ended.wait()
+            nursery.cancel_scope.cancel()
+        assert [(p["taskId"], p["status"]) for p in pushed] == [(created["taskId"], "completed")]
