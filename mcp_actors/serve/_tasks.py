@@ -212,7 +212,7 @@ class GatewayTasks:
     def _forget_expired(self) -> None:
         now = time.time()
         for task_id, task in list(self.tasks.items()):
-            if task.status() in _ENDED and now - task.last_updated() > TTL_MS / 1000:
+            if task.status() in _ENDED and now - task.last_updated() > task.ttl_ms / 1000:
                 del self.tasks[task_id]
         for task_id, task in list(self.tasks.items()):
             if len(self.tasks) < MAX_TASKS:

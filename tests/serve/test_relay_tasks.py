@@ -398,3 +398,15 @@ async def test_2025_the_end_of_a_task_is_pushed_on_the_sessions_stream(tmp_path:
                 await ended.wait()
             nursery.cancel_scope.cancel()
         assert [(p["taskId"], p["status"]) for p in pushed] == [(created["taskId"], "completed")]
+
+
+async def test_2025_an_ended_task_is_forgotten_after_its_ttl(tmp_path: Path) -> None:
+    async with session(tmp_path, {}) as (s, _init):
+        args = {"name": "slow_compute", "arguments": {"seconds": 0}, "task": {"ttl": 200}}
+        first = (await s.post("tools/call", args))["result"]["task"]
+        assert first["ttl"] == 200
+        await s.post("tasks/result", {"taskId": first["taskId"]})
+        assert (await s.post("tasks/get", {"taskId": first["taskId"]}))["result"]["status"] == "completed"
+        await trio.sleep(0.5)
+        await s.post("tools/call", {**args, "task": {}})  # a new task sweeps the expired ones
+        assert (await s.post("tasks/get", {"taskId": first["taskId"]}))["error"]["code"] == -32602
