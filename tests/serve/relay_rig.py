@@ -58,8 +58,10 @@ async def demo_runtime(tmp_path: Path, protocol: str) -> AsyncIterator[Runtime]:
             for record in await runtime.service.list():
                 await runtime.service.remove(record.id)  # a fresh install's built-in demo server
             argv = demo_server_command()
-            entry = {"type": "stdio", "command": argv[0], "args": argv[1:], "config": {"protocol": protocol}}
+            entry = {"type": "stdio", "command": argv[0], "args": argv[1:], "protocol": protocol}
             await runtime.service.add_json(json.dumps({"mcpServers": {"demo": entry}}))
+            (record,) = await runtime.service.list()
+            assert record.config.protocol == protocol, "the rig must speak the revision its test names"
             yield runtime
     finally:
         register_transport_kind(ServerType.STDIO, StdioParams.from_record)
