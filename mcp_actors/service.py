@@ -267,6 +267,29 @@ class McpService:
         handle = self._registry.snapshot.handles.get(self._record(server).id)
         return handle is not None and handle.state is ConnectionState.CONNECTED
 
+    def call_goes_straight(self, server: str, tool_name: str) -> bool:
+        """Whether :meth:`call_tool` of this tool, awaited now, awaits nothing before its bounded request.
+
+        No approval applies to it, and its connection is up with the tool listed (see
+        :meth:`ConnectionHandle.call_goes_straight`): then ``timeout`` alone bounds the
+        call from start to answer. The tool adapters ask it before every call: when true,
+        their own bound is handed down as the call's timeout, with no cancel scope of their
+        own; when false (connecting, an approver, progress that resets the timeout), their
+        scope bounds every step.
+        """
+        snap = self._registry.snapshot
+        record = snap.find(server)
+        if record is None or not record.is_active:
+            return False
+        handle = snap.handles.get(record.id)
+        if handle is None:
+            return False
+        if self._approver is not None and not (
+            record.is_trusted and tool_name not in record.disabled_auto_approve_tools
+        ):
+            return False
+        return handle.call_goes_straight(tool_name)
+
     @property
     def tool_list_requests(self) -> int:
         """How many ``tools/list`` requests were sent to servers so far (cache misses)."""

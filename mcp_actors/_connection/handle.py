@@ -506,6 +506,27 @@ class ConnectionHandle:
         listing = await self._listing(ListingKind.TOOLS, max_age=math.inf)
         return listing.by_name.get(name)
 
+    def call_goes_straight(self, name: str) -> bool:
+        """Whether :meth:`call_tool` of ``name``, awaited now, awaits nothing before its bounded request.
+
+        True when a live session is published and not ended, this connection's listing
+        answers for the tool (no ``tools/list`` first), the tool does not need a 2025-11-25
+        task, and progress cannot push the deadline back (no ``resetTimeoutOnProgress``):
+        then the call's ``timeout`` bounds it from its first step to its answer, and a
+        caller with a bound of its own may hand it down as the timeout instead of opening
+        a cancel scope around the call (the tool adapters do).
+        """
+        live = self._cell.live
+        if live is None or live.lost is not None or self.settings.reset_timeout_on_progress:
+            return False
+        found, known = self._listed_tool(name)
+        if not found:
+            return False
+        execution = known.execution if known is not None else None
+        return (
+            execution is None or execution.task_support != "required" or (live.stamp is not None and live.stamp.modern)
+        )
+
     def _listed_tool(self, name: str) -> tuple[bool, mcp_types.Tool | None]:
         """``(True, definition or None)`` when the live listing answers for ``name``, else ``(False, None)``."""
         cell = self._cell

@@ -274,6 +274,10 @@ class AsyncioMcpService:
         """Whether the server's connection is up now (see :meth:`McpService.is_connected`)."""
         return self._hop.read(lambda s: s.is_connected(server))
 
+    def call_goes_straight(self, server: str, tool_name: str) -> bool:
+        """Whether a call of the tool now goes straight to its request (see :meth:`McpService.call_goes_straight`)."""
+        return self._hop.read(lambda s: s.call_goes_straight(server, tool_name))
+
     def resolve_tool_id(self, tool_id: str) -> tuple[McpServerRecord, str]:
         """``(record, tool name)`` for a tool id (see :meth:`McpService.resolve_tool_id`)."""
         return self._hop.read(lambda s: s.resolve_tool_id(tool_id))

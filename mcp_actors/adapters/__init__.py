@@ -38,6 +38,7 @@ Results, errors, bounds — the contract of :meth:`Tool.execute` for both adapte
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any, cast
@@ -133,7 +134,7 @@ class McpToolAdapter:
     def _target(self, service: McpService, on_progress: ProgressCallback | None) -> _Target:
         tool, server_id = self.mcp_tool, self.mcp_tool.server_id
 
-        def call(arguments: dict[str, Any], timeout: float, call_id: str) -> Awaitable[mcp_types.CallToolResult]:
+        def call(arguments: dict[str, Any], timeout: float, call_id: str | None) -> Awaitable[mcp_types.CallToolResult]:
             return service.call_tool(server_id, tool.name, arguments, call_id, timeout=timeout, on_progress=on_progress)
 
         return _Target(
@@ -141,6 +142,7 @@ class McpToolAdapter:
             tool=tool.name,
             server=tool.server_name,
             timeout=self.timeout,
+            straight=functools.partial(service.call_goes_straight, server_id, tool.name),
             connected=lambda: service.is_connected(server_id),
             connect=lambda: service.connect(server_id),
             call=call,

@@ -186,32 +186,42 @@ def _in_context(exc: McpActorsError, name: str) -> McpActorsError:
 
 @attrs.frozen(kw_only=True)
 class _Target:
-    """How an adapter reaches its tool: the pieces the shared call logic needs."""
+    """How an adapter reaches its tool: the pieces the shared call logic needs.
+
+    ``straight`` says whether ``call``, awaited now, awaits nothing before a request bounded
+    by its ``timeout`` (connected, tool listed, no approval step): then the adapter's bound
+    is handed down as that timeout and no cancel scope of the adapter's is needed.
+    """
 
     name: str
     tool: str
     server: str
     timeout: float
+    straight: Callable[[], bool]
     connected: Callable[[], bool]
     connect: Callable[[], Awaitable[None]]
-    call: Callable[[dict[str, Any], float, str], Awaitable[mcp_types.CallToolResult]]
+    call: Callable[[dict[str, Any], float, str | None], Awaitable[mcp_types.CallToolResult]]
 
 
 async def _call(target: _Target, params: Mapping[str, Any] | None) -> mcp_types.CallToolResult:
     """Call the tool, bounded by ``target.timeout`` from start to end: one bound, one deadline.
 
-    A single cancel scope at the deadline covers every step (connecting a server that
-    is not connected yet, the registry's approval step, the call); the call also gets
+    When the call goes straight to its request (``target.straight()``: connected, the tool
+    listed, no approval step, no timeout that progress resets), the bound is the call's own
+    ``timeout``: one cancel scope, the request's, from the first step to the answer.
+    Otherwise a single cancel scope at the deadline covers every step (connecting a server
+    that is not connected yet, the registry's approval step, the call); the call also gets
     what is left of the budget as its ``timeout``, so a shorter per-server default never
     cuts the adapter's bound short. Whichever fires at the deadline, the server is told
     to cancel the call (the connection does so for a timed-out and for a cancelled call)
     and the caller gets one :class:`~mcp_actors.errors.ToolCallTimeout`.
     """
     arguments = _check_params(params, target.name)
-    deadline = trio.current_time() + target.timeout
-    call_id = new_call_id()
     connected = True
     try:
+        if target.straight():
+            return await target.call(arguments, target.timeout, None)
+        deadline = trio.current_time() + target.timeout
         with trio.move_on_at(deadline):
             if not target.connected():
                 connected = False
@@ -219,7 +229,7 @@ async def _call(target: _Target, params: Mapping[str, Any] | None) -> mcp_types.
                 connected = trio.current_time() < deadline  # else the call is never sent
             remaining = deadline - trio.current_time()
             if remaining > 0:
-                return await target.call(arguments, remaining, call_id)
+                return await target.call(arguments, remaining, new_call_id())
     except ToolCallTimeout:
         pass
     except McpActorsError as exc:

@@ -20,6 +20,7 @@ import trio
 
 from mcp_actors import events
 from mcp_actors._config.record import McpServerRecord
+from mcp_actors._connection.call_ids import new_call_id
 from mcp_actors._connection.callbacks import (
     DEFAULT_CALLBACK_TIMEOUT,
     ElicitationHandler,
@@ -182,14 +183,15 @@ class DirectMcpToolAdapter:
     def _target(self) -> _Target:
         handle, tool_name = self.connection.handle, self.tool.name
 
-        def call(arguments: dict[str, Any], timeout: float, call_id: str) -> Awaitable[mcp_types.CallToolResult]:
-            return handle.call_tool(tool_name, arguments, timeout=timeout, call_id=call_id)
+        def call(arguments: dict[str, Any], timeout: float, call_id: str | None) -> Awaitable[mcp_types.CallToolResult]:
+            return handle.call_tool(tool_name, arguments, timeout=timeout, call_id=call_id or new_call_id())
 
         return _Target(
             name=self.name,
             tool=tool_name,
             server=self.connection.name,
             timeout=self.timeout,
+            straight=functools.partial(handle.call_goes_straight, tool_name),
             connected=lambda: handle.state is ConnectionState.CONNECTED,
             connect=handle.connect,
             call=call,
