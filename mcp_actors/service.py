@@ -783,6 +783,21 @@ class McpService:
         await trio.lowlevel.checkpoint()
         return await (await self._active(server))[1].initialize_result()
 
+    async def notifications_delivered(self, server: str) -> None:
+        """Wait until ``server``'s notifications received so far have reached their handlers and events.
+
+        A server's notifications (log messages, list changes) are handled in the wire's order
+        in a task of their own, so a call's answer may reach the caller before the log
+        messages the server sent just before it. A host that relays both in order (the
+        gateway) waits here after the answer. Returns at once when nothing is queued or the
+        server is not connected.
+
+        Raises:
+            ServerNotFound, ServerInactive: As the names say.
+        """
+        await trio.lowlevel.checkpoint()
+        await (await self._active(server))[1].notifications_delivered()
+
     async def disconnect(self, server: str) -> None:
         """Close the server's connection (it reconnects lazily on the next use)."""
         await trio.lowlevel.checkpoint()

@@ -185,6 +185,12 @@ class ConnectionHandle:
         """Connect if not connected (coalesced with an attempt under way)."""
         await self._live()
 
+    async def notifications_delivered(self) -> None:
+        """Wait until the live session's notifications received so far are handled; at once when not connected."""
+        live = self._cell.live
+        if live is not None:
+            await live.notifications_delivered()
+
     async def initialize_result(self) -> mcp_types.InitializeResult:
         """The live connection's handshake answer (connecting first if needed); no request is sent.
 

@@ -355,6 +355,11 @@ class LiveSession:
     _validators: dict[str, tuple[Any, Any]] = attrs.field(factory=dict, init=False)
     _header_maps: dict[str, tuple[Any, dict[tuple[str, ...], str]]] = attrs.field(factory=dict, init=False)
 
+    async def notifications_delivered(self) -> None:
+        """Wait until the server's notifications received so far are handled (see the dispatcher's)."""
+        if self.dispatcher is not None:
+            await self.dispatcher.notifications_delivered()
+
     async def send_raw(
         self, method: str, params: dict[str, Any], *, on_progress: ProgressFnT | None = None
     ) -> dict[str, Any]:

@@ -457,6 +457,15 @@ class WireDispatcher:
             raise MalformedReply(code=PARSE_ERROR, message=outcome["error"]["message"])
         raise _mcp_error(outcome.get("error"))
 
+    async def notifications_delivered(self) -> None:
+        """Wait until every notification received so far has been handed to its handler.
+
+        Notifications run one at a time in the wire's order, in a task of their own; a caller
+        that got an answer may wait here so the server's notifications sent before that
+        answer (its log messages) have been handled. No checkpoint when none is queued.
+        """
+        await self._notifications.wait_idle()
+
     @contextlib.contextmanager
     def _client_span(
         self, method: str, params: dict[str, Any], meta: dict[str, Any] | None, request_id: RequestId

@@ -255,7 +255,12 @@ class Gateway:
         self.tasks = GatewayTasks(self.relays, server_names=self._server_name)
         self.subscriptions = Subscriptions(self.service.subscribe_resource, self.service.unsubscribe_resource)
         self.logs = LogRelay(
-            self.service.subscribe, self.service.initialize_result, self.relays, self.listeners, self.subscriptions
+            service_subscribe=self.service.subscribe,
+            initialize_result=self.service.initialize_result,
+            notifications_delivered=self.service.notifications_delivered,
+            calls=self.relays,
+            listeners=self.listeners,
+            subscriptions=self.subscriptions,
         )
         self._handlers = {
             "ping": self._ping,

@@ -35,8 +35,8 @@ logger = logging.getLogger("mcp_actors.serve")
 LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 """MCP's log levels (RFC 5424's), least severe first."""
 _RANK: Final = {level: rank for rank, level in enumerate(LOG_LEVELS)}
-_SETTLE_CHECKPOINTS: Final = 3
-"""Scheduler passes a finished call gives its server's last log messages to reach the relay."""
+_SETTLE_BOUND: Final = 1.0
+"""Seconds a finished call waits at most for its server's earlier notifications to be handled."""
 
 
 def admits(threshold: str | None, level: Any) -> bool:
@@ -154,6 +154,8 @@ class LogRelay:
     service_subscribe: Callable[..., events.Subscription]
     initialize_result: Callable[[str], Awaitable[Any]]
     """The runtime's ``initialize_result``: whether a server declares ``logging`` (it may log during a call)."""
+    notifications_delivered: Callable[[str], Awaitable[None]]
+    """The runtime's ``notifications_delivered``: a server's messages sent before an answer are handled."""
     calls: ClientRequests
     listeners: Iterable[Any]
     subscriptions: Subscriptions
@@ -177,7 +179,8 @@ class LogRelay:
 
         The runtime hands a server's notifications to the event bus from a task of its own, so
         a message the server sent just before its answer may not be on the bus yet when the
-        answer is: a few scheduler passes let it arrive, then what is queued is routed now.
+        answer is: the call waits (bounded) until the runtime has handled what the server sent
+        before its answer, then what is queued is routed now.
         Paid by a call whose client takes log messages (not ``"off"``) to a server that may
         send them (it declared ``logging``, or sent one before).
         """
@@ -193,8 +196,8 @@ class LogRelay:
             may_log = self._logging[server_id] = getattr(capabilities, "logging", None) is not None
         if not may_log:
             return
-        for _ in range(_SETTLE_CHECKPOINTS):
-            await trio.lowlevel.checkpoint()
+        with trio.move_on_after(_SETTLE_BOUND):
+            await self.notifications_delivered(server_id)
         while True:
             try:
                 self._route(self._events.receive_nowait())

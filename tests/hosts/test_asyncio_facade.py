@@ -15,9 +15,10 @@ from mcp_actors.service import McpService
 
 NOT_FOR_ASYNCIO = {"subscribe"}
 """Operations whose asyncio form differs in kind: ``subscribe`` gives an asyncio iterator (a plain method)."""
-TRIO_SIDE = {"bus", "config_store", "host_callbacks"}
+TRIO_SIDE = {"bus", "config_store", "host_callbacks", "notifications_delivered"}
 """The runtime's own parts, for code that runs on its trio loop beside it (the gateway plugs into them):
-the event bus and host callbacks are trio objects, and the config store is the registry's to write."""
+the event bus and host callbacks are trio objects, the config store is the registry's to write, and
+``notifications_delivered`` orders a relay's notifications before the answer it relays."""
 
 
 def public_members(cls: type) -> dict[str, Any]:
