@@ -315,6 +315,29 @@ async def test_a_2026_listen_stream_hears_list_changes(tmp_path: Path) -> None:
             assert names and all(name.startswith("alpha__") for name in names)
 
 
+async def post_region_mismatch(url: str, tool: str) -> httpx2.Response:
+    """A 2026-07-28 ``tools/call`` of ``tool`` whose ``Mcp-Param-Region`` header (us) disagrees with its argument."""
+    envelope = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    body = {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": {"region": "eu"}, "_meta": envelope},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": tool,
+        "mcp-param-region": "us",
+    }
+    async with httpx2.AsyncClient() as http:
+        return await http.post(url, json=body, headers=headers)
+
+
 async def test_mcp_param_headers_are_checked_against_the_tools_schema(tmp_path: Path) -> None:
     """At 2026-07-28 a header that disagrees with its argument is -32020; the SDK client's own headers pass."""
     from mcp import Client
@@ -323,24 +346,6 @@ async def test_mcp_param_headers_are_checked_against_the_tools_schema(tmp_path: 
         with trio.fail_after(BOUND):
             await client.list_tools()
             assert _text(await client.call_tool("delta__where", {"region": "eu"})) == "in eu"
-            envelope = {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-            body = {
-                "jsonrpc": "2.0",
-                "id": 7,
-                "method": "tools/call",
-                "params": {"name": "delta__where", "arguments": {"region": "eu"}, "_meta": envelope},
-            }
-            headers = {
-                "accept": "application/json, text/event-stream",
-                "mcp-protocol-version": "2026-07-28",
-                "mcp-method": "tools/call",
-                "mcp-name": "delta__where",
-                "mcp-param-region": "us",
-            }
-            async with httpx2.AsyncClient() as http:
-                answer = await http.post(rig.url, json=body, headers=headers)
+            answer = await post_region_mismatch(rig.url, "delta__where")
             assert answer.status_code == 400
             assert answer.json()["error"]["code"] == -32020

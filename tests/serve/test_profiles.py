@@ -32,6 +32,7 @@ from mcp_actors.serve import HttpGateway, serve_http, serve_stdio
 from mcp_actors.testing import demo_server_command
 from mcp_actors.testing.conformance_server import create_conformance_server
 from mcp_actors.testing.memory import memory_demo_server
+from tests.serve.test_gateway import post_region_mismatch
 
 BOUND = 30.0
 """Upper bound of any one step: real sockets, a loaded machine."""
@@ -359,26 +360,8 @@ async def test_mcp_param_headers_are_checked_under_a_profiles_names(tmp_path: Pa
                 assert "test_x_mcp_header" in listed
                 answer = await client.call_tool("test_x_mcp_header", {"region": "eu"})
                 assert not answer.is_error
-        envelope = {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }
-        body = {
-            "jsonrpc": "2.0",
-            "id": 7,
-            "method": "tools/call",
-            "params": {"name": "test_x_mcp_header", "arguments": {"region": "eu"}, "_meta": envelope},
-        }
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "mcp-protocol-version": "2026-07-28",
-            "mcp-method": "tools/call",
-            "mcp-name": "test_x_mcp_header",
-            "mcp-param-region": "us",
-        }
         with trio.fail_after(BOUND):
-            async with httpx2.AsyncClient() as http:
-                refused = await http.post(url, json=body, headers=headers)
+            refused = await post_region_mismatch(url, "test_x_mcp_header")
         assert refused.status_code == 400, refused.text
         assert refused.json()["error"]["code"] == -32020
 
