@@ -37,6 +37,8 @@ LOG_LEVELS: Final = ("debug", "info", "notice", "warning", "error", "critical", 
 _RANK: Final = {level: rank for rank, level in enumerate(LOG_LEVELS)}
 _SETTLE_BOUND: Final = 1.0
 """Seconds a finished call waits at most for its server's earlier notifications to be handled."""
+_SETTLE_CHECKPOINTS: Final = 3
+"""Scheduler passes after that, for a session whose notifications the SDK hands over in tasks of their own."""
 
 
 def admits(threshold: str | None, level: Any) -> bool:
@@ -198,6 +200,8 @@ class LogRelay:
             return
         with trio.move_on_after(_SETTLE_BOUND):
             await self.notifications_delivered(server_id)
+        for _ in range(_SETTLE_CHECKPOINTS):
+            await trio.lowlevel.checkpoint()  # a session without our dispatcher hands them over in tasks of its own
         while True:
             try:
                 self._route(self._events.receive_nowait())

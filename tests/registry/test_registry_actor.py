@@ -533,6 +533,7 @@ async def test_every_async_method_checkpoints(tmp_path: Path) -> None:
         "discover": ("demo",),
         "health": ("demo",),
         "initialize_result": ("demo",),
+        "notifications_delivered": ("demo",),
         "list": (),
         "list_all_active_server_tools": (),
         "list_server_tools": ("demo",),
