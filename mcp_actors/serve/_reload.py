@@ -87,11 +87,14 @@ async def apply_config(gateway: Gateway, store: ConfigStore) -> _Fingerprint:
         await gateway.service.list()  # the registry re-reads a moved file (or keeps its state, and logs)
     except McpActorsError as exc:
         logger.warning("the runtime could not apply the config file: %s", exc)
+    # Taken before the read: a version saved after a failed read must look new at the next
+    # look (a fingerprint taken after the report would be the fix's, and the fix never applied).
+    before = await trio.to_thread.run_sync(store.fingerprint)
     try:
         profiles, fingerprint = await read_profiles(store)
     except (ConfigError, OSError) as exc:
         _report(gateway, store, exc)
-        return await trio.to_thread.run_sync(store.fingerprint)
+        return before
     served = gateway.profiles
     if served is None:
         return fingerprint

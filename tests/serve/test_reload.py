@@ -7,6 +7,7 @@ Another writer is another :class:`ConfigStore` on the same file (what ``mcp-acto
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,52 @@ async def set_profiles_raw(path: Path, good: bytes, profiles: Any) -> None:
     staged = path.with_name("staged.json")
     staged.write_text(json.dumps(document))
     os.replace(staged, path)
+
+
+class _SavedRightAfterABadRead(ConfigStore):
+    """A store whose file another writer replaces just after a read of it fails (once).
+
+    The window is a thread switch wide in real life (the editor saves the fix while the
+    watcher reports the broken version); here it is made certain, to pin the interleaving.
+    """
+
+    def __init__(self, path: Path, fixed: bytes) -> None:
+        super().__init__(path)
+        self._fixed: bytes | None = fixed
+
+    def load_section(self, key: str) -> Any:
+        try:
+            return super().load_section(key)
+        except Exception:
+            if self._fixed is not None:
+                staged = self.path.with_name("fixed.json")
+                staged.write_bytes(self._fixed)
+                os.replace(staged, self.path)
+                self._fixed = None
+            raise
+
+
+async def test_a_version_saved_while_a_bad_one_is_reported_is_still_applied(tmp_path: Path) -> None:
+    """The watcher remembers the version it read, not the one on disk when it reports: a fix saved meanwhile applies."""
+    from mcp_actors.serve._reload import watch_config
+
+    async with profiled_gateway(tmp_path, CODER, reload_interval=None) as rig:  # this test's watcher only
+        path = rig.runtime.service.config_store.path
+        good = path.read_bytes()
+        document = json.loads(good)
+        document[PROFILES_KEY] = {"coder": {"servers": {"beta": {"tools": ["echo"]}}}}
+        store = _SavedRightAfterABadRead(path, json.dumps(document).encode())
+        seen = store.fingerprint()
+        wanted = [events.PROFILES_CHANGED, events.CONFIG_INVALID]
+        with trio.fail_after(BOUND), rig.runtime.service.subscribe(types=wanted) as changes:
+            async with trio.open_nursery() as nursery:
+                gateway = rig.gateway.gateway
+                await nursery.start(lambda **ts: watch_config(gateway, store, interval=FAST, seen=seen, **ts))
+                broken = tmp_path / "broken.json"
+                broken.write_bytes(good[: len(good) // 2])
+                os.replace(broken, path)
+                assert (await next_event(changes)).type == events.CONFIG_INVALID
+                applied = await next_event(changes)
+                assert applied.type == events.PROFILES_CHANGED, applied.data
+                assert applied.data["profiles"] == ["coder"]
+                nursery.cancel_scope.cancel()
