@@ -13,9 +13,12 @@ use like the other peers'.
 The goal line per framework: our per-call cost (sequential latency, and 1 / calls/s at
 ``--inflight``) at most ``GOAL_RATIO`` times the framework's own client's. A module may
 measure a ``floor`` contender too: the same framework path with a no-op local tool (a plain
-function tool of that framework), the cost no MCP client can go under; the table then says
-how far above it each client is, and whether the goal is within reach at all (a floor over
-``GOAL_RATIO`` times the framework's own client's total puts it out of reach).
+function tool of that framework), the cost no MCP client can go under; and a ``wire_floor``:
+the same path calling the light server through a hand-written JSON-RPC client
+(``_integrations/_wire_floor.py``), the cost no client of that server can go under. The
+table then says how far above the floor each client is, and whether the goal is within
+reach at all (the higher floor over ``GOAL_RATIO`` times the framework's own client's total
+puts it out of reach of any client on this machine).
 
     python -m benchmarks.integrations [--quick] [--frameworks a,b] [--rounds N] [--json PATH]
 """
@@ -133,7 +136,9 @@ def summarize(stem: str, runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dic
             "errors": errors,
         }
     summary: dict[str, Any] = {"framework": stem, "contenders": rows}
-    ours, own, floor = rows.get("ours"), rows.get("own"), rows.get("floor")
+    ours, own = rows.get("ours"), rows.get("own")
+    floors = [row for key in ("floor", "wire_floor") if (row := rows.get(key)) and row["sequential_ms"] is not None]
+    floor = max(floors, key=lambda row: row["sequential_ms"], default=None)
     if ours and own and ours["sequential_ms"] and own["sequential_ms"] and ours["calls_per_s"] and own["calls_per_s"]:
         seq_ratio = ours["sequential_ms"] / own["sequential_ms"]
         flight_ratio = own["calls_per_s"] / ours["calls_per_s"]  # per-call cost: 1 / (calls/s)
@@ -142,8 +147,9 @@ def summarize(stem: str, runs: Mapping[str, Sequence[Mapping[str, Any]]]) -> dic
             inflight_cost_ratio=flight_ratio,
             goal_met=seq_ratio <= GOAL_RATIO and flight_ratio <= GOAL_RATIO,
         )
-        if floor and floor["sequential_ms"] is not None:
-            # The framework's own tool layer with a no-op tool: no contender's call can cost less.
+        if floor:
+            # The framework's own tool layer with a no-op tool, or with a hand-written client of the
+            # server (the higher of the two): no contender's call can cost less.
             floor_ms = floor["sequential_ms"]
             summary.update(
                 floor_sequential_ms=floor_ms,

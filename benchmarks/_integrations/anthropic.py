@@ -7,6 +7,9 @@
 * ``own``: the SDK's own MCP helper, ``anthropic.lib.tools.mcp.async_mcp_tool``, over an
   ``mcp.ClientSession`` on the official SDK's stdio client to the same server; one call is
   the same ``await tool.call(...)``.
+* ``floor``: a ``beta_async_tool`` answering without any server (the tool layer alone);
+  ``wire_floor``: the same tool calling the light server through a hand-written client
+  (:mod:`benchmarks._integrations._wire_floor`), the least any client pays here.
 
 Both run in the project's venv: the helper reads mcp 2.x's snake_case fields (and 1.x's
 camelCase ones), so "own" needs nothing beyond ``mcp-actors[anthropic]`` and ``mcp``.
@@ -88,8 +91,30 @@ async def floor(server_argv: list[str]) -> AsyncIterator[Call]:
     yield call
 
 
-CONTENDERS = {"ours": ours, "own": own, "floor": floor}
-CONTENDER_NAMES = ("ours", "own", "floor")
+@asynccontextmanager
+async def wire_floor(server_argv: list[str]) -> AsyncIterator[Call]:
+    """The least any client pays here: a ``beta_async_tool`` whose coroutine calls ``echo`` on the light
+    server through the hand-written client of :mod:`benchmarks._integrations._wire_floor`."""
+    from anthropic.lib.tools import beta_async_tool
+
+    from benchmarks._integrations._wire_floor import open_wire_floor
+
+    async with open_wire_floor(server_argv) as client:
+
+        @beta_async_tool
+        async def echo(text: str) -> Any:
+            """Return the given text unchanged."""
+            result = await client.request("tools/call", {"name": "echo", "arguments": {"text": text}})
+            return result["content"]
+
+        async def call() -> object:
+            return _check(await echo.call(_ARGUMENTS))
+
+        yield call
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor, "wire_floor": wire_floor}
+CONTENDER_NAMES = ("ours", "own", "floor", "wire_floor")
 """What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":

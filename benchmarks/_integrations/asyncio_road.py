@@ -14,6 +14,8 @@ prints the per-run figures and the medians):
 * ``portal``: ``start_portal()`` and ``portal.asyncio_service()``, the older way in (on this
   checkout the same hop as ``asyncio-thread``; ``portal@main`` with ``--tree`` for another's).
 * ``raw-asyncio``: the official SDK's ``mcp.Client`` over stdio on asyncio, by hand.
+* ``wire_floor``: a hand-written JSON-RPC client on asyncio
+  (:mod:`benchmarks._integrations._wire_floor`): the least any client pays for a call here.
 
 ``--tree main=/path/to/checkout --only portal@main,...`` measures a contender on another
 checkout's package (its ``portal`` before this module's changes, say), the same way.
@@ -125,6 +127,20 @@ async def _raw_asyncio(server: list[str]) -> AsyncIterator[Call]:
         yield call
 
 
+@contextlib.asynccontextmanager
+async def _wire_floor(server: list[str]) -> AsyncIterator[Call]:
+    from benchmarks._integrations._wire_floor import open_wire_floor
+
+    async with open_wire_floor(server) as client:
+
+        async def call() -> None:
+            result = await client.request("tools/call", {"name": "echo", "arguments": _ARGS})
+            if result.get("isError"):
+                raise RuntimeError("the echo call failed")
+
+        yield call
+
+
 # --------------------------------------------------------------------------- the trio road
 
 
@@ -196,6 +212,7 @@ CONTENDERS: dict[str, Opener] = {
     "asyncio-thread": _asyncio_road("thread"),
     "portal": _portal,
     "raw-asyncio": _raw_asyncio,
+    "wire_floor": _wire_floor,
 }
 """The asyncio contenders (``trio`` is measured by :func:`measure_trio` on trio)."""
 
@@ -205,7 +222,7 @@ KEYS = ("trio", *CONTENDERS)
 ALIASES = {"ours": "asyncio", "own": "raw-asyncio"}
 """``benchmarks.integrations`` compares ``ours`` with ``own``: here the asyncio road with the raw SDK on asyncio."""
 
-CONTENDER_NAMES = ("ours", "own", "trio", "asyncio-thread", "portal")
+CONTENDER_NAMES = ("ours", "own", "trio", "asyncio-thread", "portal", "wire_floor")
 """What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 

@@ -11,6 +11,9 @@ left out of both. Each lists its tools once first, as an agent's first turn does
 * "own": ``MCPServerStdio`` with ``cache_tools_list=True``, connected (``async with``) to the
   same server program, as ``benchmarks/drivers/openai_agents.py`` configures it (session
   read timeout raised to 60 s so a queue of in-flight calls measures speed, not time-outs).
+* "floor": a ``call_tool`` answering a ready result (the harness alone); "wire_floor": a
+  ``call_tool`` calling the light server through a hand-written client
+  (:mod:`benchmarks._integrations._wire_floor`), the least any client pays here.
 
 Both run in this project's venv: ``openai-agents`` (the ``openai-agents`` extra) works with
 our ``mcp`` 2.x, so no peer venv is needed.
@@ -91,8 +94,26 @@ async def open_floor(server_argv: list[str]) -> AsyncIterator[Call]:
     yield call
 
 
-CONTENDERS = {"ours": open_ours, "own": open_own, "floor": open_floor}
-CONTENDER_NAMES = ("ours", "own", "floor")
+@contextlib.asynccontextmanager
+async def open_wire_floor(server_argv: list[str]) -> AsyncIterator[Call]:
+    """The least any client pays here: a ``call_tool`` that calls ``echo`` on the light server through the
+    hand-written client of :mod:`benchmarks._integrations._wire_floor` and builds the SDK's result."""
+    from benchmarks._integrations._wire_floor import open_wire_floor as open_client
+
+    async with open_client(server_argv) as client:
+
+        async def call_tool(name: str, arguments: dict[str, object] | None) -> mcp_types.CallToolResult:
+            result = await client.request("tools/call", {"name": name, "arguments": arguments or {}})
+            return mcp_types.CallToolResult.model_validate(result)
+
+        async def call() -> None:
+            _check(await call_tool("echo", {"text": "hi"}))
+
+        yield call
+
+
+CONTENDERS = {"ours": open_ours, "own": open_own, "floor": open_floor, "wire_floor": open_wire_floor}
+CONTENDER_NAMES = ("ours", "own", "floor", "wire_floor")
 """What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":

@@ -76,3 +76,19 @@ def test_the_floor_says_how_far_above_it_each_client_is_and_whether_the_goal_is_
     reachable = integrations.summarize("fw", runs)
     assert reachable["goal_reachable"] is True
     assert "out of reach" not in integrations.render([reachable], 50)
+
+
+def test_the_higher_of_the_two_floors_decides_whether_the_goal_is_in_reach() -> None:
+    """The tool layer alone may be far under half of own's total while the server's round trip is not."""
+    runs = {
+        "ours": [{"sequential_ms": 0.3, "calls_per_s": 7000.0}],
+        "own": [{"sequential_ms": 0.3, "calls_per_s": 3500.0}],
+        "floor": [{"sequential_ms": 0.01, "calls_per_s": 90000.0}],
+        "wire_floor": [{"sequential_ms": 0.17, "calls_per_s": 30000.0}],
+    }
+    summary = integrations.summarize("fw", runs)
+    assert summary["floor_sequential_ms"] == pytest.approx(0.17)
+    assert summary["goal_reachable"] is False
+    assert "out of reach" in integrations.render([summary], 50)
+    del runs["wire_floor"]
+    assert integrations.summarize("fw", runs)["goal_reachable"] is True
