@@ -103,8 +103,26 @@ async def floor(server: list[str]) -> AsyncIterator[Call]:
     yield caller(FunctionTool(echo), await tool_context())
 
 
-CONTENDERS = {"ours": ours, "own": own, "floor": floor}
-CONTENDER_NAMES = ("ours", "own", "floor")
+@contextlib.asynccontextmanager
+async def wire_floor(server: list[str]) -> AsyncIterator[Call]:
+    """The least any client pays here: the ``FunctionTool`` of :func:`floor` calling ``echo`` on the light
+    server through the hand-written client of :mod:`benchmarks._integrations._wire_floor`."""
+    from google.adk.tools.function_tool import FunctionTool
+
+    from benchmarks._integrations._wire_floor import open_wire_floor
+
+    async with open_wire_floor(server) as client:
+
+        async def echo(text: str) -> dict[str, Any]:
+            """Return the given text unchanged."""
+            result: dict[str, Any] = await client.request("tools/call", {"name": "echo", "arguments": {"text": text}})
+            return result
+
+        yield caller(FunctionTool(echo), await tool_context())
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor, "wire_floor": wire_floor}
+CONTENDER_NAMES = ("ours", "own", "floor", "wire_floor")
 """What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":

@@ -87,8 +87,31 @@ async def open_floor(server: list[str]) -> AsyncIterator[Call]:
     yield call
 
 
-CONTENDERS: Final = {"ours": open_ours, "own": open_own, "floor": open_floor}
-CONTENDER_NAMES: Final = ("ours", "own", "floor")
+@contextlib.asynccontextmanager
+async def open_wire_floor(server: list[str]) -> AsyncIterator[Call]:
+    """The least any client pays here: the ``StructuredTool`` of :func:`open_floor` calling ``echo`` on the
+    light server through the hand-written client of :mod:`benchmarks._integrations._wire_floor`."""
+    from langchain_core.tools import StructuredTool
+
+    from benchmarks._integrations._wire_floor import open_wire_floor as open_client
+
+    async with open_client(server) as client:
+
+        async def echo(text: str) -> str:
+            """Return the given text unchanged."""
+            result = await client.request("tools/call", {"name": "echo", "arguments": {"text": text}})
+            return str(result["content"][0]["text"])
+
+        tool = StructuredTool.from_function(coroutine=echo)
+
+        async def call() -> Any:
+            return await tool.ainvoke(_ARGUMENTS)
+
+        yield call
+
+
+CONTENDERS: Final = {"ours": open_ours, "own": open_own, "floor": open_floor, "wire_floor": open_wire_floor}
+CONTENDER_NAMES: Final = ("ours", "own", "floor", "wire_floor")
 """What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":

@@ -81,8 +81,26 @@ async def floor(server: list[str]) -> AsyncIterator[Call]:
     yield _echo_call(FunctionTool.from_defaults(async_fn=echo))
 
 
-CONTENDERS = {"ours": ours, "own": own, "floor": floor}
-CONTENDER_NAMES = ("ours", "own", "floor")
+@contextlib.asynccontextmanager
+async def wire_floor(server: list[str]) -> AsyncIterator[Call]:
+    """The least any client pays here: the ``FunctionTool`` of :func:`floor` calling ``echo`` on the light
+    server through the hand-written client of :mod:`benchmarks._integrations._wire_floor`."""
+    from llama_index.core.tools import FunctionTool
+
+    from benchmarks._integrations._wire_floor import open_wire_floor
+
+    async with open_wire_floor(server) as client:
+
+        async def echo(text: str) -> str:
+            """Return the given text unchanged."""
+            result = await client.request("tools/call", {"name": "echo", "arguments": {"text": text}})
+            return str(result["content"][0]["text"])
+
+        yield _echo_call(FunctionTool.from_defaults(async_fn=echo))
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor, "wire_floor": wire_floor}
+CONTENDER_NAMES = ("ours", "own", "floor", "wire_floor")
 """What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 if __name__ == "__main__":

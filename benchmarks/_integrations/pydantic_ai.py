@@ -101,8 +101,34 @@ async def floor(server: list[str]) -> AsyncIterator[Call]:
         yield call
 
 
-CONTENDERS = {"ours": ours, "own": own, "floor": floor}
-CONTENDER_NAMES = ("ours", "own", "floor")
+@contextlib.asynccontextmanager
+async def wire_floor(server: list[str]) -> AsyncIterator[Call]:
+    """The least any client pays here: the ``FunctionToolset`` of :func:`floor` whose ``echo`` calls the
+    light server through the hand-written client of :mod:`benchmarks._integrations._wire_floor`."""
+    from pydantic_ai.toolsets import FunctionToolset
+
+    from benchmarks._integrations._wire_floor import open_wire_floor
+
+    async with open_wire_floor(server) as client:
+
+        async def echo(text: str) -> str:
+            """Return the given text unchanged."""
+            result = await client.request("tools/call", {"name": "echo", "arguments": {"text": text}})
+            return str(result["content"][0]["text"])
+
+        toolset: Any = FunctionToolset([echo])
+        ctx = _bare_context()
+        async with toolset:
+            tool = (await toolset.get_tools(ctx))["echo"]
+
+            async def call() -> object:
+                return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
+
+            yield call
+
+
+CONTENDERS = {"ours": ours, "own": own, "floor": floor, "wire_floor": wire_floor}
+CONTENDER_NAMES = ("ours", "own", "floor", "wire_floor")
 """What ``benchmarks.integrations`` measures of this module (read there without importing it)."""
 
 
