@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-__all__ = ["WireFloorClient", "open_wire_floor"]
+__all__ = ["WireFloorClient", "echo_tool", "open_wire_floor"]
 
 
 class WireFloorClient:
@@ -90,3 +90,14 @@ async def open_wire_floor(argv: list[str]) -> AsyncIterator[WireFloorClient]:
         reader.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await reader
+
+
+def echo_tool(client: WireFloorClient) -> Callable[[str], Awaitable[str]]:
+    """``echo(text)`` on the light server through ``client``, as the plain function a framework's tool wraps."""
+
+    async def echo(text: str) -> str:
+        """Return the given text unchanged."""
+        result = await client.request("tools/call", {"name": "echo", "arguments": {"text": text}})
+        return str(result["content"][0]["text"])
+
+    return echo

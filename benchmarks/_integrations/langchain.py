@@ -93,16 +93,11 @@ async def open_wire_floor(server: list[str]) -> AsyncIterator[Call]:
     light server through the hand-written client of :mod:`benchmarks._integrations._wire_floor`."""
     from langchain_core.tools import StructuredTool
 
+    from benchmarks._integrations._wire_floor import echo_tool
     from benchmarks._integrations._wire_floor import open_wire_floor as open_client
 
     async with open_client(server) as client:
-
-        async def echo(text: str) -> str:
-            """Return the given text unchanged."""
-            result = await client.request("tools/call", {"name": "echo", "arguments": {"text": text}})
-            return str(result["content"][0]["text"])
-
-        tool = StructuredTool.from_function(coroutine=echo)
+        tool = StructuredTool.from_function(coroutine=echo_tool(client))
 
         async def call() -> Any:
             return await tool.ainvoke(_ARGUMENTS)

@@ -87,16 +87,10 @@ async def wire_floor(server: list[str]) -> AsyncIterator[Call]:
     server through the hand-written client of :mod:`benchmarks._integrations._wire_floor`."""
     from llama_index.core.tools import FunctionTool
 
-    from benchmarks._integrations._wire_floor import open_wire_floor
+    from benchmarks._integrations._wire_floor import echo_tool, open_wire_floor
 
     async with open_wire_floor(server) as client:
-
-        async def echo(text: str) -> str:
-            """Return the given text unchanged."""
-            result = await client.request("tools/call", {"name": "echo", "arguments": {"text": text}})
-            return str(result["content"][0]["text"])
-
-        yield _echo_call(FunctionTool.from_defaults(async_fn=echo))
+        yield _echo_call(FunctionTool.from_defaults(async_fn=echo_tool(client)))
 
 
 CONTENDERS = {"ours": ours, "own": own, "floor": floor, "wire_floor": wire_floor}

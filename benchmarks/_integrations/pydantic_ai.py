@@ -26,7 +26,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from benchmarks._integrations._measure import Call, main, open_bench_runtime
@@ -80,15 +80,9 @@ async def own(server: list[str]) -> AsyncIterator[Call]:
 
 
 @contextlib.asynccontextmanager
-async def floor(server: list[str]) -> AsyncIterator[Call]:
-    """pydantic-ai's own floor: a ``FunctionToolset`` whose ``echo`` returns its text, called the same way."""
+async def _function_toolset(echo: Callable[[str], Awaitable[str]]) -> AsyncIterator[Call]:
+    """``echo`` as a ``FunctionToolset`` tool, called the way the contenders are."""
     from pydantic_ai.toolsets import FunctionToolset
-
-    del server
-
-    async def echo(text: str) -> str:
-        """Return the given text unchanged."""
-        return text
 
     toolset: Any = FunctionToolset([echo])
     ctx = _bare_context()
@@ -102,29 +96,26 @@ async def floor(server: list[str]) -> AsyncIterator[Call]:
 
 
 @contextlib.asynccontextmanager
+async def floor(server: list[str]) -> AsyncIterator[Call]:
+    """pydantic-ai's own floor: a ``FunctionToolset`` whose ``echo`` returns its text, called the same way."""
+    del server
+
+    async def echo(text: str) -> str:
+        """Return the given text unchanged."""
+        return text
+
+    async with _function_toolset(echo) as call:
+        yield call
+
+
+@contextlib.asynccontextmanager
 async def wire_floor(server: list[str]) -> AsyncIterator[Call]:
     """The least any client pays here: the ``FunctionToolset`` of :func:`floor` whose ``echo`` calls the
     light server through the hand-written client of :mod:`benchmarks._integrations._wire_floor`."""
-    from pydantic_ai.toolsets import FunctionToolset
+    from benchmarks._integrations._wire_floor import echo_tool, open_wire_floor
 
-    from benchmarks._integrations._wire_floor import open_wire_floor
-
-    async with open_wire_floor(server) as client:
-
-        async def echo(text: str) -> str:
-            """Return the given text unchanged."""
-            result = await client.request("tools/call", {"name": "echo", "arguments": {"text": text}})
-            return str(result["content"][0]["text"])
-
-        toolset: Any = FunctionToolset([echo])
-        ctx = _bare_context()
-        async with toolset:
-            tool = (await toolset.get_tools(ctx))["echo"]
-
-            async def call() -> object:
-                return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
-
-            yield call
+    async with open_wire_floor(server) as client, _function_toolset(echo_tool(client)) as call:
+        yield call
 
 
 CONTENDERS = {"ours": ours, "own": own, "floor": floor, "wire_floor": wire_floor}
