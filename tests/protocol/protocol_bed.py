@@ -35,19 +35,26 @@ def text_of(result: Any) -> str:
 
 @asynccontextmanager
 async def demo_service(tmp_path: Path, transport: str, **config: Any) -> AsyncIterator[McpService]:
-    """A runtime with the demo server named 'srv', spawned (stdio) or served in a thread here (streamable HTTP)."""
+    """A runtime with the demo server named 'srv', spawned (stdio) or served in a thread here (streamable HTTP).
+
+    The HTTP server outlives the runtime: the client closes its session first, so the server
+    has no open connection to wait for when it stops (it would wait out its graceful timeout).
+    """
     base = {"pingInterval": 0, **config}
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False) as rt:
-        if transport == "stdio":
-            argv = demo_server_command()
+    if transport == "stdio":
+        argv = demo_server_command()
+        async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False) as rt:
             await rt.service.add(
                 {"name": "srv", "type": "stdio", "config": {"command": argv[0], "args": argv[1:], **base}}
             )
             yield rt.service
-            return
-        async with serve_in_thread(demo_http_app) as url:
-            await rt.service.add({"name": "srv", "type": "http", "config": {"url": url, **base}})
-            yield rt.service
+        return
+    async with (
+        serve_in_thread(demo_http_app) as url,
+        open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False) as rt,
+    ):
+        await rt.service.add({"name": "srv", "type": "http", "config": {"url": url, **base}})
+        yield rt.service
 
 
 async def next_event(sub: events.Subscription, kind: events.EventType, where: Callable[[events.Event], bool]) -> Any:

@@ -4,6 +4,11 @@ The demo server's prompt ``introduce`` asks the user's name (elicitation) and it
 ``demo://model-says/{topic}`` samples the host's model: through a server-to-client request at
 2025-11-25 (``legacy``), through an ``InputRequiredResult`` the client fulfils and retries at
 2026-07-28 (``auto``). Real processes (stdio) and a real HTTP server on 127.0.0.1.
+
+How a server's question reaches the host over each transport is what
+``test_callbacks_transports.py`` checks (``tools/call``); here the question comes from
+``prompts/get`` and ``resources/read``. Each revision runs over streamable HTTP, and the
+handshake revision's server-to-client requests once more over stdio.
 """
 
 from __future__ import annotations
@@ -33,17 +38,21 @@ pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprec
 async def asking_service(tmp_path: Path, transport: str, protocol: str, **handlers: Any) -> AsyncIterator[McpService]:
     """A runtime with ``handlers`` and the demo server named 'srv' at ``protocol``, over ``transport``."""
     config = {"pingInterval": 0, "protocol": protocol}
-    async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False, **handlers) as rt:
-        if transport == "stdio":
-            argv = demo_server_command()
+    if transport == "stdio":
+        argv = demo_server_command()
+        async with open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False, **handlers) as rt:
             await rt.service.add(
                 {"name": "srv", "type": "stdio", "config": {"command": argv[0], "args": argv[1:], **config}}
             )
             yield rt.service
-            return
-        async with serve_in_thread(demo_http_app) as url:
-            await rt.service.add({"name": "srv", "type": "http", "config": {"url": url, **config}})
-            yield rt.service
+        return
+    # The server outlives the runtime, so it has no open connection to wait for when it stops.
+    async with (
+        serve_in_thread(demo_http_app) as url,
+        open_runtime(tmp_path / "cfg.json", connect_on_add=False, sweep_ledger=False, **handlers) as rt,
+    ):
+        await rt.service.add({"name": "srv", "type": "http", "config": {"url": url, **config}})
+        yield rt.service
 
 
 def prompt_text(result: mcp_types.GetPromptResult) -> str:
@@ -58,6 +67,7 @@ def resource_text(result: mcp_types.ReadResourceResult) -> str:
     return content.text
 
 
+@pytest.mark.parametrize(("transport", "protocol"), [("stdio", "legacy"), ("http", "legacy"), ("http", "auto")])
 async def test_prompt_and_resource_reach_the_handlers_answered_and_declined(
     tmp_path: Path, transport: str, protocol: str
 ) -> None:
@@ -98,10 +108,10 @@ async def test_prompt_and_resource_reach_the_handlers_answered_and_declined(
                 await svc.read_resource("srv", "demo://model-says/trio")
 
 
-async def test_prompt_and_resource_without_handlers_are_refused(tmp_path: Path, transport: str, protocol: str) -> None:
+async def test_prompt_and_resource_without_handlers_are_refused(tmp_path: Path, protocol: str) -> None:
     """With no handler the server's question is refused the protocol's way; the error names the server and method."""
     with trio.fail_after(BOUND):
-        async with asking_service(tmp_path, transport, protocol) as svc:
+        async with asking_service(tmp_path, "http", protocol) as svc:
             with pytest.raises(ServerRequestFailed, match=r"'srv'.*prompts/get.*Elicitation not supported"):
                 await svc.get_prompt("srv", ASKING_PROMPT, {"team": "ops"})
             with pytest.raises(ServerRequestFailed, match=r"'srv'.*resources/read.*Sampling not supported"):

@@ -1,7 +1,9 @@
 """Host callbacks through open_runtime and McpService over the real transports: stdio and streamable HTTP.
 
 The demo server runs as a real process (stdio) or a real HTTP server on 127.0.0.1; the host's
-handlers are reached by the server's requests over that transport.
+handlers are reached by the server's requests over that transport. What a record's settings
+decide (refused capabilities, no handlers, config.protocol) is the same over any transport: those
+tests serve the built-in demo record in memory (``servers_in_memory``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from mcp_actors.errors import InvalidServerConfig, ToolCallFailed
 from mcp_actors.runtime import open_runtime
 from mcp_actors.service import McpService
 from mcp_actors.testing import demo_server_command
+from mcp_actors.testing.memory import InMemoryServers
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.shared.exceptions.MCPDeprecationWarning")
 
@@ -86,6 +89,20 @@ async def pin_legacy(svc: McpService, server: str) -> None:
 
 
 @asynccontextmanager
+async def demo_url(transport: str) -> AsyncIterator[str | None]:
+    """The demo server's streamable HTTP URL, served in a thread for the block; None for stdio.
+
+    Entered before the runtime, so the server outlives the client's session and has no open
+    connection to wait for when it stops.
+    """
+    if transport == "stdio":
+        yield None
+        return
+    async with serve_in_thread(demo_http_app) as url:
+        yield url
+
+
+@asynccontextmanager
 async def runtime(tmp_path: Path) -> AsyncIterator[McpService]:
     async with open_runtime(
         tmp_path / "mcp-config.json",
@@ -116,7 +133,7 @@ async def test_callbacks_over_streamable_http(tmp_path: Path) -> None:
                 await exercise(svc, "remote")
 
 
-async def test_record_refuses_sampling_and_roots(tmp_path: Path) -> None:
+async def test_record_refuses_sampling_and_roots(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
     """A record with allowSampling/allowRoots false keeps them undeclared (saved on disk); elicitation still works."""
     with trio.fail_after(120):
         async with runtime(tmp_path) as svc:
@@ -135,7 +152,7 @@ async def test_record_refuses_sampling_and_roots(tmp_path: Path) -> None:
                 await svc.update("demo", config={**config, "allowElicitation": "no"})
 
 
-async def test_runtime_without_handlers_offers_nothing(tmp_path: Path) -> None:
+async def test_runtime_without_handlers_offers_nothing(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
     """open_runtime with no handlers: servers that ask get the protocol's errors, set_roots reaches nobody."""
     with trio.fail_after(120):
         async with open_runtime(tmp_path / "mcp-config.json", sweep_ledger=False, connect_on_add=False) as rt:
@@ -207,26 +224,33 @@ async def test_refusing_raising_and_timing_out_over_real_transports(tmp_path: Pa
         assert await call_json(svc, server, "ask_user") == {"action": "cancel", "content": None}
 
     with trio.fail_after(120):
-        async with open_runtime(
-            tmp_path / "mcp-config.json",
-            sweep_ledger=False,
-            connect_on_add=False,
-            sampling_handler=refuse,
-            elicitation_handler=never,
-            roots=broken_roots,
-            callback_timeout=0.5,  # the handler never answers: no race, only how soon the cancel comes
-        ) as rt:
-            if transport == "stdio":
+        async with (
+            demo_url(transport) as url,
+            open_runtime(
+                tmp_path / "mcp-config.json",
+                sweep_ledger=False,
+                connect_on_add=False,
+                sampling_handler=refuse,
+                elicitation_handler=never,
+                roots=broken_roots,
+                callback_timeout=0.5,  # the handler never answers: no race, only how soon the cancel comes
+            ) as rt,
+        ):
+            if url is None:
                 await pin_legacy(rt.service, "demo")
                 await run(rt.service, "demo")
             else:
-                async with serve_in_thread(demo_http_app) as url:
-                    await rt.service.add({"name": "remote", "type": "http", "config": {"url": url, **LEGACY}})
-                    await run(rt.service, "remote")
+                await rt.service.add({"name": "remote", "type": "http", "config": {"url": url, **LEGACY}})
+                await run(rt.service, "remote")
 
 
-async def test_record_protocol_auto_speaks_2026_through_the_runtime(tmp_path: Path) -> None:
-    """config.protocol auto (the default) speaks 2026-07-28 over stdio; InputRequiredResult reaches the handler."""
+async def test_record_protocol_auto_speaks_2026_through_the_runtime(
+    tmp_path: Path, servers_in_memory: InMemoryServers
+) -> None:
+    """config.protocol auto (the default) speaks 2026-07-28; InputRequiredResult reaches the handler.
+
+    Over the real transports: ``test_input_required_over_real_transports``.
+    """
     with trio.fail_after(120):
         async with runtime(tmp_path) as svc:
             config = record_to_json_dict(svc.get("demo"))["config"]
@@ -261,17 +285,19 @@ async def test_callbacks_at_2026_over_real_transports(tmp_path: Path, transport:
         assert await call_json(svc, server, "list_host_roots") == [{"uri": "file:///work/b", "name": None}]
 
     with trio.fail_after(120):
-        async with open_runtime(
-            tmp_path / "mcp-config.json",
-            sweep_ledger=False,
-            connect_on_add=False,
-            sampling_handler=sample,
-            elicitation_handler=elicit,
-            roots=["file:///work/a"],
-        ) as rt:
-            if transport == "stdio":
+        async with (
+            demo_url(transport) as url,
+            open_runtime(
+                tmp_path / "mcp-config.json",
+                sweep_ledger=False,
+                connect_on_add=False,
+                sampling_handler=sample,
+                elicitation_handler=elicit,
+                roots=["file:///work/a"],
+            ) as rt,
+        ):
+            if url is None:
                 await run(rt.service, "demo")
             else:
-                async with serve_in_thread(demo_http_app) as url:
-                    await rt.service.add({"name": "remote", "type": "http", "config": {"url": url}})
-                    await run(rt.service, "remote")
+                await rt.service.add({"name": "remote", "type": "http", "config": {"url": url}})
+                await run(rt.service, "remote")

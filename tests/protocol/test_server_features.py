@@ -1,6 +1,10 @@
 """Resources, prompts, completion, logging and tasks through McpService against the real demo server.
 
-Over stdio and streamable HTTP.
+What the transport carries on its own paths, notifications a server pushes (resource updates,
+list changes, progress) and the 2026-07-28 listen stream, runs over stdio (the demo server as a
+process) and streamable HTTP. Request and answer behaviour, the same over either, runs over
+streamable HTTP only: the demo server's real app on a real socket, in a thread, with no
+process to start (stdio error replies: ``test_a_malformed_error_reply_stays_a_protocol_error``).
 """
 
 from __future__ import annotations
@@ -31,10 +35,10 @@ from mcp_actors.runtime import open_runtime
 # ---------------------------------------------------------------------- item 3: resources, prompts, completion
 
 
-async def test_resources_templates_read_and_discover(tmp_path: Path, transport: str) -> None:
+async def test_resources_templates_read_and_discover(tmp_path: Path) -> None:
     """Resources (all pages), templates, text and blob reads work, and discover shows templates."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, "http") as svc:
             uris = {str(r.uri) for r in await svc.list_resources("srv")}
             assert {"demo://readme", COUNTER_URI, "demo://pixel.png"} <= uris
             templates = await svc.list_resource_templates("srv")
@@ -50,7 +54,7 @@ async def test_resources_templates_read_and_discover(tmp_path: Path, transport: 
             assert not found.errors
 
 
-async def test_a_refused_request_is_server_request_failed(tmp_path: Path, transport: str, protocol: str) -> None:
+async def test_a_refused_request_is_server_request_failed(tmp_path: Path, protocol: str) -> None:
     """The server's JSON-RPC error reply to resources/read or prompts/get is a ServerRequestFailed.
 
     It names the server, the method, the server's own message and what to do, carries the
@@ -58,7 +62,7 @@ async def test_a_refused_request_is_server_request_failed(tmp_path: Path, transp
     ServerProtocolError, a ConnectionFailed (the CLI said "unavailable", exit 3).
     """
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport, protocol=protocol) as svc:
+        async with demo_service(tmp_path, "http", protocol=protocol) as svc:
             with pytest.raises(ServerRequestFailed) as unknown_uri:
                 await svc.read_resource("srv", "demo://nothing-here")
             with pytest.raises(ServerRequestFailed) as unknown_prompt:
@@ -187,10 +191,10 @@ async def test_listen_stream_lost_is_reopened_and_caches_invalidated(tmp_path: P
             assert svc.status("srv").state.value == "connected"
 
 
-async def test_prompts_and_completion(tmp_path: Path, transport: str, protocol: str) -> None:
+async def test_prompts_and_completion(tmp_path: Path, protocol: str) -> None:
     """Prompts list with their arguments, render with arguments, and both kinds of argument complete (each revision)."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport, protocol=protocol) as svc:
+        async with demo_service(tmp_path, "http", protocol=protocol) as svc:
             prompts = {p.name: p for p in await svc.list_prompts("srv")}
             assert [a.name for a in prompts["compose"].arguments or []] == ["topic", "tone"]
             got = await svc.get_prompt("srv", "compose", {"topic": "trio", "tone": "formal"})
@@ -231,21 +235,19 @@ async def test_reset_timeout_on_progress_over_real_transport(tmp_path: Path, tra
     """With resetTimeoutOnProgress a call longer than its timeout finishes because it reports progress."""
     with trio.fail_after(BOUND):
         async with demo_service(tmp_path, transport, resetTimeoutOnProgress=True) as svc:
-            # 10 steps of 0.3 s against a 1.5 s timeout: the whole call is twice the timeout.
-            result = await svc.call_tool("srv", "sleep", {"seconds": 3.0}, timeout=1.5)
-            assert text_of(result) == "slept 3 s"
+            # 10 steps of 0.12 s against a 0.7 s timeout: the whole call outlasts the timeout by 0.5 s.
+            result = await svc.call_tool("srv", "sleep", {"seconds": 1.2}, timeout=0.7)
+            assert text_of(result) == "slept 1.2 s"
 
 
 # ---------------------------------------------------------------------- item 4: logging
 
 
-async def test_log_level_record_and_forwarding(
-    tmp_path: Path, transport: str, protocol: str, caplog: pytest.LogCaptureFixture
-) -> None:
+async def test_log_level_record_and_forwarding(tmp_path: Path, protocol: str, caplog: pytest.LogCaptureFixture) -> None:
     """logLevel applies (setLevel on connect, or the 2026-07-28 per-request opt-in); logs reach logging and events."""
     caplog.set_level(logging.DEBUG, logger="mcp_actors.server.srv")
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport, logLevel="warning", protocol=protocol) as svc:
+        async with demo_service(tmp_path, "http", logLevel="warning", protocol=protocol) as svc:
             sub = svc.subscribe()
             quiet = await svc.call_tool("srv", "log", {"level": "info", "message": "hidden"})
             assert text_of(quiet) == "not logged: info is below warning"
@@ -268,10 +270,10 @@ async def test_log_level_record_and_forwarding(
 # 2025-11-25 tasks (core) pin protocol legacy; at 2026-07-28 they are the tasks extension.
 
 
-async def test_tasks_at_2026_run_through_the_extension(tmp_path: Path, transport: str) -> None:
+async def test_tasks_at_2026_run_through_the_extension(tmp_path: Path) -> None:
     """At 2026-07-28 the demo makes tasks of its task tools (the extension); as_task=False gets a plain answer."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, "http") as svc:
             sub = svc.subscribe()
             result = await svc.call_tool("srv", TASK_TOOL, {"topic": "actors", "seconds": 0.2})
             assert text_of(result) == "research on actors: done"
@@ -284,10 +286,10 @@ async def test_tasks_at_2026_run_through_the_extension(tmp_path: Path, transport
                 await svc.call_tool("srv", "count", {"n": 1, "seconds": 0.05, "fail": True}, as_task=True)
 
 
-async def test_task_required_tool_runs_as_task(tmp_path: Path, transport: str) -> None:
+async def test_task_required_tool_runs_as_task(tmp_path: Path) -> None:
     """A tool with taskSupport required is called as a task through plain call_tool, with status events."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport, protocol="legacy") as svc:
+        async with demo_service(tmp_path, "http", protocol="legacy") as svc:
             sub = svc.subscribe()
             result = await svc.call_tool("srv", TASK_TOOL, {"topic": "actors", "seconds": 0.2})
             assert text_of(result) == "research on actors: done"
@@ -298,19 +300,19 @@ async def test_task_required_tool_runs_as_task(tmp_path: Path, transport: str) -
             assert statuses[0] == "working"
 
 
-async def test_optional_task_tool_as_task_and_plain(tmp_path: Path, transport: str) -> None:
+async def test_optional_task_tool_as_task_and_plain(tmp_path: Path) -> None:
     """An optional-task tool runs plainly by default and as a task with as_task=True, same result."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport, protocol="legacy") as svc:
+        async with demo_service(tmp_path, "http", protocol="legacy") as svc:
             plain = await svc.call_tool("srv", "count", {"n": 4})
             tasked = await svc.call_tool("srv", "count", {"n": 4, "seconds": 0.1}, as_task=True)
             assert text_of(plain) == text_of(tasked) == "1 2 3 4"
 
 
-async def test_cancelled_task_call_cancels_the_task(tmp_path: Path, transport: str) -> None:
+async def test_cancelled_task_call_cancels_the_task(tmp_path: Path) -> None:
     """A task call that times out cancels the task on the server (task:status cancelled) and raises a timeout."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport, protocol="legacy") as svc:
+        async with demo_service(tmp_path, "http", protocol="legacy") as svc:
             sub = svc.subscribe()
             with pytest.raises(ToolCallTimeout):
                 await svc.call_tool("srv", TASK_TOOL, {"topic": "slow", "seconds": 600}, timeout=1.0)
@@ -321,10 +323,10 @@ async def test_cancelled_task_call_cancels_the_task(tmp_path: Path, transport: s
 # ---------------------------------------------------------------------- item 6: structured results
 
 
-async def test_structured_content_kept_validated_and_flattened(tmp_path: Path, transport: str) -> None:
+async def test_structured_content_kept_validated_and_flattened(tmp_path: Path) -> None:
     """structuredContent is kept, flattened to JSON when there is no text, and a schema breach is a typed error."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport) as svc:
+        async with demo_service(tmp_path, "http") as svc:
             result = await svc.call_tool("srv", "weather", {"city": "Oslo"})
             assert result.structured_content == {"city": "Oslo", "celsius": 21.5}
             assert flatten_result(result) == '{"city": "Oslo", "celsius": 21.5}'
@@ -340,7 +342,7 @@ async def test_adapter_reports_progress_and_flattens_structured_results(tmp_path
 
     seen: list[float] = []
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, "stdio") as svc:
+        async with demo_service(tmp_path, "http") as svc:
             tools = {t.name: t for t in await svc.list_server_tools("srv")}
             sleeper = McpToolAdapter(tools["sleep"], svc, on_progress=lambda p, t, m: seen.append(p))
             assert await sleeper.execute({"seconds": 0.02}) == "slept 0.02 s"
@@ -349,10 +351,10 @@ async def test_adapter_reports_progress_and_flattens_structured_results(tmp_path
             assert await weather.execute({"city": "Rome"}) == '{"city": "Rome", "celsius": 21.5}'
 
 
-async def test_failed_task_is_a_typed_error(tmp_path: Path, transport: str) -> None:
+async def test_failed_task_is_a_typed_error(tmp_path: Path) -> None:
     """A task that ends failed on the server raises ToolTaskFailed with its id and status."""
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, transport, protocol="legacy") as svc:
+        async with demo_service(tmp_path, "http", protocol="legacy") as svc:
             with pytest.raises(ToolTaskFailed, match="ended failed") as caught:
                 await svc.call_tool("srv", "count", {"n": 1, "seconds": 0.05, "fail": True}, as_task=True)
             assert caught.value.status == "failed" and caught.value.task_id
@@ -366,7 +368,7 @@ async def test_raising_progress_callback_does_not_break_the_call(tmp_path: Path)
         raise RuntimeError("host bug")
 
     with trio.fail_after(BOUND):
-        async with demo_service(tmp_path, "stdio") as svc:
+        async with demo_service(tmp_path, "http") as svc:
             sub = svc.subscribe()
             result = await svc.call_tool("srv", "sleep", {"seconds": 0.02}, on_progress=broken)
             assert text_of(result) == "slept 0.02 s"
