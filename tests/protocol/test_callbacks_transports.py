@@ -150,6 +150,7 @@ async def test_record_refuses_sampling_and_roots(tmp_path: Path, servers_in_memo
             assert "allowElicitation" not in saved  # defaults are not written
             with pytest.raises(InvalidServerConfig, match="allowElicitation"):
                 await svc.update("demo", config={**config, "allowElicitation": "no"})
+    assert servers_in_memory.names == {"demo"}
 
 
 async def test_runtime_without_handlers_offers_nothing(tmp_path: Path, servers_in_memory: InMemoryServers) -> None:
@@ -163,6 +164,7 @@ async def test_runtime_without_handlers_offers_nothing(tmp_path: Path, servers_i
             assert await svc.set_roots(["file:///later"]) == 0
             with pytest.raises(ValueError, match="file:// URI"):
                 await svc.set_roots(["relative/dir"])
+    assert servers_in_memory.names == {"demo"}
 
 
 @pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
@@ -264,6 +266,7 @@ async def test_record_protocol_auto_speaks_2026_through_the_runtime(
             assert live is not None and live.session.protocol_version == "2026-07-28"
             saved = json.loads((tmp_path / "mcp-config.json").read_text())["mcpServers"][0]["config"]
             assert "protocol" not in saved  # auto is the default, and defaults are not written
+    assert servers_in_memory.names == {"demo"}
 
 
 @pytest.mark.parametrize("transport", ["stdio", "streamable-http"])
