@@ -11,6 +11,7 @@ the RFC 8707 resource). The client's token never travels upstream.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -28,10 +29,13 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from mcp.client.auth import OAuthClientProvider
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 from pydantic import AnyUrl
+from sharedhttp import http_slots, loopback_client, slot
 from testkit import serve_in_thread
 
 from mcp_actors.serve import GatewayAuth, MemoryApiKeyTable, OAuthSettings, create_api_key
 from mcp_actors.serve._auth_oauth import JwksCache, JwtVerifier, TokenRejected
+
+__all__ = ["http_slots"]  # the module's authorization servers (fixture)
 
 
 def _pem(key: Any) -> str:
@@ -42,8 +46,9 @@ def _pem(key: Any) -> str:
     )
 
 
+@functools.cache
 def rsa_key(kid: str) -> dict[str, str]:
-    """A fresh RSA signing key as the test issuer takes it."""
+    """An RSA signing key as the test issuer takes it: one per kid for the module (a key costs tens of ms)."""
     return {"kid": kid, "pem": _pem(rsa.generate_private_key(public_exponent=65537, key_size=2048)), "alg": "RS256"}
 
 
@@ -59,27 +64,27 @@ class Issuer:
         self.base = url.removesuffix("/mcp")
 
     async def control(self, **options: Any) -> None:
-        async with httpx2.AsyncClient(timeout=BOUND) as http:
+        async with loopback_client(timeout=BOUND) as http:
             (await http.post(self.base + "/_control", json=options)).raise_for_status()
 
     async def count(self, key: str) -> int:
-        async with httpx2.AsyncClient(timeout=BOUND) as http:
+        async with loopback_client(timeout=BOUND) as http:
             return int((await http.get(self.base + "/_stats")).json()["counts"].get(key, 0))
 
 
 @contextlib.asynccontextmanager
 async def issuer(keys: list[dict[str, str]], **options: Any) -> AsyncIterator[Issuer]:
-    """The test authorization server issuing JWTs signed with ``keys[0]``, publishing all of ``keys``."""
+    """A fresh test authorization server issuing JWTs signed with ``keys[0]``, publishing all of ``keys``.
 
-    def build() -> Any:
-        from mcp_actors.demo_server import create_demo_server
-        from mcp_actors.testing._oauth_server import OAuthTestServer
+    On a server of the module's (``sharedhttp.slot``): the authorization server is new, the
+    socket and the demo server behind it are shared.
+    """
+    from mcp_actors.testing._oauth_server import OAuthTestServer
 
-        app = create_demo_server().streamable_http_app(host="127.0.0.1")
-        return OAuthTestServer({"jwt": {"keys": keys, "resources": []}, **options}, app)
-
-    async with serve_in_thread(build) as url:
-        yield Issuer(url)
+    async with slot(demo=True) as held:
+        assert held.demo_apps is not None
+        held.app = OAuthTestServer({"jwt": {"keys": keys, "resources": []}, **options}, held.demo_apps[0])
+        yield Issuer(held.origin + "/mcp")
 
 
 def mint(key: dict[str, str], **claims: Any) -> str:
@@ -107,7 +112,7 @@ async def test_the_metadata_names_the_issuer_and_a_401_points_to_it(tmp_path: Pa
     key = rsa_key("k1")
     async with issuer([key]) as idp, auth_gateway(tmp_path, GatewayAuth(oauth=settings(idp))) as gateway:
         origin = gateway.url.removesuffix("/mcp")
-        async with httpx2.AsyncClient(timeout=BOUND) as http:
+        async with loopback_client(timeout=BOUND) as http:
             suffixed = (await http.get(origin + "/.well-known/oauth-protected-resource/mcp")).json()
             root = (await http.get(origin + "/.well-known/oauth-protected-resource")).json()
             profile = (await http.get(origin + "/.well-known/oauth-protected-resource/mcp/github")).json()
@@ -258,7 +263,7 @@ async def test_the_sdk_clients_own_oauth_flow_reaches_the_gateway(tmp_path: Path
         redirected: list[str] = []
 
         async def follow(authorization_url: str) -> None:
-            async with httpx2.AsyncClient(timeout=BOUND) as http:
+            async with loopback_client(timeout=BOUND) as http:
                 response = await http.get(authorization_url)
             assert response.status_code == 302
             redirected.append(response.headers["location"])
