@@ -6,35 +6,32 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx2
 import pytest
 import trio
-from testkit import serve_in_thread
+from sharedhttp import http_slots, loopback_client, slot
 
 from mcp_actors._auth.oauth import OAuthTarget
 from mcp_actors._config.record import OAuthConfig
 
+__all__ = ["AuthServer", "auth_server", "browser", "fail_after", "http_slots", "oauth_server"]
+
 
 @contextlib.asynccontextmanager
 async def oauth_server(**options: Any) -> AsyncIterator[AuthServer]:
-    """Run the test authorization server (and the demo MCP server behind it) with ``options``.
+    """A fresh test authorization server (and the demo MCP server behind it) with ``options``.
 
     The app ``python -m mcp_actors.testing._oauth_server`` serves, served the same way, in a
-    thread of the test process (``testkit.serve_in_thread``): these tests check the client's
-    flows over HTTP, not the server's process (``test_the_server_command_serves_the_flows``
-    runs the command once).
+    thread of the test process: these tests check the client's flows over HTTP, not the
+    server's process (``test_the_server_command_serves_the_flows`` runs the command once). The
+    authorization server (options, clients, tokens, counters) is new for each call; the
+    socket and the demo server's apps behind it are the module's (``sharedhttp.slot``).
     """
+    from mcp_actors.testing._oauth_server import OAuthTestServer
 
-    def build() -> Any:
-        from mcp_actors.demo_server import create_demo_server
-        from mcp_actors.testing._oauth_server import OAuthTestServer
-
-        mcp_app = create_demo_server().streamable_http_app(host="127.0.0.1")
-        sse_app = create_demo_server().sse_app(host="127.0.0.1")
-        return OAuthTestServer(options, mcp_app, sse_app)
-
-    async with serve_in_thread(build) as url:
-        yield AuthServer(url)
+    async with slot(demo=True) as held:
+        assert held.demo_apps is not None
+        held.app = OAuthTestServer(options, *held.demo_apps)
+        yield AuthServer(held.origin + "/mcp")
 
 
 class AuthServer:
@@ -46,13 +43,13 @@ class AuthServer:
 
     async def control(self, **options: Any) -> None:
         """Change options at run time (``revoke=True``, ``expireAccess=True``, ``deny=True``, ...)."""
-        async with httpx2.AsyncClient() as client:
+        async with loopback_client() as client:
             response = await client.post(self.base + "/_control", json=options)
             response.raise_for_status()
 
     async def stats(self) -> dict[str, Any]:
         """The server's counters."""
-        async with httpx2.AsyncClient() as client:
+        async with loopback_client() as client:
             response = await client.get(self.base + "/_stats")
             return dict(response.json())
 
@@ -67,7 +64,7 @@ class AuthServer:
 
 async def browser(server_id: str, authorization_url: str) -> str:
     """An authorization handler that plays the user's browser: follow the URL, return the redirect."""
-    async with httpx2.AsyncClient() as client:
+    async with loopback_client() as client:
         response = await client.get(authorization_url)
     assert response.status_code == 302, response.text
     return response.headers["location"]

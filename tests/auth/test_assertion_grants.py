@@ -25,7 +25,7 @@ import trio
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from mcp.shared.auth import OAuthMetadata
-from testkit import serve_in_thread
+from sharedhttp import slot
 
 from mcp_actors._auth.assertion_grants import AssertionGrantProvider, AssertionKind, AssertionRequest
 from mcp_actors._auth.oauth import AuthSettings, OAuthTarget, ServerAuth, build_auth, open_authorized_session
@@ -95,8 +95,9 @@ async def enterprise(idp_options: dict[str, Any] | None = None, **as_options: An
     """An enterprise IdP, and an authorization server (guarding the demo server) that trusts its ID-JAGs."""
     clients = {"idp-client": {"secret": "idp-client-secret", "asClientId": "mcp-client"}}
     idp = IdentityProviderTestServer({"clients": clients, **(idp_options or {})})
-    async with serve_in_thread(lambda: idp, path="") as idp_url:
-        idp.base = idp_url
+    async with slot(demo=False) as held:
+        held.app = idp
+        idp.base = held.origin
         options: dict[str, Any] = {
             "clients": {"mcp-client": {"secret": "mcp-client-secret"}, "other-client": {"secret": "other-secret"}},
             "assertionIssuers": {idp.issuer: idp.public_key_pem},

@@ -33,7 +33,7 @@ from mcp_actors.errors import (
     ServerConnectionLost,
     ToolCallTimeout,
 )
-from mcp_actors.testing import demo_server_command, fault_server_command
+from mcp_actors.testing import fault_server_command
 from supervisors import Backoff, Intensity
 
 FAST_BACKOFF = Backoff(min_delay=0.05, max_delay=0.2, jitter=0.0, reset_after=60.0)
@@ -62,24 +62,34 @@ def states(sub: events.Subscription) -> list[str]:
 
 
 async def test_kill_mid_call_fails_fast_with_stderr_tail() -> None:
-    """SIGKILL of the server fails in-flight calls at once (not at the 30 s call timeout) with its last stderr line."""
-    async with running(stdio_settings(demo_server_command(), intensity=Intensity(max_restarts=0, period=60))) as (
-        [handle],
-        _,
-    ):
-        await handle.call_tool("stderr", {"text": "last-words-4711"})
+    """SIGKILL of the server fails in-flight calls at once (not at the 30 s call timeout) with its last stderr line.
+
+    The fault server hangs every ``echo`` and writes ``fault: hanging call <id>`` for each: the
+    last of those lines is the server's last words.
+    """
+    settings = stdio_settings(fault_server_command("--hang-tool", "echo"), intensity=NO_RESTART)
+    async with running(settings) as ([handle], _):
+        await handle.connect()
         failures: list[BaseException] = []
 
         async def doomed() -> None:
             try:
-                await handle.call_tool("sleep", {"seconds": 60})
+                await handle.call_tool("echo", {"text": "x"})
             except ServerConnectionLost as exc:
                 failures.append(exc)
+
+        hanging: set[str] = set()
+
+        def five_hanging(line: str) -> bool:
+            if "fault: hanging call" in line:
+                hanging.add(line)
+            return len(hanging) == 5
 
         async with trio.open_nursery() as nursery:
             for _ in range(5):
                 nursery.start_soon(doomed)
-            await trio.testing.wait_all_tasks_blocked(cushion=0.05)
+            with trio.fail_after(BOUND):
+                last_words = await handle.wait_for_stderr(five_hanging)
             assert handle.status().calls_in_flight == 5
             os.kill(handle.status().pid, signal.SIGKILL)
             start = trio.current_time()
@@ -87,7 +97,7 @@ async def test_kill_mid_call_fails_fast_with_stderr_tail() -> None:
         assert len(failures) == 5
         assert elapsed < 10.0, elapsed  # expected ~0.05 s; generous for a loaded machine
         assert all("SIGKILL" in str(f) for f in failures)
-        assert any("last-words-4711" in line for line in failures[0].stderr_tail)
+        assert any(last_words in line for line in failures[0].stderr_tail)
 
 
 async def test_missing_command_opens_circuit_at_once() -> None:
@@ -106,9 +116,12 @@ def _with_transport(settings: ConnectionSettings, **changes: object) -> Connecti
 
 
 def _launcher(directory: Path, name: str = "server.sh") -> Path:
-    """An executable script in ``directory`` that runs the demo server (as a project's own launcher would)."""
+    """An executable script in ``directory`` that runs a stdio server (as a project's own launcher would).
+
+    The fault server without flags: it answers ``initialize`` in a fraction of the demo server's start-up.
+    """
     script = directory / name
-    script.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(part) for part in demo_server_command()) + "\n")
+    script.write_text("#!/bin/sh\nexec " + " ".join(shlex.quote(part) for part in fault_server_command()) + "\n")
     script.chmod(0o755)
     return script
 
@@ -177,8 +190,9 @@ async def test_hung_call_times_out_and_server_sees_cancellation() -> None:
 
 
 async def test_grandchild_ignoring_sigterm_is_gone_after_shutdown() -> None:
-    """Disconnect kills the whole tree, including a grandchild that ignores SIGTERM."""
-    async with running(stdio_settings(fault_server_command("--spawn-grandchild"))) as ([handle], _):
+    """Disconnect kills the whole tree, including a grandchild that ignores SIGTERM (SIGKILL after term_grace)."""
+    settings = _with_transport(stdio_settings(fault_server_command("--spawn-grandchild")), term_grace=0.2)
+    async with running(settings) as ([handle], _):
         await handle.connect()
         with trio.fail_after(10):
             line = await handle.wait_for_stderr(lambda line: "fault: grandchild" in line)
@@ -232,10 +246,14 @@ async def test_garbage_on_stdout_is_skipped_and_reported() -> None:
 
 
 async def test_close_stdout_is_death() -> None:
-    """A server that closes stdout but stays alive is treated as dead and killed."""
-    async with running(
-        stdio_settings(fault_server_command("--close-stdout"), intensity=Intensity(max_restarts=0, period=60))
-    ) as ([handle], _):
+    """A server that closes stdout but stays alive is treated as dead and killed.
+
+    It stops reading too, so the close waits out ``close_grace`` before its SIGTERM: a short one here.
+    """
+    settings = _with_transport(
+        stdio_settings(fault_server_command("--close-stdout"), intensity=NO_RESTART), close_grace=0.2
+    )
+    async with running(settings) as ([handle], _):
         with pytest.raises(ConnectionFailed):
             await handle.connect()
             await handle.call_tool("echo", {"text": "x"})
@@ -253,9 +271,9 @@ async def test_crash_on_nth_call() -> None:
 
 
 async def test_huge_output_arrives_whole() -> None:
-    """A 50 MB tool result is received intact."""
+    """A 50 MB tool result is received intact (the fault server's ``big``, as the demo server's)."""
     size = 50 * 1024 * 1024
-    async with running(stdio_settings(demo_server_command())) as ([handle], _):
+    async with running(stdio_settings(fault_server_command())) as ([handle], _):
         result = await handle.call_tool("big", {"n": size})
         assert len(text_of(result)) == size
 

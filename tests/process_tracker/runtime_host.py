@@ -50,7 +50,9 @@ async def main(config: str, mode: str, *extra: str) -> None:
             specs.append(server("five", argv=argv, env={"SETSID_SERVER_CLEAR_ENV": "1"}))
         for spec in specs:
             await svc.add(spec)
-            await svc.connect(spec["name"])  # type: ignore[arg-type]
+        async with trio.open_nursery() as nursery:  # side by side: the report waits for the slowest, not the sum
+            for spec in specs:
+                nursery.start_soon(svc.connect, spec["name"])
         handle = svc._registry.snapshot.handles[svc.get("three").id]
         with trio.fail_after(20):
             line = await handle.wait_for_stderr(lambda text: "fault: grandchild" in text)

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -214,7 +215,12 @@ def _wait_all_gone(pairs: list[list[float]], timeout: float) -> list[int]:
 
 @pytest.mark.parametrize("mode", ["exit", "sigkill"])
 def test_an_env_cleared_daemon_dies_with_its_host(tmp_path: Path, mode: str) -> None:
-    """A host running the real runtime exits or is SIGKILLed: the daemon without marker is gone in 5 s too."""
+    """A host running the real runtime exits or is SIGKILLed: the daemon without marker is gone in 5 s too.
+
+    The host (``runtime_host.py``) is the one of ``test_runtime_host_crash.py`` with a fifth
+    server, so this is also its exit and SIGKILL case: every server, the grandchild that
+    ignores SIGTERM and the setsid escapee run while the host does and are gone within 5 s.
+    """
     require_cgroups()
     host = subprocess.Popen(
         [sys.executable, str(HOST), str(tmp_path / "cfg.json"), "wait" if mode == "sigkill" else mode, "cleared"],
@@ -232,11 +238,13 @@ def test_an_env_cleared_daemon_dies_with_its_host(tmp_path: Path, mode: str) -> 
             report = json.loads(line)
             pairs = [*report["servers"], report["grandchild"], report["escapee"], report["cleared"]]
             assert _wait_all_gone([report["cleared"]], 0.0), "the daemon runs while its host does"
+            assert len(_wait_all_gone(pairs, 0.0)) == len(pairs), "every server and daemon runs while its host does"
             if mode == "sigkill":
                 host.kill()
             else:
                 host.stdin.close()
             host.wait(timeout=30)
+            assert host.returncode == (0 if mode == "exit" else -signal.SIGKILL)
             left = _wait_all_gone(pairs, BOUND)
             assert not left, f"outlived the host ({mode}): {left} (cleared daemon: {report['cleared'][0]})"
         finally:

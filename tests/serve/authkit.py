@@ -14,6 +14,7 @@ import trio
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.jsonrpc_dispatcher import JSONRPCDispatcher
+from sharedhttp import loopback_client
 
 from mcp_actors._config.codec import record_to_json_dict
 from mcp_actors._config.record import builtin_demo_record
@@ -59,7 +60,7 @@ async def sdk_session(
 ) -> AsyncIterator[ClientSession]:
     """The SDK's ClientSession over its streamable-HTTP transport, initialized, sending ``token`` as a bearer."""
     headers = {"authorization": f"Bearer {token}"} if token is not None else {}
-    async with httpx2.AsyncClient(headers=headers, auth=auth, timeout=BOUND) as http:
+    async with loopback_client(headers=headers, auth=auth, timeout=BOUND) as http:
         async with streamable_http_client(url, http_client=http) as (read, write):
             async with ClientSession(dispatcher=JSONRPCDispatcher(read, write)) as session:
                 with trio.fail_after(BOUND):
@@ -78,6 +79,6 @@ async def post_raw(url: str, *, token: str | None = None, headers: dict[str, str
         "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}},
     }
-    async with httpx2.AsyncClient(timeout=BOUND) as http:
+    async with loopback_client(timeout=BOUND) as http:
         with trio.fail_after(BOUND):
             return await http.post(url, json=body, headers=sent)
