@@ -5,7 +5,7 @@ SDK, its pydantic models, trio and httpx, the same in every run. :func:`run_scri
 script to a long-lived interpreter of this test process (started on first use, one per test
 process) that has imported those third-party libraries once, and forks a child per script.
 The child is what ``python script.py`` would be: a process of its own with the given
-environment, working directory, ``sys.argv`` and ``sys.path[0]``, stdin from /dev/null,
+environment, working directory, arguments (``sys.argv``) and ``sys.path[0]``, stdin from /dev/null,
 stdout and stderr of its own, a fresh ``random`` seed, the script run as ``__main__``, the
 exit status Python gives (an uncaught exception prints its traceback and exits 1,
 ``SystemExit`` is honoured) and a normal interpreter shutdown (atexit handlers, non-daemon
@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +57,7 @@ def _child(request: dict[str, Any]) -> int:
     os.environ.update(request["env"])
     os.chdir(request["cwd"])
     script = request["script"]
-    sys.argv = [script]
+    sys.argv = [script, *request["args"]]
     extra = [entry for entry in request["env"].get("PYTHONPATH", "").split(os.pathsep) if entry]
     sys.path[0:0] = [os.path.dirname(script), *extra]
     random.seed()
@@ -128,14 +129,23 @@ class _Forker:
         answer: dict[str, Any] = json.loads(line)
         return answer
 
-    def run(self, script: Path, *, env: dict[str, str], cwd: Path, bound: float) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, script: Path, args: Sequence[str], *, env: dict[str, str], cwd: Path, bound: float
+    ) -> subprocess.CompletedProcess[str]:
         import signal
         import time
 
         assert self.proc.stdin is not None and self.proc.stdout is not None
         with self.lock, tempfile.TemporaryDirectory(prefix="forkrun-") as tmp:
             out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-            request = {"script": str(script), "env": env, "cwd": str(cwd), "stdout": str(out), "stderr": str(err)}
+            request = {
+                "script": str(script),
+                "args": list(args),
+                "env": env,
+                "cwd": str(cwd),
+                "stdout": str(out),
+                "stderr": str(err),
+            }
             self.proc.stdin.write((json.dumps(request) + "\n").encode())
             deadline = time.monotonic() + bound
             pid = self._answer(deadline)["pid"]
@@ -144,8 +154,8 @@ class _Forker:
             except TimeoutError:
                 os.kill(pid, signal.SIGKILL)
                 self._answer(None)
-                raise subprocess.TimeoutExpired([sys.executable, str(script)], bound) from None
-            argv = [sys.executable, str(script)]
+                raise subprocess.TimeoutExpired([sys.executable, str(script), *args], bound) from None
+            argv = [sys.executable, str(script), *args]
             return subprocess.CompletedProcess(argv, returncode, out.read_text("utf-8"), err.read_text("utf-8"))
 
     def close(self) -> None:
@@ -163,8 +173,10 @@ _forker: _Forker | None = None
 _forker_lock = threading.Lock()
 
 
-def run_script(script: Path, *, env: dict[str, str], cwd: Path, bound: float) -> subprocess.CompletedProcess[str]:
-    """Run ``script`` as ``python script`` would, in a forked process; its exit status, stdout and stderr.
+def run_script(
+    script: Path, *args: str, env: dict[str, str], cwd: Path, bound: float
+) -> subprocess.CompletedProcess[str]:
+    """Run ``script`` as ``python script *args`` would, in a forked process; its exit status, stdout and stderr.
 
     ``env`` is the child's whole environment. Raises ``subprocess.TimeoutExpired`` (the child
     killed) when it runs longer than ``bound`` seconds.
@@ -174,7 +186,7 @@ def run_script(script: Path, *, env: dict[str, str], cwd: Path, bound: float) ->
         if _forker is None or _forker.proc.poll() is not None:
             _forker = _Forker()
         forker = _forker
-    return forker.run(script, env=env, cwd=cwd, bound=bound)
+    return forker.run(script, args, env=env, cwd=cwd, bound=bound)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,10 @@ SCRIPTS = {
         "print(sys.argv == [__file__], sys.stdin.read() == '')\n"
     ),
     "cannot_use_an_import_it_did_not_make": "print(trio.current_time)\n",
+    "sees_its_arguments": "import sys\nprint(sys.argv[1:], sys.argv[0] == __file__)\n",
 }
+ARGS = {"sees_its_arguments": ("one", "two words", "--flag")}
+"""The command-line arguments a script gets (none unless named here)."""
 
 
 def _env() -> dict[str, str]:
@@ -40,7 +43,7 @@ def test_a_forked_run_is_a_python_run(name: str, tmp_path: Path) -> None:
     script = tmp_path / "script.py"
     script.write_text(SCRIPTS[name], encoding="utf-8")
     real = subprocess.run(
-        [sys.executable, str(script)],
+        [sys.executable, str(script), *ARGS.get(name, ())],
         capture_output=True,
         text=True,
         env=_env(),
@@ -49,7 +52,8 @@ def test_a_forked_run_is_a_python_run(name: str, tmp_path: Path) -> None:
         timeout=60,
         check=False,
     )
-    forked = forkrun.run_script(script, env=_env(), cwd=tmp_path, bound=60)
+    forked = forkrun.run_script(script, *ARGS.get(name, ()), env=_env(), cwd=tmp_path, bound=60)
+    assert forked.args == [sys.executable, str(script), *ARGS.get(name, ())]
     assert (forked.returncode, forked.stdout, forked.stderr) == (real.returncode, real.stdout, real.stderr)
 
 
