@@ -7,10 +7,11 @@ its top-level loggers and leaves the decision to the host.
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
 import textwrap
 from pathlib import Path
+
+import forkrun
 
 _HOST = textwrap.dedent(
     """
@@ -43,13 +44,8 @@ def test_unconfigured_host_gets_no_log_lines_on_stderr(tmp_path: Path) -> None:
     """Restarts of a crashing server and library warnings write nothing to an unconfigured host's stderr."""
     host = tmp_path / "host.py"
     host.write_text(_HOST)
-    done = subprocess.run(
-        [sys.executable, str(host), str(tmp_path / "cfg.json")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # ``python host.py CONFIG``, forked from an interpreter that has the MCP SDK imported (forkrun)
+    done = forkrun.run_script(host, str(tmp_path / "cfg.json"), env=dict(os.environ), cwd=tmp_path, bound=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["typed", "ServerStartFailed"] * 3
     assert done.stderr == ""
@@ -57,10 +53,12 @@ def test_unconfigured_host_gets_no_log_lines_on_stderr(tmp_path: Path) -> None:
 
 def test_a_host_that_configures_logging_still_sees_warnings(tmp_path: Path) -> None:
     """The NullHandler silences nothing once the host configures logging (basicConfig)."""
-    code = (
+    host = tmp_path / "host.py"
+    host.write_text(
         "import logging, mcp_actors.service, supervisors; logging.basicConfig(format='%(name)s %(message)s');"
         "logging.getLogger('mcp_actors.service').warning('visible');"
         "logging.getLogger('supervisors').warning('visible too')"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    done = forkrun.run_script(host, env=dict(os.environ), cwd=tmp_path, bound=60)
+    assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == ["mcp_actors.service visible", "supervisors visible too"]

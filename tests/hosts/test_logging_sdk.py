@@ -10,10 +10,12 @@ redacted.
 
 from __future__ import annotations
 
+import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+import forkrun
 
 SECRET = "sse-query-secret-4711"
 
@@ -65,12 +67,9 @@ def run_host(tmp_path: Path, mode: str) -> subprocess.CompletedProcess[str]:
     """Run the host script (``mode``: ``plain`` configures no logging, ``debug`` basicConfig at DEBUG)."""
     host = tmp_path / "host.py"
     host.write_text(_HOST)
-    return subprocess.run(
-        [sys.executable, str(host), str(tmp_path / "cfg.json"), mode, SECRET],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+    # ``python host.py CONFIG MODE SECRET``, forked from an interpreter that has the MCP SDK imported (forkrun)
+    return forkrun.run_script(
+        host, str(tmp_path / "cfg.json"), mode, SECRET, env=dict(os.environ), cwd=tmp_path, bound=180
     )
 
 
