@@ -11,7 +11,12 @@ faster). These few stay processes because the behaviour lives at the process bou
   progress, ``servers import`` asking for inputs without echoing a password;
 * what a fresh interpreter imports (``servers add`` starts no runtime), where a process
   keeps its state (chosen once per process) and a per-process file-size limit (an
-  unwritable config).
+  unwritable config). These run as scripts in a process of their own, forked from an
+  interpreter that has the MCP SDK imported (``forkrun``): nothing of mcp-actors is
+  imported ahead, and the process is spared the SDK's import.
+
+The servers are the fault server (``mcp_actors.testing.fault_server``, no MCP SDK) wherever the
+behaviour is not about a server built on the MCP SDK.
 """
 
 from __future__ import annotations
@@ -33,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import forkrun
 import psutil
 from clikit import invoke, stdio, write_config
 from testkit import cli_env
 
 from mcp_actors import __version__
-from mcp_actors._config.record import builtin_demo_record
 from mcp_actors._config.store import ConfigStore
 from mcp_actors.testing import fault_server_command
 
@@ -162,8 +167,8 @@ def test_watch_connects_servers_another_process_adds_enables_or_renames(tmp_path
     Before, watch connected only the servers active at its start: it printed the
     servers:changed event of an added or enabled server but never connected it.
     """
-    demo_off = attrs.evolve(builtin_demo_record(), is_active=False)
-    config = write_config(tmp_path / "mcp-config.json", stdio("fs", fault_server_command()), demo_off)
+    off = attrs.evolve(stdio("off", fault_server_command()), is_active=False)
+    config = write_config(tmp_path / "mcp-config.json", stdio("fs", fault_server_command()), off)
 
     def edit(*args: str) -> None:  # this test's process is the other process
         done = invoke(config, *args)
@@ -183,8 +188,8 @@ def test_watch_connects_servers_another_process_adds_enables_or_renames(tmp_path
         list(run.reader.until(connected("fs"), run.deadline))
         command = fault_server_command()
         edit("servers", "add", "d2", "--command", command[0], *(f"--arg={a}" for a in command[1:]))
-        edit("servers", "enable", "demo")
-        list(run.reader.until(connected("d2", "demo"), run.deadline))
+        edit("servers", "enable", "off")
+        list(run.reader.until(connected("d2", "off"), run.deadline))
         edit("servers", "update", "d2", "--rename", "d3")
         list(run.reader.until(connected("d3"), run.deadline))
     assert run.rc == 0, run.stderr
@@ -344,11 +349,12 @@ def test_import_resolves_workspace_folder_and_asks_inputs_on_a_terminal(tmp_path
 
 def test_call_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
     """On a terminal, `call` draws the tool's progress messages on stderr; stdout gets the result only."""
-    env = {**os.environ, "MCP_ACTORS_CONFIG": str(tmp_path / "cfg.json"), "COLUMNS": "120"}
+    config = write_config(tmp_path / "cfg.json", stdio("slow", fault_server_command(), trusted=True))
+    env = {**os.environ, "MCP_ACTORS_CONFIG": str(config), "COLUMNS": "120"}
     leader, follower = pty.openpty()
     try:
         proc = subprocess.Popen(
-            [*CLI, "call", "demo/sleep", "--args", '{"seconds": 1}'],
+            [*CLI, "call", "slow/sleep", "--args", '{"seconds": 1}'],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=follower,
@@ -375,7 +381,7 @@ def test_call_shows_a_progress_bar_on_a_terminal(tmp_path: Path) -> None:
             os.close(follower)
     assert proc.returncode == 0
     assert stdout == b"slept 1 s\n"
-    assert b"demo/sleep: slept" in drawn
+    assert b"slow/sleep: slept" in drawn
 
 
 _ASKER = """
@@ -450,8 +456,9 @@ print("runtime imported:", "mcp_actors.runtime" in sys.modules, "exit:", code)
 def test_servers_add_edits_the_config_without_starting_a_runtime(tmp_path: Path) -> None:
     """`servers add` writes through the store's rules without a supervision tree; a taken name is still refused."""
     env = {**os.environ, "MCP_ACTORS_CONFIG": str(tmp_path / "cfg.json"), "COLUMNS": "200"}
-    argv = [sys.executable, "-c", _ADD_PROBE, "servers", "add", "probe", "--command", "true"]
-    first = subprocess.run(argv, capture_output=True, text=True, timeout=120, env=env, stdin=subprocess.DEVNULL)
+    probe = tmp_path / "probe.py"
+    probe.write_text(_ADD_PROBE, encoding="utf-8")
+    first = forkrun.run_script(probe, "servers", "add", "probe", "--command", "true", env=env, cwd=tmp_path, bound=120)
     assert first.stdout.strip().endswith("runtime imported: False exit: 0"), first.stdout + first.stderr
     saved = json.loads((tmp_path / "cfg.json").read_text())
     assert [s["name"] for s in saved["mcpServers"]] == ["demo", "probe"]
@@ -460,6 +467,12 @@ def test_servers_add_edits_the_config_without_starting_a_runtime(tmp_path: Path)
 
 
 UNAVAILABLE = 3
+
+_COMMAND = """
+from mcp_actors.cli import main
+raise SystemExit(main())
+"""
+"""``mcp-actors`` as a script of its own (what the installed script and ``python -m mcp_actors`` run)."""
 
 
 def test_state_lives_next_to_an_explicit_config(tmp_path: Path) -> None:
@@ -470,7 +483,10 @@ def test_state_lives_next_to_an_explicit_config(tmp_path: Path) -> None:
     config = write_config(tmp_path / "team" / "mcp-config.json", stdio("fs", fault_server_command(), trusted=True))
     env = {k: v for k, v in cli_env(tmp_path / "unused.json").items() if k != "MCP_ACTORS_STATE_DIR"}
     env["XDG_STATE_HOME"] = str(tmp_path / "xdg-state")
-    called = _run([*CLI, "--config", str(config), "call", "fs/echo", "--args", '{"text": "hi"}'], env)
+    command = tmp_path / "command.py"
+    command.write_text(_COMMAND, encoding="utf-8")
+    args = ["--config", str(config), "call", "fs/echo", "--args", '{"text": "hi"}']
+    called = forkrun.run_script(command, *args, env=env, cwd=tmp_path, bound=RUN_BOUND)
     assert called.returncode == 0, called.stderr
     assert (tmp_path / "team" / "mcp-config.state" / "processes").is_dir()
     assert not (tmp_path / "xdg-state").exists()
@@ -481,13 +497,16 @@ import contextlib, io, json, resource, sys
 from mcp_actors.cli import main
 # Any write past 8 bytes fails with EFBIG: the config (never smaller) cannot be saved,
 # the empty lock file can. Python ignores SIGXFSZ, so the write fails instead of killing.
-resource.setrlimit(resource.RLIMIT_FSIZE, (8, 8))
+# The limit is lifted again for the report (this process's stdout may be a file).
+unlimited = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8, unlimited[1]))
 results = []
 for args in json.loads(sys.argv[1]):
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(args)
     results.append({"rc": code, "stderr": err.getvalue()})
+resource.setrlimit(resource.RLIMIT_FSIZE, unlimited)
 print(json.dumps(results))
 """
 
@@ -509,7 +528,9 @@ def test_every_editing_command_fails_with_exit_3_when_the_file_cannot_be_written
         ["servers", "remove", "demo"],
     ]
     env = {**os.environ, "MCP_ACTORS_CONFIG": config, "COLUMNS": "200"}
-    done = _run([sys.executable, "-c", _EDIT_WITH_SMALL_FILES, json.dumps(commands)], env, stdin=subprocess.DEVNULL)
+    script = tmp_path / "edit.py"
+    script.write_text(_EDIT_WITH_SMALL_FILES, encoding="utf-8")
+    done = forkrun.run_script(script, json.dumps(commands), env=env, cwd=tmp_path, bound=RUN_BOUND)
     assert done.returncode == 0, done.stderr
     for args, result in zip(commands, json.loads(done.stdout), strict=True):
         assert result["rc"] == UNAVAILABLE, (args, result)
