@@ -262,6 +262,8 @@ def _type_on_prompts(
 
     A person takes ``think`` seconds to type each answer after its prompt shows. A prompt
     that has not shown within ``bound`` seconds fails the test (the command is killed).
+    Once every answer is typed, the screen is read until the command exits (within
+    ``RUN_BOUND``), so what it prints last is on the screen.
     """
     master, slave = pty.openpty()
     try:
@@ -270,11 +272,12 @@ def _type_on_prompts(
         os.close(slave)
     screen = bytearray()
     pending = list(answers)
-    deadline = time.monotonic() + bound
+    deadline = time.monotonic() + bound  # for the prompts to show
+    exit_deadline = time.monotonic() + RUN_BOUND  # for the command to end once answered
     typed_at = 0  # where the screen was when the last answer was typed
     shown_at: float | None = None  # when the next answer's prompt showed
     try:
-        while time.monotonic() < deadline:
+        while time.monotonic() < (deadline if pending else exit_deadline):
             ready, _, _ = select.select([master], [], [], 0.1)
             if ready:
                 try:
