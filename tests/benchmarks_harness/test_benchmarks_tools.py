@@ -8,6 +8,8 @@ without valgrind is checked. What the numbers are is docs/performance.md's busin
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -279,14 +281,28 @@ def test_startup_layers_core_time_splits_each_clients_time_into_what_filled_the_
     assert startup_layers.core_time_lines(rounds, cores=2) == []
 
 
-def test_startup_layers_idle_splits_a_real_start_where_the_machine_counts_idle_time(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+IDLE_SECTION = ("each client's time less its servers' CPU, by what filled the", "no idle time: ")
+"""How the ``--idle`` section begins: its split, or the line saying the machine has no counters."""
+
+
+@pytest.fixture(scope="module")
+def idle_and_by_task_run() -> str:
+    """What ``--idle --by-task`` prints for one round of two servers per client (each in its own interpreter).
+
+    The two options add a section each after the table, from the same rounds: one run serves
+    the tests of both.
+    """
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        startup_layers.main(["--servers", "2", "--rounds", "1", "--by-task", "--idle"])
+    return out.getvalue()
+
+
+def test_startup_layers_idle_splits_a_real_start_where_the_machine_counts_idle_time(idle_and_by_task_run: str) -> None:
     """``--idle`` on one round of two servers: each client's split, whose parts add up to its time
     less its servers' CPU; the runtime's helpers (the reaper sidecar) used CPU, the raw SDK has none.
     A machine without ``cpuidle`` counters says so instead."""
-    startup_layers.main(["--servers", "2", "--rounds", "1", "--idle"])
-    out = capsys.readouterr().out
+    out = idle_and_by_task_run
     if startup_layers.idle_core_ms(startup_layers.idle_counters()) is None:
         assert "no idle time: this machine has no cpuidle counters" in out
         return
@@ -299,17 +315,18 @@ def test_startup_layers_idle_splits_a_real_start_where_the_machine_counts_idle_t
     assert rows["raw"][2] == 0.0 and rows["runtime"][2] > 0
 
 
-def test_startup_layers_by_task_names_the_tasks_that_spent_each_clients_loop_cpu(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+def test_startup_layers_by_task_names_the_tasks_that_spent_each_clients_loop_cpu(idle_and_by_task_run: str) -> None:
     """``--by-task``: per client, the loop's CPU by task kind (ours: the session actor's task among them)."""
-    startup_layers.main(["--servers", "2", "--rounds", "1", "--by-task"])
-    out = capsys.readouterr().out
-    table, _, by_task = out.partition("loop CPU by task (ms, medians):\n")
-    assert by_task, out
+    out = idle_and_by_task_run
+    table, _, after_table = out.partition("loop CPU by task (ms, medians):\n")
+    assert after_table, out
+    # The section ends where the one of --idle begins.
+    lines = after_table.splitlines()
+    end = next((i for i, line in enumerate(lines) if line.startswith(IDLE_SECTION)), None)
+    assert end is not None, out
     sections: dict[str, list[tuple[float, str]]] = {}
     current = ""
-    for line in by_task.splitlines():
+    for line in lines[:end]:
         if not line.startswith(" "):
             current = line.rstrip(":")
             sections[current] = []

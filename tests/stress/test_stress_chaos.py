@@ -132,12 +132,19 @@ def _start_stress(tmp_path: Path, workers: int) -> subprocess.Popen[bytes]:
         signal.signal(signal.SIGHUP, hangup)
 
 
-def _wait_until(proc: subprocess.Popen[bytes], found: Callable[[], list[psutil.Process]], what: str) -> None:
+def _wait_until(
+    proc: subprocess.Popen[bytes], found: Callable[[], list[psutil.Process]], what: str, *, interval: float = 0.05
+) -> None:
+    """Poll ``found`` every ``interval`` s (bounded).
+
+    Each poll walks the whole process table (about a millisecond of CPU): a short interval
+    only where the test must catch a process within milliseconds of its start.
+    """
     deadline = time.monotonic() + 60
     while not found():
         assert proc.poll() is None, proc.communicate()[1].decode()
         assert time.monotonic() < deadline, f"{what} did not start"
-        time.sleep(0.005)
+        time.sleep(interval)
 
 
 def _start_and_wait_for_servers(tmp_path: Path, count: int) -> tuple[subprocess.Popen[bytes], list[psutil.Process]]:
@@ -227,7 +234,7 @@ def test_ctrl_c_reaching_a_starting_worker_interrupts_the_run(tmp_path: Path) ->
     """
     proc = _start_stress(tmp_path, 1)
     host = psutil.Process(proc.pid)
-    _wait_until(proc, lambda: _workers(host), "the worker")
+    _wait_until(proc, lambda: _workers(host), "the worker", interval=0.005)
     [worker] = _workers(host)
     worker.suspend()
     family = _descendants(host)

@@ -151,7 +151,7 @@ def test_merge_and_compare(capsys: pytest.CaptureFixture[str], tmp_path: Path) -
     for name in ("a", "b"):
         code, _, err = _stress(
             capsys, "--command", FAULT, "--tool", "echo", "--args", '{"text": "x"}',
-            "--rate", "20", "--requests", "10", "--workers", "0", "--save", str(tmp_path / f"{name}.json"),
+            "--rate", "200", "--requests", "10", "--workers", "0", "--save", str(tmp_path / f"{name}.json"),
         )  # fmt: skip
         assert code == 0, err
     assert run_cli(["stress", "merge", str(tmp_path / "a.json"), str(tmp_path / "b.json"), "--json"]) == 0
