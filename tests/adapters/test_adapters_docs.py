@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
 import pytest
-from openai.types.chat import ChatCompletion
+
+if TYPE_CHECKING:
+    from openai.types.chat import ChatCompletion
 
 DOC = Path(__file__).parents[2] / "docs" / "adapters.md"
 
@@ -28,6 +29,8 @@ class ScriptedCompletions:
     async def create(
         self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> ChatCompletion:
+        from openai.types.chat import ChatCompletion
+
         self.requests.append({"model": model, "messages": list(messages), "tools": tools})
         if len(self.requests) == 1:
             message: dict[str, Any] = {
@@ -61,6 +64,8 @@ def test_agent_loop_example_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The README example offers registry and direct tools to the model, runs its calls and feeds back the results."""
+    import openai
+
     completions = ScriptedCompletions()
 
     class FakeClient:

@@ -21,10 +21,6 @@ from typing import Any
 import jsonschema
 import pydantic
 import typing_extensions
-from anthropic.types import ToolParam
-from google.genai import types as genai_types
-from openai.types.chat import ChatCompletionFunctionToolParam
-from openai.types.responses import FunctionToolParam
 
 from mcp_actors.formats import ConversionNote, NoteAction, convert_tools_with_report
 from mcp_actors.tools import McpTool
@@ -108,27 +104,40 @@ def _forbid_extra(td: Any) -> Any:
     return strict_td
 
 
-OPENAI_CHAT_TOOL = pydantic.TypeAdapter(_forbid_extra(ChatCompletionFunctionToolParam))
-OPENAI_RESPONSES_TOOL = pydantic.TypeAdapter(_forbid_extra(FunctionToolParam))
-ANTHROPIC_TOOL = pydantic.TypeAdapter(_forbid_extra(ToolParam))
+@functools.cache
+def _sdk_adapter(kind: str) -> pydantic.TypeAdapter[Any]:
+    """The strict validator of one provider's tool type (the SDKs import only when a test validates)."""
+    if kind == "anthropic":
+        from anthropic.types import ToolParam
+
+        return pydantic.TypeAdapter(_forbid_extra(ToolParam))
+    if kind == "responses":
+        from openai.types.responses import FunctionToolParam
+
+        return pydantic.TypeAdapter(_forbid_extra(FunctionToolParam))
+    from openai.types.chat import ChatCompletionFunctionToolParam
+
+    return pydantic.TypeAdapter(_forbid_extra(ChatCompletionFunctionToolParam))
 
 
 def validate_with_sdk(fmt: str, opts: dict[str, Any], definitions: list[dict[str, Any]]) -> None:
     """Validate the provider list with the provider's own SDK types (raises on failure)."""
     if fmt == "gemini":
+        from google.genai import types as genai_types
+
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             for tool in definitions:
                 genai_types.Tool.model_validate(tool)
     elif fmt == "anthropic":
         for tool in definitions:
-            ANTHROPIC_TOOL.validate_python(tool)
+            _sdk_adapter("anthropic").validate_python(tool)
     elif opts.get("api") == "responses":
         for tool in definitions:
-            OPENAI_RESPONSES_TOOL.validate_python(tool)
+            _sdk_adapter("responses").validate_python(tool)
     else:
         for tool in definitions:
-            OPENAI_CHAT_TOOL.validate_python(tool)
+            _sdk_adapter("chat").validate_python(tool)
 
 
 # ----------------------------------------------------------------------------- our rules

@@ -17,29 +17,27 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anthropic
 import mcp.types as mcp_types
 import psutil
 import pytest
 import trio
-from anthropic.lib.tools import BetaAsyncFunctionTool, BetaFunctionTool, ToolError
-from anthropic.lib.tools.mcp import mcp_content
 from testkit import is_infrastructure, runtime_at
 
 from mcp_actors.errors import ToolCallDenied
-from mcp_actors.integrations.anthropic import (
-    McpAsyncFunctionTool,
-    McpFunctionTool,
-    async_tools,
-    sync_tools,
-    tool_result,
-)
 from mcp_actors.portal import RuntimePortal, start_portal
 from mcp_actors.service import ApprovalRequest
 from mcp_actors.testing import demo_server_command, fault_server_command, live_descendants
 from mcp_actors.testing.memory import InMemoryServers
+
+# The framework, and our adapter of it (which imports it), are imported by the tests that use them: every
+# pytest-xdist worker imports this file to collect it, and importing the framework costs seconds.
+if TYPE_CHECKING:
+    from anthropic.lib.tools import ToolError
+
+    from mcp_actors.integrations.anthropic import McpAsyncFunctionTool
+
 
 BOUND = 60.0
 """Generous: a server's first start on a loaded machine."""
@@ -139,6 +137,8 @@ def only_text(block: dict[str, Any]) -> str:
 
 async def run_agent(api: ScriptedMessagesApi, tools: list[Any], *turns: list[dict[str, Any]]) -> str:
     """Run the SDK's async tool runner to the end against ``api`` (a new conversation); the final text."""
+    import anthropic
+
     api.start(*turns)
     client = anthropic.AsyncAnthropic(base_url=api.url, api_key="test", max_retries=0)
     runner = client.beta.messages.tool_runner(
@@ -183,6 +183,10 @@ def test_the_runner_calls_an_mcp_tool_and_the_model_sees_its_output(
     portal: RuntimePortal, api: ScriptedMessagesApi
 ) -> None:
     """The model's ``tool_use`` of ``mcp__demo__echo`` runs on the server; its real output is the ``tool_result``."""
+    from anthropic.lib.tools import BetaAsyncFunctionTool
+
+    from mcp_actors.integrations.anthropic import async_tools
+
     service = portal.asyncio_service()
 
     async def main() -> tuple[list[McpAsyncFunctionTool], str, list[Any]]:
@@ -216,6 +220,10 @@ def test_results_become_content_blocks_as_the_sdk_helper_makes_them(
     portal: RuntimePortal, api: ScriptedMessagesApi
 ) -> None:
     """Images and resources become the SDK helper's blocks; audio and links become text; structured output JSON."""
+    from anthropic.lib.tools.mcp import mcp_content
+
+    from mcp_actors.integrations.anthropic import async_tools
+
     service = portal.asyncio_service()
 
     async def main() -> mcp_types.CallToolResult:
@@ -245,6 +253,10 @@ def test_results_become_content_blocks_as_the_sdk_helper_makes_them(
 
 def test_tool_result_maps_structured_content_and_empty_errors() -> None:
     """Structured content alone is its JSON; an error without content still says so; an error raises ToolError."""
+    from anthropic.lib.tools import ToolError
+
+    from mcp_actors.integrations.anthropic import tool_result
+
     structured = mcp_types.CallToolResult(content=[], structured_content={"sum": 5})
     assert json.loads(str(tool_result(structured))) == {"sum": 5}
     with pytest.raises(ToolError) as empty:
@@ -259,6 +271,8 @@ def test_a_tool_level_error_is_an_is_error_result_with_the_tools_own_text(
     portal: RuntimePortal, api: ScriptedMessagesApi
 ) -> None:
     """``isError: true`` from the server reaches the model as ``is_error`` with the tool's own message."""
+    from mcp_actors.integrations.anthropic import async_tools
+
     service = portal.asyncio_service()
 
     async def main() -> str:
@@ -278,6 +292,8 @@ def test_a_call_over_its_timeout_is_an_is_error_result_naming_tool_and_server(
     portal: RuntimePortal, api: ScriptedMessagesApi
 ) -> None:
     """A call past the toolset's timeout reaches the model as one sentence naming the tool, the server and the bound."""
+    from mcp_actors.integrations.anthropic import async_tools
+
     service = portal.asyncio_service()
 
     async def main() -> None:
@@ -301,6 +317,8 @@ def test_the_approver_is_asked_and_its_no_reaches_the_model_naming_tool_and_serv
     portal: RuntimePortal, api: ScriptedMessagesApi
 ) -> None:
     """Calls of an untrusted server go to the approver: a yes runs the tool, a no is an ``is_error`` result."""
+    from mcp_actors.integrations.anthropic import async_tools
+
     service = portal.asyncio_service()
     asked: list[tuple[str, str, dict[str, Any]]] = []
 
@@ -329,6 +347,10 @@ def test_the_approver_is_asked_and_its_no_reaches_the_model_naming_tool_and_serv
 
 def test_the_typed_failure_is_kept_as_the_tool_errors_cause(portal: RuntimePortal) -> None:
     """Called directly, a denied call raises ``ToolError`` carrying the typed ``ToolCallDenied`` as its cause."""
+    from anthropic.lib.tools import ToolError
+
+    from mcp_actors.integrations.anthropic import async_tools
+
     service = portal.asyncio_service()
 
     async def main() -> ToolError:
@@ -345,6 +367,8 @@ def test_the_typed_failure_is_kept_as_the_tool_errors_cause(portal: RuntimePorta
 
 def test_selection_naming_and_disabled_tools(portal: RuntimePortal) -> None:
     """``servers``, ``tools`` and ``naming`` choose what the model sees; disabled tools never show; failures kept."""
+    from mcp_actors.integrations.anthropic import async_tools
+
     service = portal.asyncio_service()
 
     async def main() -> dict[str, list[str]]:
@@ -374,6 +398,8 @@ def test_selection_naming_and_disabled_tools(portal: RuntimePortal) -> None:
 
 def test_cancelling_the_runners_task_cancels_the_call(portal: RuntimePortal, api: ScriptedMessagesApi) -> None:
     """Progress reaches the host's coroutine on its loop, named; cancelling the runner's task ends the call at once."""
+    from mcp_actors.integrations.anthropic import async_tools
+
     service = portal.asyncio_service()
 
     async def main() -> tuple[list[tuple[str, float, int]], float, dict[str, Any]]:
@@ -415,6 +441,8 @@ def test_a_server_killed_mid_call_fails_fast_naming_it_and_the_next_call_works(
 ) -> None:
     """A real server process killed during a call: an ``is_error`` result at once naming server and tool; the
     next call runs on the restarted server; closing the portal leaves no process behind."""
+    from mcp_actors.integrations.anthropic import async_tools
+
     argv = fault_server_command()
     with start_portal(str(tmp_path / "cfg.json")) as portal:
         service = portal.asyncio_service()
@@ -456,6 +484,11 @@ def test_a_server_killed_mid_call_fails_fast_naming_it_and_the_next_call_works(
 def test_the_sync_runner_with_sync_tools(portal: RuntimePortal, api: ScriptedMessagesApi) -> None:
     """``sync_tools`` over the blocking facade: the SDK's sync runner calls them on its thread; progress and
     failures map as on asyncio."""
+    import anthropic
+    from anthropic.lib.tools import BetaFunctionTool
+
+    from mcp_actors.integrations.anthropic import McpFunctionTool, sync_tools
+
     service = portal.sync_service()
     service.set_approver(lambda request: request.tool_name != "add")
     progress: list[tuple[str, float, float | None]] = []
@@ -496,6 +529,8 @@ async def test_the_runner_on_trio_with_the_runtimes_service(
     tmp_path: Path, servers_in_memory: InMemoryServers, api: ScriptedMessagesApi
 ) -> None:
     """On trio (the SDK's async client runs there too) the tools take the runtime's ``McpService`` directly."""
+    from mcp_actors.integrations.anthropic import async_tools
+
     async with runtime_at(tmp_path) as rt:
         tools = await async_tools(rt.service, ["demo"], tools=["echo"])
         with trio.fail_after(BOUND):

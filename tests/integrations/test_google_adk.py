@@ -15,70 +15,41 @@ import json
 import logging
 import threading
 import time
-from collections.abc import AsyncGenerator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import pytest
 import trio
-from google.adk.agents.llm_agent import LlmAgent
-from google.adk.agents.readonly_context import ReadonlyContext
-from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
-from google.adk.runners import InMemoryRunner
-from google.adk.tools.base_tool import BaseTool
-from google.adk.tools.tool_context import ToolContext
-from google.genai import types
-from pydantic import Field
 from testkit import is_infrastructure
 
 from mcp_actors.demo_server import EXTRA_TOOL_NAME
-from mcp_actors.integrations.google_adk import McpActorsTool, McpActorsToolset
 from mcp_actors.portal import AsyncioMcpService, RuntimePortal, start_portal
 from mcp_actors.service import ApprovalRequest
 from mcp_actors.testing import fault_server_command, live_descendants
 from mcp_actors.testing.memory import InMemoryServers
 
-Call = tuple[str, dict[str, Any]]
-"""A function call the scripted model makes: the tool's name and its arguments."""
+# The framework, and our adapter of it (which imports it), are imported by the tests that use them: every
+# pytest-xdist worker imports this file to collect it, and importing the framework costs seconds.
+if TYPE_CHECKING:
+    from google.adk.agents.readonly_context import ReadonlyContext
+    from google.adk.tools.base_tool import BaseTool
+    from google.adk.tools.tool_context import ToolContext
+    from google_adk_kit import Call, ScriptedModel
+
 
 BOUND = 30.0
 """Generous: a server's first start on a loaded machine. Only a broken test waits this long."""
 
 
-class ScriptedModel(BaseLlm):
-    """A model that calls ``calls`` one per turn, then answers with every tool response it saw, as JSON."""
-
-    model: str = "scripted"
-    calls: list[Call]
-    requests: list[LlmRequest] = Field(default_factory=list)
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        self.requests.append(llm_request)
-        seen = [
-            part.function_response.response
-            for content in llm_request.contents
-            for part in content.parts or []
-            if part.function_response is not None
-        ]
-        if len(seen) < len(self.calls):
-            name, args = self.calls[len(seen)]
-            part = types.Part.from_function_call(name=name, args=args)
-        else:
-            part = types.Part.from_text(text=json.dumps(seen))
-        yield LlmResponse(content=types.Content(role="model", parts=[part]))
-
-    def offered(self) -> list[str]:
-        """The tool names the first request offered the model."""
-        return list(self.requests[0].tools_dict)
-
-
 async def run_agent(tools: list[Any], calls: list[Call], **run: Any) -> tuple[list[dict[str, Any]], ScriptedModel]:
     """Run an LlmAgent with ``tools`` through ADK's InMemoryRunner; the tool responses the model saw."""
+    from google.adk.agents.llm_agent import LlmAgent
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+    from google_adk_kit import ScriptedModel
+
     model = ScriptedModel(calls=calls)
     agent = LlmAgent(name="assistant", model=model, tools=tools, instruction="Use the tools.")
     async with InMemoryRunner(agent=agent, app_name="adk_test") as runner:
@@ -150,6 +121,8 @@ def in_asyncio(main: Any) -> Any:
 def test_an_agent_calls_demo_tools_and_sees_their_output_and_nothing_outlives_the_portal(tmp_path: Path) -> None:
     """The model calls echo and add on the real demo server and sees their MCP results; closing the
     runner leaves the server running (the runtime owns it); closing the portal leaves no process."""
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     with start_portal(str(tmp_path / "cfg.json")) as portal:
         service = portal.asyncio_service()
 
@@ -180,6 +153,8 @@ def test_an_agent_calls_demo_tools_and_sees_their_output_and_nothing_outlives_th
 def test_a_server_killed_mid_call_fails_that_call_fast_naming_it_and_the_next_call_works(portal: RuntimePortal) -> None:
     """Killing the server's process during a call: the model gets an error naming server and tool at once,
     and the next run's call reaches the restarted server."""
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service = portal.asyncio_service()
 
     async def main() -> tuple[list[dict[str, Any]], float, list[dict[str, Any]]]:
@@ -211,6 +186,8 @@ def test_a_server_killed_mid_call_fails_that_call_fast_naming_it_and_the_next_ca
 def test_cancelling_the_runners_task_or_aborting_the_run_cancels_the_call_on_the_server(portal: RuntimePortal) -> None:
     """Cancelling the task iterating ``run_async``, or setting its ``abort_signal``, cancels the tool call
     on the server (the fault server logs the cancellation) and leaves no call in flight."""
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service = portal.asyncio_service()
 
     async def main() -> None:
@@ -245,6 +222,8 @@ def test_a_tool_error_and_a_typed_failure_reach_the_model_and_the_run_goes_on(
 ) -> None:
     """A tool error (isError) arrives as the server's text marked isError; a call that times out arrives
     as ``{"error": ...}`` naming the tool and the bound; the model answers after both."""
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service = portal.asyncio_service()
 
     async def main() -> list[dict[str, Any]]:
@@ -265,6 +244,8 @@ def test_the_approver_is_asked_and_its_refusal_reaches_the_model(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """With the demo server untrusted, the service's approver decides each call: echo allowed, add refused."""
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service = portal.asyncio_service()
     asked: list[ApprovalRequest] = []
 
@@ -297,6 +278,8 @@ def test_selection_and_naming_choose_what_the_model_sees(
 ) -> None:
     """``servers``, ``tools`` and ``naming`` pick and name the tools; a model calls one by its own name;
     two servers' tools under one name are refused naming both; a disabled tool is never offered."""
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service = portal.asyncio_service()
 
     async def main() -> dict[str, Any]:
@@ -324,6 +307,10 @@ def test_selection_and_naming_choose_what_the_model_sees(
 
 def test_adks_own_filter_and_prefix_apply_on_top(servers_in_memory: InMemoryServers, portal: RuntimePortal) -> None:
     """ADK's ``tool_filter`` (a predicate given the run's context) and ``tool_name_prefix`` work as on any toolset."""
+    from google.adk.agents.readonly_context import ReadonlyContext
+
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service = portal.asyncio_service()
     contexts: list[object] = []
 
@@ -345,6 +332,8 @@ def test_a_server_that_cannot_be_listed_is_left_out_and_reported(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """An unknown server in ``servers`` does not take the toolset down: the others' tools are offered."""
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service = portal.asyncio_service()
 
     async def main() -> tuple[list[str], dict[str, str]]:
@@ -360,6 +349,8 @@ def test_a_changed_tool_list_is_seen_on_the_next_listing(
 ) -> None:
     """Listing again without a change gives the same tool objects; after the server announces a new tool,
     the next ``get_tools`` offers it and an agent can call it."""
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service = portal.asyncio_service()
 
     async def main() -> None:
@@ -383,6 +374,10 @@ def test_progress_reaches_adks_loop_through_a_callback_or_a_factory(
     """ADK's progress channel, both shapes: an async callback gets every step of every call; a factory is
     asked per call with the tool name and the call's ToolContext, and the callback it returns (an object with
     an async ``__call__``) gets every step. Both run on ADK's loop thread."""
+    from google.adk.tools.tool_context import ToolContext
+
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service = portal.asyncio_service()
     asked: list[tuple[str, object]] = []
 
@@ -432,6 +427,8 @@ def test_tools_named_like_adks_own_functions_are_left_out(
 ) -> None:
     """Under ``naming="tool"`` the demo's ``finish_task``, and a name mapped to ``transfer_to_agent``, are not
     offered (ADK would run its own function in their place), each with one warning naming tool and server."""
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service = portal.asyncio_service()
 
     async def main() -> tuple[list[str], list[str]]:
@@ -454,6 +451,8 @@ def test_a_tool_held_directly_by_an_agent_calls_through_the_service(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """An McpActorsTool taken out of the toolset works on its own in ``LlmAgent(tools=[...])``."""
+    from mcp_actors.integrations.google_adk import McpActorsTool, McpActorsToolset
+
     service = portal.asyncio_service()
 
     async def main() -> list[dict[str, Any]]:
@@ -469,6 +468,8 @@ def test_a_tool_held_directly_by_an_agent_calls_through_the_service(
 def test_bad_options_are_refused_when_the_toolset_is_built(portal: RuntimePortal) -> None:
     """Refused at construction (ADK would swallow a listing's error): the trio McpService, one string for
     servers, a bad naming, a bad timeout, a progress callback that is not callable."""
+    from mcp_actors.integrations.google_adk import McpActorsToolset
+
     service: AsyncioMcpService = portal.asyncio_service()
     with pytest.raises(TypeError, match=r"asyncio facade, got McpService.*portal\.asyncio_service\(\)"):
         McpActorsToolset(portal.service)  # type: ignore[arg-type]

@@ -14,56 +14,38 @@ import asyncio
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import pytest
 import trio
-from langchain.agents import create_agent
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.tools import BaseTool
-from langgraph.errors import NodeTimeoutError
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode
-from langgraph.types import TimeoutPolicy
 from testkit import is_infrastructure
 
-from mcp_actors.integrations.langchain import PROGRESS_EVENT, SupervisedMcpTool, load_tools
 from mcp_actors.portal import RuntimePortal, start_portal
 from mcp_actors.service import ApprovalRequest
 from mcp_actors.testing import fault_server_command, live_descendants
 from mcp_actors.testing.memory import InMemoryServers
 
+# The framework, and our adapter of it (which imports it), are imported by the tests that use them: every
+# pytest-xdist worker imports this file to collect it, and importing the framework costs seconds.
+if TYPE_CHECKING:
+    from langchain_core.messages import BaseMessage, ToolMessage
+    from langchain_core.tools import BaseTool
+    from langchain_kit import ScriptedChatModel
+    from langgraph.graph import MessagesState
+
+    from mcp_actors.integrations.langchain import SupervisedMcpTool
+
+
 BOUND = 60.0
 """Generous: a server's first start on a loaded machine. Only a broken test waits this long."""
 
 
-class ScriptedChatModel(GenericFakeChatModel):
-    """LangChain's fake chat model, taught to take tools: its script, then what it saw.
-
-    Each turn plays the next scripted message (the tool calls); once the script is done it
-    answers ``saw: `` and the content of every tool message in the conversation, joined by
-    `` | ``. Streaming is off: the fake model streams no chunk for a tool-call message.
-    """
-
-    disable_streaming: bool = True
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
-        return self
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        turn = next(self.messages, None)
-        if turn is None:
-            turn = "saw: " + " | ".join(str(m.content) for m in messages if isinstance(m, ToolMessage))
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(turn) if isinstance(turn, str) else turn)])
-
-
 def scripted(*calls: tuple[str, dict[str, Any]]) -> ScriptedChatModel:
     """A model that calls these tools, one turn each, then says what it saw."""
+    from langchain_core.messages import AIMessage
+    from langchain_kit import ScriptedChatModel
+
     turns = [
         AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"call-{i}", "type": "tool_call"}])
         for i, (name, args) in enumerate(calls)
@@ -73,12 +55,17 @@ def scripted(*calls: tuple[str, dict[str, Any]]) -> ScriptedChatModel:
 
 async def run_agent(tools: Sequence[BaseTool], *calls: tuple[str, dict[str, Any]]) -> list[BaseMessage]:
     """One ``create_agent`` run with a scripted model; its messages."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
     agent = create_agent(scripted(*calls), tools)
     result = await asyncio.wait_for(agent.ainvoke({"messages": [HumanMessage("go")]}), BOUND)
     return list(result["messages"])
 
 
 def tool_messages(messages: Sequence[BaseMessage]) -> list[ToolMessage]:
+    from langchain_core.messages import ToolMessage
+
     return [m for m in messages if isinstance(m, ToolMessage)]
 
 
@@ -123,6 +110,10 @@ def portal(tmp_path: Path) -> Iterator[RuntimePortal]:
 
 def test_an_agent_calls_the_demo_server_and_reads_its_output(portal: RuntimePortal) -> None:
     """create_agent calls echo and add on the demo process; the model reads both outputs; add's structure is kept."""
+    from langchain_core.tools import BaseTool
+
+    from mcp_actors.integrations.langchain import load_tools
+
     service = portal.asyncio_service()
 
     async def main() -> list[BaseMessage]:
@@ -147,6 +138,8 @@ def test_a_tool_error_is_an_error_message_the_model_reads_and_the_run_goes_on(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """A tool-level error (isError) becomes ToolMessage(status="error") with its text; the next call runs."""
+    from mcp_actors.integrations.langchain import load_tools
+
     service = portal.asyncio_service()
 
     async def main() -> list[BaseMessage]:
@@ -167,6 +160,8 @@ def test_a_tool_error_is_an_error_message_the_model_reads_and_the_run_goes_on(
 
 def test_a_server_killed_mid_call_fails_that_call_fast_and_the_next_call_works(portal: RuntimePortal) -> None:
     """Killing the server under a hung call answers the model at once, naming tool and server; the restart serves on."""
+    from mcp_actors.integrations.langchain import load_tools
+
     service = portal.asyncio_service()
 
     async def main() -> tuple[list[BaseMessage], float, list[BaseMessage], int, int]:
@@ -198,6 +193,8 @@ def test_a_server_killed_mid_call_fails_that_call_fast_and_the_next_call_works(p
 
 def test_cancelling_the_agents_task_cancels_the_call_on_the_server(portal: RuntimePortal) -> None:
     """Cancelling the asyncio task running the agent cancels the MCP call: the server gets notifications/cancelled."""
+    from mcp_actors.integrations.langchain import load_tools
+
     service = portal.asyncio_service()
 
     async def main() -> None:
@@ -218,6 +215,8 @@ def test_cancelling_the_agents_task_cancels_the_call_on_the_server(portal: Runti
 
 def test_closing_the_portal_stops_the_servers_and_a_later_call_answers_the_model(tmp_path: Path) -> None:
     """After the agent's portal closes no server process is left, and a tool called then fails as a message."""
+    from mcp_actors.integrations.langchain import load_tools
+
     portal = start_portal(str(tmp_path / "cfg.json"))
     service = portal.asyncio_service()
 
@@ -245,6 +244,8 @@ def test_the_services_approver_decides_and_a_denial_reaches_the_model(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """An untrusted server's calls go to the approver (set on the asyncio facade); its no is the model's error."""
+    from mcp_actors.integrations.langchain import load_tools
+
     service = portal.asyncio_service()
     asked: list[ApprovalRequest] = []
 
@@ -273,6 +274,8 @@ def test_servers_tools_and_naming_choose_what_the_agent_gets(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """servers=, tools= and naming= pick and name the tools; disabled tools never show; failures are reported."""
+    from mcp_actors.integrations.langchain import load_tools
+
     service = portal.asyncio_service()
 
     async def main() -> dict[str, Any]:
@@ -306,6 +309,8 @@ def test_the_trio_service_off_trio_is_refused_naming_the_facade(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """The runtime's trio McpService: refused on asyncio and by invoke, each RuntimeError naming the facade."""
+    from mcp_actors.integrations.langchain import load_tools
+
     with pytest.raises(RuntimeError, match=r"portal\.asyncio_service\(\)"):
         asyncio.run(load_tools(portal.service, ["demo"]))
     on_trio = portal.run(load_tools, portal.service, ["demo"])
@@ -323,6 +328,11 @@ def test_progress_reaches_astream_events_and_the_graphs_custom_stream(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """The demo sleep's progress is an on_custom_event in astream_events and a chunk of stream_mode="custom"."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from mcp_actors.integrations.langchain import PROGRESS_EVENT, load_tools
+
     service = portal.asyncio_service()
 
     async def main() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -349,6 +359,10 @@ def test_progress_reaches_astream_events_and_the_graphs_custom_stream(
 
 def tool_graph(tools: Sequence[BaseTool], calls: tuple[str, dict[str, Any]], idle: float) -> Any:
     """A LangGraph graph: one scripted model turn, then a ToolNode under an idle timeout refreshed by heartbeats."""
+    from langgraph.graph import END, START, MessagesState, StateGraph
+    from langgraph.prebuilt import ToolNode
+    from langgraph.types import TimeoutPolicy
+
     model = scripted(calls)
 
     def call_model(state: MessagesState) -> dict[str, Any]:
@@ -367,6 +381,10 @@ def test_progress_is_a_langgraph_heartbeat_that_keeps_an_idle_timeout_off(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """A ToolNode under idle_timeout=0.6 s (heartbeats only) lets a 1.2 s call finish: each progress is a heartbeat."""
+    from langchain_core.messages import HumanMessage
+
+    from mcp_actors.integrations.langchain import load_tools
+
     service = portal.asyncio_service()
 
     async def main() -> list[BaseMessage]:
@@ -382,6 +400,11 @@ def test_progress_is_a_langgraph_heartbeat_that_keeps_an_idle_timeout_off(
 
 def test_a_langgraph_idle_timeout_cancels_a_silent_call_on_the_server(portal: RuntimePortal) -> None:
     """A call with no progress under a ToolNode idle_timeout: the node times out and the server is told to cancel."""
+    from langchain_core.messages import HumanMessage
+    from langgraph.errors import NodeTimeoutError
+
+    from mcp_actors.integrations.langchain import load_tools
+
     service = portal.asyncio_service()
 
     async def main() -> BaseException | None:
@@ -408,6 +431,11 @@ def test_invoke_blocks_on_the_portal_and_is_refused_on_a_running_loop(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """agent.invoke (a sync ToolNode) calls through the portal; tool.invoke on a thread running a loop is refused."""
+    from langchain.agents import create_agent
+    from langchain_core.messages import HumanMessage
+
+    from mcp_actors.integrations.langchain import load_tools
+
     service = portal.asyncio_service()
     tools = asyncio.run(load_tools(service, ["demo"], tools=["echo"]))
     agent = create_agent(scripted(("mcp__demo__echo", {"text": "from a thread"})), tools)

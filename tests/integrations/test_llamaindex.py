@@ -17,28 +17,31 @@ import os
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import psutil
 import pytest
 import trio
-from llama_index.core.agent.workflow import FunctionAgent, ReActAgent, ToolCallResult
-from llama_index.core.base.llms.types import ToolCallBlock
-from llama_index.core.llms import ChatMessage, MessageRole
-from llama_index.core.llms.mock import MockFunctionCallingLLM
-from llama_index.core.tools import FunctionTool, ToolOutput
-from llama_index.core.tools.calling import acall_tool
 from testkit import is_infrastructure
 
 from mcp_actors.errors import ServerConnectionLost, ServerNotFound, ToolCallDenied
 from mcp_actors.integrations._common import SelectedTool
-from mcp_actors.integrations.llamaindex import McpActorsToolSpec, McpFunctionTool, McpToolProgress, load_tools
 from mcp_actors.portal import RuntimePortal, start_portal
 from mcp_actors.service import ApprovalRequest
 from mcp_actors.testing import fault_server_command, live_descendants
 from mcp_actors.testing.memory import records_in_memory
 from mcp_actors.tools import McpTool
+
+# The framework, and our adapter of it (which imports it), are imported by the tests that use them: every
+# pytest-xdist worker imports this file to collect it, and importing the framework costs seconds.
+if TYPE_CHECKING:
+    from llama_index.core.agent.workflow import FunctionAgent, ToolCallResult
+    from llama_index.core.llms import ChatMessage
+    from llama_index.core.tools import FunctionTool, ToolOutput
+
+    from mcp_actors.integrations.llamaindex import McpFunctionTool, McpToolProgress
+
 
 # FunctionAgent's own construction (workflows' inspect.getmembers over a pydantic model) warns.
 pytestmark = pytest.mark.filterwarnings("ignore::pydantic.warnings.PydanticDeprecationWarning")
@@ -66,6 +69,9 @@ class Script:
         self.tool_messages: list[str] = []
 
     def __call__(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
+        from llama_index.core.base.llms.types import ToolCallBlock
+        from llama_index.core.llms import ChatMessage, MessageRole
+
         tools = kwargs.get("tools") or []
         self.offered.append({t.metadata.get_name(): t.metadata.get_parameters_dict() for t in tools})
         turn = len(self.offered) - 1
@@ -80,6 +86,9 @@ class Script:
 
     def agent(self, tools: Sequence[FunctionTool]) -> FunctionAgent:
         """A FunctionAgent driven by this script."""
+        from llama_index.core.agent.workflow import FunctionAgent
+        from llama_index.core.llms.mock import MockFunctionCallingLLM
+
         return FunctionAgent(tools=list(tools), llm=MockFunctionCallingLLM(response_generator=self))
 
 
@@ -87,6 +96,10 @@ async def run_agent(
     agent: FunctionAgent, prompt: str = "go"
 ) -> tuple[str, list[ToolCallResult], list[McpToolProgress]]:
     """Run the agent to its end; its answer, the tool results and the progress events it streamed."""
+    from llama_index.core.agent.workflow import ToolCallResult
+
+    from mcp_actors.integrations.llamaindex import McpToolProgress
+
     handler = agent.run(prompt)
     results: list[ToolCallResult] = []
     progress: list[McpToolProgress] = []
@@ -149,6 +162,8 @@ def own_portal(tmp_path: Path) -> Iterator[RuntimePortal]:
 
 def test_an_agent_calls_the_real_demo_server_and_answers_with_its_output(tmp_path: Path) -> None:
     """A FunctionAgent calls echo and add on the demo server's process; the model reads their real output."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     script = Script([("mcp__demo__echo", {"text": "hello from mcp"}), ("mcp__demo__add", {"a": 2, "b": 3})])
     with start_portal(str(tmp_path / "cfg.json")) as portal:
 
@@ -170,6 +185,8 @@ def test_an_agent_calls_the_real_demo_server_and_answers_with_its_output(tmp_pat
 
 def test_a_server_killed_mid_call_fails_that_call_fast_and_the_next_call_works(own_portal: RuntimePortal) -> None:
     """(b) Killing the server under a running call: an error naming server and tool, at once; the next turn works."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     service = own_portal.asyncio_service()
     script = Script([("mcp__f__sleep", {"seconds": 30})], [("mcp__f__echo", {"text": "after the restart"})])
 
@@ -198,6 +215,8 @@ def test_a_server_killed_mid_call_fails_that_call_fast_and_the_next_call_works(o
 @pytest.mark.parametrize("how", ["cancel_run", "task"])
 def test_cancelling_the_agent_cancels_the_call_on_the_server(own_portal: RuntimePortal, how: str) -> None:
     """(d) handler.cancel_run(), or cancelling the task awaiting the run, cancels the MCP call on the server."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     service = own_portal.asyncio_service()
     script = Script([("mcp__f__sleep", {"seconds": 30})])
 
@@ -224,6 +243,12 @@ def test_cancelling_the_agent_cancels_the_call_on_the_server(own_portal: Runtime
 
 def test_a_react_agent_reads_the_servers_schema_and_calls_the_tool(shared: RuntimePortal) -> None:
     """ReActAgent: its prompt carries the server's schema; the Action it parses calls the tool; the answer has it."""
+    from llama_index.core.agent.workflow import ReActAgent
+    from llama_index.core.llms import ChatMessage, MessageRole
+    from llama_index.core.llms.mock import MockFunctionCallingLLM
+
+    from mcp_actors.integrations.llamaindex import load_tools
+
     prompts: list[str] = []
 
     def react(messages: Sequence[ChatMessage], **kwargs: Any) -> ChatMessage:
@@ -250,6 +275,8 @@ def test_a_react_agent_reads_the_servers_schema_and_calls_the_tool(shared: Runti
 
 def test_servers_tools_and_naming_select_and_name_what_the_model_is_offered(shared: RuntimePortal) -> None:
     """servers= and tools= choose, naming= names ("id", "tool", a function); disabled tools are never offered."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     service = shared.asyncio_service()
 
     async def main() -> dict[str, list[str]]:
@@ -275,6 +302,8 @@ def test_servers_tools_and_naming_select_and_name_what_the_model_is_offered(shar
 
 def test_naming_by_own_name_refuses_a_clash_naming_both_tools(shared: RuntimePortal) -> None:
     """naming="tool" over two servers offering echo: a ValueError that names both tools."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     service = shared.asyncio_service()
     with pytest.raises(ValueError, match=r"mcp__f__echo.*mcp__g__echo"):
         asyncio.run(load_tools(service, ["f", "g"], tools=["echo"], naming="tool"))
@@ -282,6 +311,8 @@ def test_naming_by_own_name_refuses_a_clash_naming_both_tools(shared: RuntimePor
 
 def test_the_approver_is_asked_and_a_denial_reaches_the_model_as_an_error(shared: RuntimePortal) -> None:
     """(d) g is not trusted: the service's approver decides each call; a denied call is an error the model reads."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     service = shared.asyncio_service()
     asked: list[tuple[str, str]] = []
     script = Script([("mcp__g__echo", {"text": "allowed"}), ("mcp__g__fail", {"message": "x"})])
@@ -309,6 +340,8 @@ def test_the_approver_is_asked_and_a_denial_reaches_the_model_as_an_error(shared
 
 def test_a_tool_level_error_is_flagged_and_carries_the_servers_result(shared: RuntimePortal) -> None:
     """isError from the server: ToolOutput(is_error=True), its text after "Error: ", the raw result kept."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     service = shared.asyncio_service()
 
     async def main() -> ToolOutput:
@@ -322,6 +355,8 @@ def test_a_tool_level_error_is_flagged_and_carries_the_servers_result(shared: Ru
 
 def test_progress_notifications_stream_as_events_of_the_agent_run(shared: RuntimePortal) -> None:
     """progress=True: the demo sleep's progress notifications arrive in the run's event stream, tool named."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     service = shared.asyncio_service()
     script = Script([("mcp__demo__sleep", {"seconds": 0.05})])
 
@@ -339,6 +374,8 @@ def test_progress_notifications_stream_as_events_of_the_agent_run(shared: Runtim
 
 def test_a_spec_lists_anew_and_keeps_the_tools_whose_listing_is_unchanged(shared: RuntimePortal) -> None:
     """to_tool_list_async re-lists: a tool the server adds (tools/list_changed) appears; unchanged tools are reused."""
+    from mcp_actors.integrations.llamaindex import McpActorsToolSpec
+
     service = shared.asyncio_service()
 
     async def main() -> tuple[list[str], list[str], bool]:
@@ -360,6 +397,8 @@ def test_a_spec_lists_anew_and_keeps_the_tools_whose_listing_is_unchanged(shared
 
 def test_bad_options_fail_when_the_spec_is_built(shared: RuntimePortal) -> None:
     """A string for servers or tools, a bad naming or timeout: refused by the constructor, before any listing."""
+    from mcp_actors.integrations.llamaindex import McpActorsToolSpec
+
     service = shared.asyncio_service()
     with pytest.raises(TypeError, match="servers"):
         McpActorsToolSpec(service, "demo")
@@ -373,6 +412,8 @@ def test_bad_options_fail_when_the_spec_is_built(shared: RuntimePortal) -> None:
 
 def test_a_server_that_cannot_be_listed_is_left_out_and_reported(shared: RuntimePortal) -> None:
     """An unknown server does not fail the listing: the others' tools come, the failure is in spec.failures."""
+    from mcp_actors.integrations.llamaindex import McpActorsToolSpec
+
     spec = McpActorsToolSpec(shared.asyncio_service(), ["nope", "f"], tools=["echo"])
     tools = asyncio.run(spec.to_tool_list_async())
     assert [t.metadata.get_name() for t in tools] == ["mcp__f__echo"]
@@ -384,6 +425,8 @@ def test_a_server_that_cannot_be_listed_is_left_out_and_reported(shared: Runtime
 
 def test_the_sync_api_outside_a_loop_and_its_refusal_inside_one(shared: RuntimePortal) -> None:
     """to_tool_list() and tool.call() work from plain code; to_tool_list() inside a running loop says what to await."""
+    from mcp_actors.integrations.llamaindex import McpActorsToolSpec
+
     spec = McpActorsToolSpec(shared.asyncio_service(), ["f"], tools=["echo"])
     [echo] = spec.to_tool_list()
     assert echo.call(text="sync").content == "sync"
@@ -398,6 +441,10 @@ def test_the_sync_api_outside_a_loop_and_its_refusal_inside_one(shared: RuntimeP
 
 def test_llamaindexs_own_tool_calling_helper_calls_it_and_a_bad_shape_is_refused(shared: RuntimePortal) -> None:
     """llama_index.core.tools.calling.acall_tool works with it; positional arguments of a many-argument tool do not."""
+    from llama_index.core.tools.calling import acall_tool
+
+    from mcp_actors.integrations.llamaindex import load_tools
+
     service = shared.asyncio_service()
 
     async def main() -> tuple[ToolOutput, ToolOutput]:
@@ -414,6 +461,7 @@ def test_llamaindexs_own_tool_calling_helper_calls_it_and_a_bad_shape_is_refused
 
 def test_the_trio_service_works_on_trio_and_is_refused_on_asyncio_naming_the_facade(shared: RuntimePortal) -> None:
     """The runtime's McpService: the tools run on its trio loop; on asyncio a RuntimeError names the facade."""
+    from mcp_actors.integrations.llamaindex import load_tools
 
     async def on_trio() -> str:
         [echo] = await load_tools(shared.service, ["f"], tools=["echo"])
@@ -426,6 +474,8 @@ def test_the_trio_service_works_on_trio_and_is_refused_on_asyncio_naming_the_fac
 
 def test_async_fn_returns_the_text_and_raises_the_typed_error(shared: RuntimePortal) -> None:
     """The FunctionTool's own async_fn (what CodeActAgent and LangChain call) gives text, raises typed errors."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     service = shared.asyncio_service()
 
     async def main() -> tuple[str, pytest.ExceptionInfo[ServerNotFound]]:
@@ -441,12 +491,16 @@ def test_async_fn_returns_the_text_and_raises_the_typed_error(shared: RuntimePor
 
 
 def mcp_tool_of(tool: FunctionTool) -> McpTool:
+    from mcp_actors.integrations.llamaindex import McpFunctionTool
+
     assert isinstance(tool, McpFunctionTool)
     return tool.mcp_tool
 
 
 def rebuilt(tool: FunctionTool, mcp_tool: McpTool, name: str = "t") -> McpFunctionTool:
     """A tool like ``tool`` (same service) for another listed tool."""
+    from mcp_actors.integrations.llamaindex import McpFunctionTool
+
     assert isinstance(tool, McpFunctionTool)
     adapter = attrs.evolve(tool._selected.adapter, mcp_tool=mcp_tool)
     return McpFunctionTool(SelectedTool(name=name, adapter=adapter))
@@ -466,6 +520,8 @@ def corpus_tools() -> list[tuple[str, dict[str, Any]]]:
 
 def test_the_model_sees_every_corpus_schema_as_the_server_sent_it(shared: RuntimePortal) -> None:
     """For each real tool schema of the corpus, LlamaIndex gives the model the server's schema, nested parts intact."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     [echo] = asyncio.run(load_tools(shared.asyncio_service(), ["f"], tools=["echo"]))
     corpus = corpus_tools()
     assert len(corpus) > 100
@@ -481,6 +537,8 @@ def test_the_model_sees_every_corpus_schema_as_the_server_sent_it(shared: Runtim
 
 def test_the_argument_model_has_one_field_per_property_and_keeps_constraints(shared: RuntimePortal) -> None:
     """fn_schema: a field per top-level property (required ones required, odd names aliased); minimum/maximum kept."""
+    from mcp_actors.integrations.llamaindex import load_tools
+
     [sleep] = asyncio.run(load_tools(shared.asyncio_service(), ["demo"], tools=["sleep"]))
     assert sleep.metadata.get_parameters_dict()["properties"]["seconds"]["maximum"] == 3600
     model = sleep.metadata.fn_schema

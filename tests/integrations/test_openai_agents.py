@@ -1,6 +1,6 @@
 """The supervised servers as OpenAI Agents SDK MCP servers, under real ``Runner.run`` agent runs.
 
-The model is scripted (:class:`ScriptedModel`, an ``agents.models.interface.Model``): its
+The model is scripted (``openai_agents_kit.ScriptedModel``, an ``agents.models.interface.Model``): its
 turns call MCP tools, and its last turn answers with every tool output it was given, so
 each test asserts what the model really saw. The runtime runs in a portal; the SDK awaits
 the portal's asyncio facade. The demo server of test (a) and the fault servers of the
@@ -12,106 +12,28 @@ in-memory twins (``servers_in_memory``).
 from __future__ import annotations
 
 import asyncio
-import json
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 import trio
-from agents import Agent, RunConfig, Runner
-from agents.agent_output import AgentOutputSchemaBase
-from agents.exceptions import UserError
-from agents.handoffs import Handoff
-from agents.items import ModelResponse, TResponseInputItem, TResponseStreamEvent
-from agents.mcp import MCPServerManager
-from agents.model_settings import ModelSettings
-from agents.models.interface import Model, ModelTracing
-from agents.tool import Tool
-from agents.usage import Usage
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 from testkit import is_infrastructure
 
 from mcp_actors.errors import CommandNotFound, ServerNotFound, ServerStartFailed, ToolCallDenied
-from mcp_actors.integrations.openai_agents import SupervisedMcpServer, mcp_servers, tool_failure_message
 from mcp_actors.portal import AsyncioMcpService, RuntimePortal, start_portal
 from mcp_actors.service import ApprovalRequest
 from mcp_actors.testing import fault_server_command, live_descendants
 from mcp_actors.testing.memory import InMemoryServers
 
+# The framework, and our adapter of it (which imports it), are imported by the tests that use them: every
+# pytest-xdist worker imports this file to collect it, and importing the framework costs seconds.
+
 BOUND = 60.0
 """Generous bound of a wait: only a broken test reaches it (a loaded 2-core machine starts servers slowly)."""
-
-NO_TRACING = RunConfig(tracing_disabled=True)
-
-
-# ---------------------------------------------------------------------- the scripted model
-
-
-class ScriptedModel(Model):
-    """A model that follows a script: each turn's function calls, then a final answer of every tool output it got.
-
-    Attributes:
-        tools_seen: The tool names the SDK offered on each turn.
-        outputs: The tool outputs in the input of the last turn, in call order.
-    """
-
-    def __init__(self, *turns: list[tuple[str, dict[str, Any]]]) -> None:
-        self.turns = list(turns)
-        self.tools_seen: list[list[str]] = []
-        self.outputs: list[str] = []
-
-    async def get_response(
-        self,
-        system_instructions: str | None,
-        input: str | list[TResponseInputItem],
-        model_settings: ModelSettings,
-        tools: list[Tool],
-        output_schema: AgentOutputSchemaBase | None,
-        handoffs: list[Handoff[Any, Any]],
-        tracing: ModelTracing,
-        *,
-        previous_response_id: str | None,
-        conversation_id: str | None,
-        prompt: Any | None,
-    ) -> ModelResponse:
-        self.tools_seen.append([tool.name for tool in tools])
-        self.outputs = [_output_text(item) for item in input if _is_output(item)]
-        if self.turns:
-            calls = self.turns.pop(0)
-            turn = len(self.tools_seen)
-            return ModelResponse(
-                output=[
-                    ResponseFunctionToolCall(
-                        type="function_call", call_id=f"call-{turn}-{i}", name=name, arguments=json.dumps(arguments)
-                    )
-                    for i, (name, arguments) in enumerate(calls)
-                ],
-                usage=Usage(),
-                response_id=None,
-            )
-        text = ResponseOutputText(type="output_text", text=" | ".join(self.outputs), annotations=[])
-        message = ResponseOutputMessage(
-            id="final", type="message", role="assistant", status="completed", content=[text]
-        )
-        return ModelResponse(output=[message], usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
-        raise NotImplementedError("the scripted model answers Runner.run, not Runner.run_streamed")
-
-
-def _is_output(item: Any) -> bool:
-    return isinstance(item, dict) and item.get("type") == "function_call_output"
-
-
-def _output_text(item: dict[str, Any]) -> str:
-    output = item["output"]
-    if isinstance(output, str):
-        return output
-    return "".join(part.get("text", "") for part in output)
 
 
 # ---------------------------------------------------------------------- fixtures and helpers
@@ -165,6 +87,11 @@ def run(main: Callable[[], Any]) -> Any:
 
 def test_an_agent_run_calls_the_demo_servers_tools_and_the_model_sees_their_output(portal: RuntimePortal) -> None:
     """Runner.run over the real demo process: the model calls echo and add at once and reads both results."""
+    from agents import Agent, Runner
+    from openai_agents_kit import NO_TRACING, ScriptedModel
+
+    from mcp_actors.integrations.openai_agents import mcp_servers
+
     service = portal.asyncio_service()
     model = ScriptedModel([("mcp__demo__echo", {"text": "from the agent"}), ("mcp__demo__add", {"a": 2, "b": 3})])
 
@@ -184,6 +111,11 @@ def test_an_agent_run_calls_the_demo_servers_tools_and_the_model_sees_their_outp
 
 def test_a_server_killed_mid_call_fails_that_call_fast_and_the_next_call_works(portal: RuntimePortal) -> None:
     """Its process killed during a call: the model reads an error naming tool and server, then calls it again fine."""
+    from agents import Agent, Runner
+    from openai_agents_kit import NO_TRACING, ScriptedModel
+
+    from mcp_actors.integrations.openai_agents import mcp_servers, tool_failure_message
+
     service = portal.asyncio_service()
     model = ScriptedModel([("mcp__f__sleep", {"seconds": 1})], [("mcp__f__echo", {"text": "back"})])
     failed_at: list[float] = []
@@ -217,6 +149,11 @@ def test_a_server_killed_mid_call_fails_that_call_fast_and_the_next_call_works(p
 
 def test_cancelling_the_agent_run_cancels_the_call_on_the_server(portal: RuntimePortal) -> None:
     """The run's task cancelled while a tool call hangs: the server is told to cancel; nothing stays in flight."""
+    from agents import Agent, Runner
+    from openai_agents_kit import NO_TRACING, ScriptedModel
+
+    from mcp_actors.integrations.openai_agents import mcp_servers
+
     service = portal.asyncio_service()
     model = ScriptedModel([("mcp__f__sleep", {"seconds": 1})])
 
@@ -240,6 +177,12 @@ def test_cancelling_the_agent_run_cancels_the_call_on_the_server(portal: Runtime
 
 def test_the_manager_connects_through_the_runtime_and_nothing_outlives_the_portal(tmp_path: Path) -> None:
     """The manager's connect starts the server in the runtime; its cleanup leaves it; closing the portal ends it."""
+    from agents import Agent, Runner
+    from agents.mcp import MCPServerManager
+    from openai_agents_kit import NO_TRACING, ScriptedModel
+
+    from mcp_actors.integrations.openai_agents import mcp_servers
+
     model = ScriptedModel([("mcp__f__echo", {"text": "one"})])
     with start_portal(str(tmp_path / "cfg.json")) as portal:
         service = portal.asyncio_service()
@@ -265,6 +208,10 @@ def test_the_manager_leaves_out_a_server_that_cannot_connect(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """A disabled server fails its connect(): the manager keeps the others; an unknown name fails at once."""
+    from agents.mcp import MCPServerManager
+
+    from mcp_actors.integrations.openai_agents import mcp_servers
+
     service = portal.asyncio_service()
 
     async def main() -> tuple[list[str], list[str], BaseException]:
@@ -284,6 +231,8 @@ def test_a_server_down_keeps_its_last_listing_and_a_misconfigured_one_fails_it(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """A listing that fails while the server restarts offers the last tools; a server no retry can fix raises."""
+    from mcp_actors.integrations.openai_agents import SupervisedMcpServer, mcp_servers
+
     service = portal.asyncio_service()
 
     async def main() -> None:
@@ -311,6 +260,11 @@ def test_selection_and_naming_decide_what_the_model_sees(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """tools= selects, naming='tool' keeps own names (the SDK prefixes them on request), a function names freely."""
+    from agents import Agent, Runner
+    from openai_agents_kit import NO_TRACING, ScriptedModel
+
+    from mcp_actors.integrations.openai_agents import mcp_servers
+
     service = portal.asyncio_service()
     own = ScriptedModel([("echo", {"text": "own name"})])
     prefixed = ScriptedModel([("mcp_f__add", {"a": 1, "b": 2})])
@@ -338,6 +292,12 @@ def test_the_sdks_tool_filter_applies_static_and_dynamic(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """tool_filter works as on the SDK's own servers: allow/block lists, and a function given the run's agent."""
+    from agents import Agent, Runner
+    from agents.exceptions import UserError
+    from openai_agents_kit import NO_TRACING, ScriptedModel
+
+    from mcp_actors.integrations.openai_agents import mcp_servers
+
     service = portal.asyncio_service()
     static = ScriptedModel()
     dynamic = ScriptedModel()
@@ -370,6 +330,11 @@ def test_a_changed_tool_list_shows_on_the_next_turn_and_disabled_tools_never_do(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """tools/list_changed: a tool a call adds is offered on the next turn; one in disabledTools never is."""
+    from agents import Agent, Runner
+    from openai_agents_kit import NO_TRACING, ScriptedModel
+
+    from mcp_actors.integrations.openai_agents import mcp_servers
+
     service = portal.asyncio_service()
     model = ScriptedModel([("mcp__demo__toggle_extra_tool", {})], [("mcp__demo__extra", {})])
 
@@ -392,6 +357,11 @@ def test_the_runtimes_approver_is_asked_and_a_denial_reaches_the_model(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """An untrusted server's calls go to set_approver's approver; a "no" is an error naming tool and server."""
+    from agents import Agent, Runner
+    from openai_agents_kit import NO_TRACING, ScriptedModel
+
+    from mcp_actors.integrations.openai_agents import mcp_servers
+
     service = portal.asyncio_service()
     asked: list[tuple[str, str, dict[str, Any]]] = []
     model = ScriptedModel([("mcp__u__echo", {"text": "yes"}), ("mcp__u__echo", {"text": "no"})])
@@ -419,6 +389,12 @@ def test_without_a_failure_function_the_run_raises_the_typed_error_as_the_cause(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """failure_error_function=None: the run raises the SDK's UserError, caused by our typed error."""
+    from agents import Agent, Runner
+    from agents.exceptions import UserError
+    from openai_agents_kit import NO_TRACING, ScriptedModel
+
+    from mcp_actors.integrations.openai_agents import mcp_servers
+
     service = portal.asyncio_service()
     model = ScriptedModel([("mcp__u__echo", {"text": "x"})])
 
@@ -443,6 +419,10 @@ def test_without_a_failure_function_the_run_raises_the_typed_error_as_the_cause(
 
 def test_the_failure_message_shows_our_errors_and_hides_others() -> None:
     """tool_failure_message: a typed error (however wrapped) is shown to the model; others get the SDK's text."""
+    from agents.exceptions import UserError
+
+    from mcp_actors.integrations.openai_agents import tool_failure_message
+
     denied = ToolCallDenied("tool 'mcp__u__echo': not approved", server="u", tool="echo")
     wrapped = UserError(str(denied))
     wrapped.__cause__ = denied
@@ -454,6 +434,11 @@ def test_progress_reaches_on_progress_on_the_agents_loop_named_by_tool(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """on_progress gets (tool, progress, total, message) for every notification, on the agent loop's thread."""
+    from agents import Agent, Runner
+    from openai_agents_kit import NO_TRACING, ScriptedModel
+
+    from mcp_actors.integrations.openai_agents import mcp_servers
+
     service = portal.asyncio_service()
     model = ScriptedModel([("mcp__demo__sleep", {"seconds": 0.05})])
     seen: list[tuple[str, float, float | None, int]] = []
@@ -485,6 +470,10 @@ def test_prompts_resources_and_the_lifecycle_without_a_process_of_its_own(
     servers_in_memory: InMemoryServers, portal: RuntimePortal
 ) -> None:
     """Prompts and resources come from the runtime; cleanup forgets the listing; no connect is needed to call."""
+    from agents.exceptions import UserError
+
+    from mcp_actors.integrations.openai_agents import SupervisedMcpServer
+
     service = portal.asyncio_service()
 
     async def main() -> None:
@@ -512,6 +501,8 @@ def test_prompts_resources_and_the_lifecycle_without_a_process_of_its_own(
 
 def test_options_are_checked_when_given_and_the_trio_service_is_refused_on_asyncio(portal: RuntimePortal) -> None:
     """A bad timeout or a tools string fails at construction; the trio McpService on asyncio names the facade."""
+    from mcp_actors.integrations.openai_agents import SupervisedMcpServer, mcp_servers
+
     service: AsyncioMcpService = portal.asyncio_service()
     with pytest.raises(ValueError, match="timeout"):
         SupervisedMcpServer(service, "demo", timeout=0)

@@ -12,38 +12,32 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
 import pytest
-from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults, ModelRetry
-from pydantic_ai.messages import (
-    AgentStreamEvent,
-    BinaryImage,
-    ModelMessage,
-    ModelRequest,
-    ModelResponse,
-    TextPart,
-    ToolCallPart,
-    ToolReturnPart,
-)
-from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
-from pydantic_ai.models.test import TestModel
-from pydantic_ai.tools import RunContext
-from pydantic_ai.toolsets import ToolsetTool
-from pydantic_ai.usage import RunUsage
 from testkit import is_infrastructure
 
-from mcp_actors.integrations.pydantic_ai import McpActorsToolset, McpToolProgress
 from mcp_actors.portal import AsyncioMcpService, RuntimePortal, start_portal
 from mcp_actors.service import ApprovalRequest
 from mcp_actors.testing import fault_server_command, live_descendants
 from mcp_actors.testing.memory import InMemoryServers
 
+# The framework, and our adapter of it (which imports it), are imported by the tests that use them: every
+# pytest-xdist worker imports this file to collect it, and importing the framework costs seconds.
+if TYPE_CHECKING:
+    from pydantic_ai import ModelRetry
+    from pydantic_ai.messages import AgentStreamEvent, ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCalls
+    from pydantic_ai.tools import RunContext
+
+    from mcp_actors.integrations.pydantic_ai import McpToolProgress
+
+    Script = Callable[[list[ModelMessage], AgentInfo], ModelResponse]
+
+
 BOUND = 60.0
 """Generous: a server's first start on a loaded machine."""
-
-Script = Callable[[list[ModelMessage], AgentInfo], ModelResponse]
 
 
 @pytest.fixture
@@ -60,6 +54,8 @@ def no_servers_left() -> list[psutil.Process]:
 
 def returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
     """The tool results the model was sent in the last request."""
+    from pydantic_ai.messages import ModelRequest, ToolReturnPart
+
     last = messages[-1]
     assert isinstance(last, ModelRequest)
     return [part for part in last.parts if isinstance(part, ToolReturnPart)]
@@ -67,6 +63,7 @@ def returns(messages: list[ModelMessage]) -> list[ToolReturnPart]:
 
 def calls_then_report(*calls: ToolCallPart) -> Script:
     """A model that makes ``calls`` at once, then answers with what it was sent back (``name=outcome:content``)."""
+    from pydantic_ai.messages import ModelResponse, TextPart
 
     def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         if len(messages) == 1:
@@ -104,6 +101,12 @@ async def wait_stderr(service: AsyncioMcpService, server: str, text: str) -> str
 
 def test_an_agent_calls_the_real_demo_server_and_nothing_is_left_running(tmp_path: Path) -> None:
     """A FunctionModel run calls the demo server's echo (a process) and answers with its output; closing ends it."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     model = FunctionModel(
         calls_then_report(ToolCallPart("mcp__demo__echo", {"text": "hello from pydantic-ai"}, tool_call_id="c1"))
     )
@@ -123,6 +126,12 @@ def test_an_agent_calls_the_real_demo_server_and_nothing_is_left_running(tmp_pat
 
 def test_a_server_killed_mid_call_fails_that_call_fast_and_the_next_call_works(tmp_path: Path) -> None:
     """Killing the server during a call: the model gets a retry naming server and tool at once; echo then works."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     seen: list[ToolReturnPart] = []
 
     def script(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -161,6 +170,12 @@ def test_a_server_killed_mid_call_fails_that_call_fast_and_the_next_call_works(t
 
 def test_cancelling_the_agent_run_cancels_the_call_on_the_server(tmp_path: Path) -> None:
     """Cancelling agent.run during a hung call ends the run cancelled; the server gets notifications/cancelled."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     model = FunctionModel(calls_then_report(ToolCallPart("mcp__faulty__sleep", {"seconds": 1})))
     with start_portal(str(tmp_path / "cfg.json")) as portal:
         service = portal.asyncio_service()
@@ -185,6 +200,12 @@ def test_cancelling_the_agent_run_cancels_the_call_on_the_server(tmp_path: Path)
 
 def test_results_map_as_pydantic_ais_mcp_toolset_maps_them(memory_portal: RuntimePortal) -> None:
     """Structured content unwrapped, an image as BinaryImage, several items as a list, a link as its URI."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import BinaryImage, ModelRequest, ToolCallPart, ToolReturnPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
     model = FunctionModel(
         calls_then_report(
@@ -217,6 +238,12 @@ def test_results_map_as_pydantic_ais_mcp_toolset_maps_them(memory_portal: Runtim
 
 def test_a_tool_error_is_a_model_retry_or_a_failure_as_configured(memory_portal: RuntimePortal) -> None:
     """isError: a retry with the tool's own text by default; with tool_error_behavior='failed', a failed result."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
     call = ToolCallPart("mcp__demo__fail", {"message": "the disk is full"})
 
@@ -233,6 +260,12 @@ def test_a_tool_error_is_a_model_retry_or_a_failure_as_configured(memory_portal:
 
 def test_the_runtime_approver_is_asked_and_its_no_reaches_the_model_as_a_failure(memory_portal: RuntimePortal) -> None:
     """An untrusted server's call asks the approver (set_approver); a no is a ToolFailed the model reads, a yes runs."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
     asked: list[ApprovalRequest] = []
     call = ToolCallPart("mcp__demo__echo", {"text": "may I?"})
@@ -261,6 +294,11 @@ def test_the_runtime_approver_is_asked_and_its_no_reaches_the_model_as_a_failure
 
 def test_progress_notifications_reach_the_run_event_stream(memory_portal: RuntimePortal) -> None:
     """The demo sleep's progress arrives as McpToolProgress events stamped with the tool call's id."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.function import DeltaToolCall, FunctionModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset, McpToolProgress
+
     service = memory_portal.asyncio_service()
     events: list[McpToolProgress] = []
 
@@ -293,6 +331,12 @@ def test_progress_notifications_reach_the_run_event_stream(memory_portal: Runtim
 
 def test_a_bare_run_context_calls_the_tool_and_drops_progress(memory_portal: RuntimePortal) -> None:
     """call_tool outside an agent run (no event stream): the call works and its progress is dropped quietly."""
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.tools import RunContext
+    from pydantic_ai.usage import RunUsage
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
 
     async def main() -> Any:
@@ -306,6 +350,14 @@ def test_a_bare_run_context_calls_the_tool_and_drops_progress(memory_portal: Run
 
 def test_a_tool_rebuilt_from_its_definition_is_called_by_name(memory_portal: RuntimePortal) -> None:
     """A plain ToolsetTool (not the toolset's own) is called by its name; a name not listed asks the model again."""
+    from pydantic_ai import ModelRetry
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.tools import RunContext
+    from pydantic_ai.toolsets import ToolsetTool
+    from pydantic_ai.usage import RunUsage
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
 
     async def main() -> tuple[Any, ModelRetry]:
@@ -330,6 +382,12 @@ def test_a_tool_rebuilt_from_its_definition_is_called_by_name(memory_portal: Run
 
 def test_selection_naming_and_disabled_tools(memory_portal: RuntimePortal) -> None:
     """servers/tools/naming choose the tools and their names; disabled tools and unknown servers are left out."""
+    from pydantic_ai.models.test import TestModel
+    from pydantic_ai.tools import RunContext
+    from pydantic_ai.usage import RunUsage
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
     ctx = RunContext(deps=None, model=TestModel(), usage=RunUsage())
 
@@ -359,6 +417,12 @@ def test_selection_naming_and_disabled_tools(memory_portal: RuntimePortal) -> No
 
 def test_prefixed_and_filtered_compose_with_the_agent(memory_portal: RuntimePortal) -> None:
     """.prefixed().filtered(): the model sees only the prefixed echo, calls it by that name, and gets its output."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
     offered: list[list[str]] = []
 
@@ -378,6 +442,12 @@ def test_prefixed_and_filtered_compose_with_the_agent(memory_portal: RuntimePort
 
 def test_approval_required_defers_the_call_until_the_host_approves(memory_portal: RuntimePortal) -> None:
     """.approval_required(): the run stops with a DeferredToolRequests; resumed with the approval, the call runs."""
+    from pydantic_ai import Agent, DeferredToolRequests, DeferredToolResults
+    from pydantic_ai.messages import ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
     model = FunctionModel(calls_then_report(ToolCallPart("mcp__demo__echo", {"text": "approved"}, tool_call_id="c")))
 
@@ -400,6 +470,12 @@ def test_approval_required_defers_the_call_until_the_host_approves(memory_portal
 
 def test_a_changed_tool_list_shows_at_the_next_step(memory_portal: RuntimePortal) -> None:
     """toggle_extra_tool sends tools/list_changed: the model's next step is offered the new tool."""
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelResponse, TextPart, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
     offered: list[bool] = []
 
@@ -418,6 +494,11 @@ def test_a_changed_tool_list_shows_at_the_next_step(memory_portal: RuntimePortal
 
 def test_test_model_calls_every_selected_tool(memory_portal: RuntimePortal) -> None:
     """pydantic-ai's TestModel calls each selected tool with schema-made arguments and gets their results."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
 
     async def main() -> str:
@@ -430,6 +511,8 @@ def test_test_model_calls_every_selected_tool(memory_portal: RuntimePortal) -> N
 
 def test_bad_arguments_are_refused_at_construction(memory_portal: RuntimePortal) -> None:
     """A string for servers or tools, a bad naming, timeout, retry budget or error behaviour: refused at once."""
+    from mcp_actors.integrations.pydantic_ai import McpActorsToolset
+
     service = memory_portal.asyncio_service()
     with pytest.raises(TypeError, match="servers"):
         McpActorsToolset(service, "demo")

@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import redis
 import trio
 
 BOUND = 30.0
@@ -26,6 +25,8 @@ def free_port() -> int:
 
 async def wait_for_ping(url: str) -> None:
     """Poll ``PING`` until Redis at ``url`` answers (bounded)."""
+    import redis
+
     client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
     try:
         with trio.fail_after(BOUND):

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import httpx2
 import pytest
-import redis
 import trio
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from rediskit import free_port, running_redis
@@ -80,6 +79,8 @@ async def test_concurrent_writes_by_two_replicas_lose_nothing(redis_url: str) ->
 
 async def test_api_keys_added_on_one_replica_open_every_replica(redis_url: str) -> None:
     """Made on one table, found on another by digest; names unique; removal reaches the others within a second."""
+    import redis
+
     one, two = RedisApiKeyTable(redis_url), RedisApiKeyTable(redis_url)
     secret, entry = await create_api_key(one, "ci-bot", profile="read-only", expires_at=time.time() + 600)
     found = await two.lookup(key_digest(secret))
@@ -99,6 +100,8 @@ async def test_api_keys_added_on_one_replica_open_every_replica(redis_url: str) 
 
 async def test_ended_sessions_are_recorded_until_their_expiry_and_heard_by_watchers(redis_url: str) -> None:
     """end_session: another replica finds it ended, a watcher hears it, Redis forgets it at the expiry."""
+    import redis
+
     one, two = RedisGatewayStore(redis_url), RedisGatewayStore(redis_url)
     heard: list[str] = []
     arrived = trio.Event()

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
-
-from playwright.sync_api import sync_playwright
+from typing import TYPE_CHECKING, Any
 
 from mcp_actors.stress import Tally, build_document, render_html
+
+if TYPE_CHECKING:
+    from playwright.sync_api import PlaywrightContextManager
+
+
+def sync_playwright() -> PlaywrightContextManager:
+    """playwright's own entry point, imported when a test opens the browser rather than when the file is collected."""
+    from playwright.sync_api import sync_playwright as start
+
+    return start()
+
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARGS = [
