@@ -9,6 +9,9 @@ from __future__ import annotations
 import ast
 import importlib.metadata
 import inspect
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -211,7 +214,7 @@ def test_the_oauth_hooks_with_arguments_are_there(hook: str) -> None:
 
 
 def _private_uses(source: str, name: str) -> list[str]:
-    """The private SDK imports and attribute uses in one module's source."""
+    """The private SDK imports and attribute uses in one module's source (run by :func:`_scan`)."""
     found = []
     for node in ast.walk(ast.parse(source, name)):
         where = f"{name}:{getattr(node, 'lineno', '?')}"
@@ -235,14 +238,43 @@ def _private_uses(source: str, name: str) -> list[str]:
     return found
 
 
+def _scan(sources: dict[str, str]) -> list[str]:
+    """:func:`_private_uses` of every source, run in an interpreter of its own.
+
+    CPython 3.11's ``ast.parse`` keeps the depth counter of its AST converter per interpreter,
+    not per thread: when another thread of this test worker builds an AST at the same moment
+    (a thread an earlier test left running, an import there), the parse fails with
+    "SystemError: AST constructor recursion depth mismatch". The scan reads sources only, so a
+    process of its own changes nothing of what it shows.
+    """
+    script = "\n".join(
+        [
+            "import ast, json, sys",
+            inspect.getsource(_private_uses),
+            "data = json.load(sys.stdin)",
+            "PRIVATE_ATTRIBUTES = frozenset(data['attributes'])",
+            "found = [use for name, source in data['sources'].items() for use in _private_uses(source, name)]",
+            "print(json.dumps(found))",
+        ]
+    )
+    document = json.dumps({"attributes": sorted(PRIVATE_ATTRIBUTES), "sources": sources})
+    done = subprocess.run(
+        [sys.executable, "-c", script], input=document, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    found: list[str] = json.loads(done.stdout)
+    return found
+
+
 def test_only_sdk_module_touches_the_sdks_private_parts() -> None:
     """No product module but mcp_actors/_sdk.py imports a private SDK module or touches a private attribute."""
-    found = [
-        use
-        for path in sorted(PRODUCT.rglob("*.py"))
-        if path != Path(_sdk.__file__)
-        for use in _private_uses(path.read_text(), str(path.relative_to(PRODUCT.parent)))
-    ]
+    found = _scan(
+        {
+            str(path.relative_to(PRODUCT.parent)): path.read_text()
+            for path in sorted(PRODUCT.rglob("*.py"))
+            if path != Path(_sdk.__file__)
+        }
+    )
     assert found == [], "import these from mcp_actors._sdk instead:\n" + "\n".join(found)
 
 
@@ -255,7 +287,7 @@ def test_the_scan_sees_a_private_import() -> None:
         "y = getattr(session, '_absorb_tool_listing', None)\n"
         "z = self._initialized\n"
     )
-    assert sorted(use.split(" ", 1)[1] for use in _private_uses(source, "probe.py")) == [
+    assert sorted(use.split(" ", 1)[1] for use in _scan({"probe.py": source})) == [
         "imports mcp.client._probe",
         "imports mcp.client._probe.negotiate_auto",
         "imports mcp.shared._request_clock",

@@ -278,7 +278,7 @@ async def test_an_openai_agents_run_calls_tools_through_the_gateway(tmp_path: Pa
     from agents import Agent, RunConfig, Runner
     from agents.mcp import MCPServerStreamableHttp
 
-    from tests.integrations.test_openai_agents import ScriptedModel
+    from tests.integrations.openai_agents_kit import ScriptedModel
 
     model = ScriptedModel(
         [("alpha__echo", {"text": "from the agent"}), ("beta__add", {"a": 2, "b": 3})],
