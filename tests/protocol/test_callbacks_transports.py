@@ -103,6 +103,29 @@ async def demo_url(transport: str) -> AsyncIterator[str | None]:
 
 
 @asynccontextmanager
+async def demo_over(
+    tmp_path: Path, transport: str, *, legacy: bool = False, **options: Any
+) -> AsyncIterator[tuple[McpService, str]]:
+    """A runtime with ``options`` and the demo server over ``transport``; yields the service and the server's name.
+
+    Over stdio the built-in demo record (pinned to the handshake revision with ``legacy``); over
+    streamable HTTP a ``remote`` record for the demo app :func:`demo_url` serves.
+    """
+    async with (
+        demo_url(transport) as url,
+        open_runtime(tmp_path / "mcp-config.json", sweep_ledger=False, connect_on_add=False, **options) as rt,
+    ):
+        if url is None:
+            if legacy:
+                await pin_legacy(rt.service, "demo")
+            yield rt.service, "demo"
+        else:
+            config = {"url": url, **LEGACY} if legacy else {"url": url}
+            await rt.service.add({"name": "remote", "type": "http", "config": config})
+            yield rt.service, "remote"
+
+
+@asynccontextmanager
 async def runtime(tmp_path: Path) -> AsyncIterator[McpService]:
     async with open_runtime(
         tmp_path / "mcp-config.json",
@@ -226,24 +249,16 @@ async def test_refusing_raising_and_timing_out_over_real_transports(tmp_path: Pa
         assert await call_json(svc, server, "ask_user") == {"action": "cancel", "content": None}
 
     with trio.fail_after(120):
-        async with (
-            demo_url(transport) as url,
-            open_runtime(
-                tmp_path / "mcp-config.json",
-                sweep_ledger=False,
-                connect_on_add=False,
-                sampling_handler=refuse,
-                elicitation_handler=never,
-                roots=broken_roots,
-                callback_timeout=0.5,  # the handler never answers: no race, only how soon the cancel comes
-            ) as rt,
-        ):
-            if url is None:
-                await pin_legacy(rt.service, "demo")
-                await run(rt.service, "demo")
-            else:
-                await rt.service.add({"name": "remote", "type": "http", "config": {"url": url, **LEGACY}})
-                await run(rt.service, "remote")
+        async with demo_over(
+            tmp_path,
+            transport,
+            legacy=True,
+            sampling_handler=refuse,
+            elicitation_handler=never,
+            roots=broken_roots,
+            callback_timeout=0.5,  # the handler never answers: no race, only how soon the cancel comes
+        ) as (svc, server):
+            await run(svc, server)
 
 
 async def test_record_protocol_auto_speaks_2026_through_the_runtime(
@@ -288,19 +303,7 @@ async def test_callbacks_at_2026_over_real_transports(tmp_path: Path, transport:
         assert await call_json(svc, server, "list_host_roots") == [{"uri": "file:///work/b", "name": None}]
 
     with trio.fail_after(120):
-        async with (
-            demo_url(transport) as url,
-            open_runtime(
-                tmp_path / "mcp-config.json",
-                sweep_ledger=False,
-                connect_on_add=False,
-                sampling_handler=sample,
-                elicitation_handler=elicit,
-                roots=["file:///work/a"],
-            ) as rt,
-        ):
-            if url is None:
-                await run(rt.service, "demo")
-            else:
-                await rt.service.add({"name": "remote", "type": "http", "config": {"url": url}})
-                await run(rt.service, "remote")
+        async with demo_over(
+            tmp_path, transport, sampling_handler=sample, elicitation_handler=elicit, roots=["file:///work/a"]
+        ) as (svc, server):
+            await run(svc, server)
