@@ -46,19 +46,25 @@ def _bare_context() -> Any:
 
 
 @contextlib.asynccontextmanager
+async def _calling(toolset: Any) -> AsyncIterator[Call]:
+    """Enter ``toolset`` and yield one ``echo`` call through it, as pydantic-ai's agent loop makes it."""
+    ctx = _bare_context()
+    async with toolset:
+        tool = (await toolset.get_tools(ctx))["echo"]
+
+        async def call() -> object:
+            return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
+
+        yield call
+
+
+@contextlib.asynccontextmanager
 async def ours(server: list[str]) -> AsyncIterator[Call]:
     """Our toolset over the asyncio runtime's service, offering the light server's echo (a temp config)."""
     from mcp_actors.integrations.pydantic_ai import McpActorsToolset
 
     async with open_bench_runtime(server) as service:
-        toolset = McpActorsToolset(service, ["bench"], tools=["echo"], naming="tool")
-        ctx = _bare_context()
-        async with toolset:
-            tool = (await toolset.get_tools(ctx))["echo"]
-
-            async def call() -> object:
-                return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
-
+        async with _calling(McpActorsToolset(service, ["bench"], tools=["echo"], naming="tool")) as call:
             yield call
 
 
@@ -68,31 +74,15 @@ async def own(server: list[str]) -> AsyncIterator[Call]:
     from fastmcp.client.transports import StdioTransport  # type: ignore[import-not-found]  # the peer venv has it
     from pydantic_ai.mcp import MCPToolset
 
-    toolset: Any = MCPToolset(StdioTransport(command=server[0], args=server[1:]))
-    ctx = _bare_context()
-    async with toolset:
-        tool = (await toolset.get_tools(ctx))["echo"]
-
-        async def call() -> object:
-            return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
-
+    async with _calling(MCPToolset(StdioTransport(command=server[0], args=server[1:]))) as call:
         yield call
 
 
-@contextlib.asynccontextmanager
-async def _function_toolset(echo: Callable[[str], Awaitable[str]]) -> AsyncIterator[Call]:
+def _function_toolset(echo: Callable[[str], Awaitable[str]]) -> contextlib.AbstractAsyncContextManager[Call]:
     """``echo`` as a ``FunctionToolset`` tool, called the way the contenders are."""
     from pydantic_ai.toolsets import FunctionToolset
 
-    toolset: Any = FunctionToolset([echo])
-    ctx = _bare_context()
-    async with toolset:
-        tool = (await toolset.get_tools(ctx))["echo"]
-
-        async def call() -> object:
-            return await toolset.call_tool("echo", {"text": "hi"}, ctx, tool)
-
-        yield call
+    return _calling(FunctionToolset([echo]))
 
 
 @contextlib.asynccontextmanager

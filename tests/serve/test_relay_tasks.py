@@ -68,7 +68,23 @@ async def fixture_gateway(
         register_transport_kind(ServerType.STDIO, StdioParams.from_record)
 
 
-class Wire:
+class TaskPoller:
+    """A client of the gateway that polls a task (``post`` is the subclass's request)."""
+
+    async def post(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def until(self, task_id: str, statuses: set[str]) -> dict[str, Any]:
+        """Poll ``tasks/get`` until the task is in one of ``statuses``; its last answer."""
+        with trio.fail_after(BOUND):
+            while True:
+                got: dict[str, Any] = (await self.post("tasks/get", {"taskId": task_id}))["result"]
+                if got["status"] in statuses:
+                    return got
+                await trio.sleep(0.05)
+
+
+class Wire(TaskPoller):
     """Raw 2026-07-28 requests to the gateway, with the extension declared (or not)."""
 
     def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
@@ -98,15 +114,6 @@ class Wire:
             text = [line[5:] for line in text.splitlines() if line.startswith("data:")][-1]
         message: dict[str, Any] = json.loads(text)
         return message
-
-    async def until(self, task_id: str, statuses: set[str]) -> dict[str, Any]:
-        """Poll ``tasks/get`` until the task is in one of ``statuses``; its last answer."""
-        with trio.fail_after(BOUND):
-            while True:
-                got: dict[str, Any] = (await self.post("tasks/get", {"taskId": task_id}))["result"]
-                if got["status"] in statuses:
-                    return got
-                await trio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager
@@ -205,7 +212,7 @@ async def test_tasks_methods_refuse_what_the_extension_refuses(tmp_path: Path) -
 LEGACY = "2025-11-25"
 
 
-class Session:
+class Session(TaskPoller):
     """A raw 2025-11-25 session with the gateway (the SDK's client has no task API)."""
 
     def __init__(self, http: httpx2.AsyncClient, url: str) -> None:
@@ -247,14 +254,6 @@ class Session:
                         reply = {"jsonrpc": "2.0", "id": message["id"], "result": answers[message["method"]]}
                         await self.http.post(self.url, json=reply, headers=self.headers)
         raise AssertionError(f"no answer to {method}")
-
-    async def until(self, task_id: str, statuses: set[str]) -> dict[str, Any]:
-        with trio.fail_after(BOUND):
-            while True:
-                got: dict[str, Any] = (await self.post("tasks/get", {"taskId": task_id}))["result"]
-                if got["status"] in statuses:
-                    return got
-                await trio.sleep(0.05)
 
 
 def _last_message(text: str, headers: Any) -> dict[str, Any]:
